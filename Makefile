@@ -1,0 +1,52 @@
+# Makefile for the idempotency extension (PGXS)
+#
+#   make && make install      build and install into the server of PG_CONFIG
+#   make run                  set up everything on a fresh machine and demo it
+#   make test                 set up everything and run every test group
+#   make bench                benchmarks against plain-SQL and Redis baselines
+
+EXTENSION = idempotency
+MODULE_big = idempotency
+EXTVERSION = 1.0
+
+OBJS = $(patsubst %.c,%.o,$(sort $(wildcard src/*.c)))
+
+# The install script of each version is assembled from the pieces in
+# sql/<version>/ (types, tables, functions, views, grants), pg_partman style.
+DATA_built = sql/$(EXTENSION)--$(EXTVERSION).sql
+DATA = $(filter-out $(DATA_built),$(wildcard sql/$(EXTENSION)--*.sql))
+
+REGRESS = $(sort $(basename $(notdir $(wildcard test/sql/*.sql))))
+REGRESS_OPTS = --inputdir=test
+ISOLATION = $(sort $(basename $(notdir $(wildcard test/specs/*.spec))))
+ISOLATION_OPTS = --inputdir=test
+
+# PostgreSQL's headers are system headers to us: -Wextra judges our code only.
+PG_CPPFLAGS = -I$(srcdir)/src -isystem $(includedir_server)
+PG_CFLAGS = -Wall -Wextra
+EXTRA_CLEAN = $(DATA_built) results output_iso regression.diffs regression.out tmp_check
+
+ifeq ($(wildcard /usr/lib/postgresql/15/bin/pg_config),)
+PG_CONFIG ?= pg_config
+else
+PG_CONFIG ?= /usr/lib/postgresql/15/bin/pg_config
+endif
+PGXS := $(shell $(PG_CONFIG) --pgxs 2>/dev/null)
+ifneq ($(PGXS),)
+include $(PGXS)
+else
+all:
+	@echo "PostgreSQL server headers not found: run 'make run' or 'make test'," \
+	      "which install them, or install postgresql-server-dev-15" >&2; exit 1
+endif
+
+$(DATA_built): $(sort $(wildcard sql/$(EXTVERSION)/*.sql))
+	cat $^ > $@
+
+.PHONY: run test bench
+run:
+	bash scripts/run.sh
+test:
+	bash test/run.sh
+bench:
+	bash bench/run.sh

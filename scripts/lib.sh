@@ -1,0 +1,85 @@
+# scripts/lib.sh: shared steps of `make run`, `make test` and `make bench`.
+# Sourced, not run.  Everything here works as root on a fresh Debian 12 and
+# runs PostgreSQL as the "postgres" OS user (initdb refuses root).
+
+PG_MAJOR=15
+PG_BIN=/usr/lib/postgresql/$PG_MAJOR/bin
+PGXS_DIR=/usr/lib/postgresql/$PG_MAJOR/lib/pgxs
+
+# Debian packages that building, running and testing need.
+IDEM_PACKAGES="build-essential postgresql-$PG_MAJOR postgresql-server-dev-$PG_MAJOR
+  postgresql-$PG_MAJOR-cron postgresql-$PG_MAJOR-pgtap
+  libtap-parser-sourcehandler-pgtap-perl libipc-run-perl libpq-dev"
+
+idem_log() { printf '==> %s\n' "$*" >&2; }
+
+# idem_ensure_packages PKG...: apt-get install whatever is missing.
+idem_ensure_packages() {
+  local missing=() p
+  for p in "$@"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  idem_log "installing ${missing[*]}"
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "missing packages: ${missing[*]}; run as root or install them" >&2
+    return 1
+  fi
+  # Debian's postgresql package would create and start a "main" cluster;
+  # we only ever use throwaway clusters of our own.
+  mkdir -p /etc/postgresql-common
+  grep -qs '^create_main_cluster' /etc/postgresql-common/createcluster.conf ||
+    echo 'create_main_cluster = false' >> /etc/postgresql-common/createcluster.conf
+  apt-get update -q >/dev/null
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+# idem_build: compile the extension against Debian's PostgreSQL 15.
+idem_build() {
+  make -s -C "$IDEM_TOP" PG_CONFIG=$PG_BIN/pg_config >/dev/null
+}
+
+# idem_private_install DIR: a relocated copy of the server with the
+# extension installed into it, so that test runs never touch (or race on)
+# the system installation.  Prints the copy's bin directory.
+idem_private_install() {
+  local dir=$1
+  rm -rf "$dir/inst"
+  mkdir -p "$dir/inst/usr/lib/postgresql" "$dir/inst/usr/share/postgresql"
+  cp -a /usr/lib/postgresql/$PG_MAJOR "$dir/inst/usr/lib/postgresql/"
+  cp -a /usr/share/postgresql/$PG_MAJOR "$dir/inst/usr/share/postgresql/"
+  make -s -C "$IDEM_TOP" PG_CONFIG="$dir/inst$PG_BIN/pg_config" install >/dev/null
+  echo "$dir/inst$PG_BIN"
+}
+
+# idem_start_cluster BINDIR DIR PORT [LISTEN]: initdb and start a cluster in
+# DIR/data, owned by postgres, with its socket in DIR and pg_cron preloaded.
+idem_start_cluster() {
+  local bin=$1 dir=$2 port=$3 listen=${4:-}
+  mkdir -p "$dir"
+  chown postgres: "$dir"
+  runuser -u postgres -- "$bin/initdb" -D "$dir/data" -A trust -U postgres \
+    --no-sync -E UTF8 --locale=C.UTF-8 >"$dir/initdb.log"
+  cat >>"$dir/data/postgresql.conf" <<CONF
+listen_addresses = '$listen'
+port = $port
+unix_socket_directories = '$dir'
+shared_preload_libraries = 'pg_cron'
+cron.database_name = 'postgres'
+max_connections = 100
+wal_level = logical
+max_replication_slots = 8
+max_wal_senders = 8
+max_prepared_transactions = 10
+log_line_prefix = '%m [%p] %d '
+CONF
+  runuser -u postgres -- "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -s start
+}
+
+# idem_stop_cluster BINDIR DIR: stop the cluster of DIR (pg_ctl signals
+# the postmaster whose PID is in DIR/data/postmaster.pid).
+idem_stop_cluster() {
+  local bin=$1 dir=$2
+  [ -f "$dir/data/postmaster.pid" ] || return 0
+  runuser -u postgres -- "$bin/pg_ctl" -D "$dir/data" -m fast -w -s stop || true
+}

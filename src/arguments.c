@@ -1,0 +1,176 @@
+/*-------------------------------------------------------------------------
+ *
+ * arguments.c
+ *	  Argument checks shared by the SQL-callable functions.
+ *
+ * The SQL functions are not STRICT: a NULL where the contract gives NULL no
+ * meaning is an error (22023), never a silent NULL result.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "mb/pg_wchar.h"
+#include "utils/builtins.h"
+#include "utils/datetime.h"
+
+#include "idempotency.h"
+
+/* Largest ttl or lease given as an argument: 100 years. */
+#define IDEM_MAX_INTERVAL_USECS ((int64) 100 * DAYS_PER_YEAR * USECS_PER_DAY)
+
+/*
+ * Raise 22023 when argument "argno" is NULL.
+ */
+void
+idem_require_arg(FunctionCallInfo fcinfo, int argno, const char *argname)
+{
+	if (PG_ARGISNULL(argno))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must not be null", argname)));
+}
+
+/*
+ * A text argument of min_chars..max_chars characters (not bytes).
+ */
+text *
+idem_arg_name(FunctionCallInfo fcinfo, int argno, const char *argname,
+			  int min_chars, int max_chars)
+{
+	text	   *value;
+	int			nchars;
+
+	idem_require_arg(fcinfo, argno, argname);
+	value = PG_GETARG_TEXT_PP(argno);
+	nchars = pg_mbstrlen_with_len(VARDATA_ANY(value),
+								  VARSIZE_ANY_EXHDR(value));
+	if (nchars < min_chars)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must not be empty", argname)));
+	if (nchars > max_chars)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s is too long", argname),
+				 errdetail("It has %d characters; at most %d are allowed.",
+						   nchars, max_chars)));
+	return value;
+}
+
+/*
+ * An idempotency key: 1 to idempotency.max_key_length characters.
+ */
+text *
+idem_arg_key(FunctionCallInfo fcinfo, int argno)
+{
+	text	   *key;
+	int			nchars;
+
+	idem_require_arg(fcinfo, argno, "key");
+	key = PG_GETARG_TEXT_PP(argno);
+	nchars = pg_mbstrlen_with_len(VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key));
+	if (nchars == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("idempotency key must not be empty"),
+				 errhint("Send a client-generated unique value, such as a UUID, in the Idempotency-Key header.")));
+	if (nchars > idem_max_key_length)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("idempotency key is too long"),
+				 errdetail("It has %d characters; idempotency.max_key_length allows %d.",
+						   nchars, idem_max_key_length)));
+	return key;
+}
+
+/*
+ * A scope: 0 to 255 characters; '' is the default scope.
+ */
+text *
+idem_arg_scope(FunctionCallInfo fcinfo, int argno)
+{
+	return idem_arg_name(fcinfo, argno, "scope", 0, IDEM_MAX_NAME_CHARS);
+}
+
+/*
+ * True when the interval is longer than zero.  Months and days count as 30
+ * days and 24 hours, as interval comparison does.
+ */
+bool
+idem_interval_is_positive(const Interval *span)
+{
+	Interval	zero = {0};
+
+	return DatumGetBool(DirectFunctionCall2(interval_gt,
+											IntervalPGetDatum(span),
+											IntervalPGetDatum(&zero)));
+}
+
+/*
+ * An interval argument: NULL means default_value when there is one; the
+ * value must be positive and at most 100 years.
+ */
+Interval *
+idem_arg_interval(FunctionCallInfo fcinfo, int argno, const char *argname,
+				  const Interval *default_value)
+{
+	Interval   *span;
+	Interval	limit = {.time = IDEM_MAX_INTERVAL_USECS};
+
+	if (PG_ARGISNULL(argno) && default_value != NULL)
+		return (Interval *) default_value;
+	idem_require_arg(fcinfo, argno, argname);
+	span = PG_GETARG_INTERVAL_P(argno);
+	if (!idem_interval_is_positive(span))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must be positive", argname),
+				 errdetail("The %s given is %s.", argname,
+						   DatumGetCString(DirectFunctionCall1(interval_out,
+															   IntervalPGetDatum(span))))));
+	if (DatumGetBool(DirectFunctionCall2(interval_gt, IntervalPGetDatum(span),
+										 IntervalPGetDatum(&limit))))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must be at most 100 years", argname)));
+	return span;
+}
+
+/*
+ * A positive integer argument (batch sizes).
+ */
+int32
+idem_arg_positive_int(FunctionCallInfo fcinfo, int argno, const char *argname)
+{
+	int32		value;
+
+	idem_require_arg(fcinfo, argno, argname);
+	value = PG_GETARG_INT32(argno);
+	if (value <= 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must be positive", argname),
+				 errdetail("The %s given is %d.", argname, value)));
+	return value;
+}
+
+/*
+ * A key must live at least as long as the lease that protects it, or it
+ * could expire, and be claimed afresh, while its holder still works.
+ */
+void
+idem_check_ttl_covers_lease(const Interval *ttl, const Interval *lease)
+{
+	if (DatumGetBool(DirectFunctionCall2(interval_lt, IntervalPGetDatum(ttl),
+										 IntervalPGetDatum(lease))))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("ttl must not be shorter than the lease"),
+				 errdetail("The ttl is %s and the lease is %s.",
+						   DatumGetCString(DirectFunctionCall1(interval_out,
+															   IntervalPGetDatum(ttl))),
+						   DatumGetCString(DirectFunctionCall1(interval_out,
+															   IntervalPGetDatum(lease)))),
+				 errhint("Give a longer ttl, or a shorter lease (idempotency.lease_timeout).")));
+}

@@ -1,0 +1,287 @@
+/*-------------------------------------------------------------------------
+ *
+ * execute.c
+ *	  execute(): exactly-once SQL in one round trip.
+ *
+ * In the caller's transaction: claim the key (as the extension owner); when
+ * the claim is ours, run the caller's statement with the caller's rights,
+ * store the first column of its first row as jsonb, and complete the key.
+ * An error in the statement aborts the transaction, claim included, so
+ * nothing is stored.
+ *
+ * The caller's statements are prepared once per backend and kept in a hash
+ * table keyed by (statement text, number of parameters); every parameter
+ * is bound as text.  The table is emptied when it reaches
+ * STATEMENT_CACHE_SIZE entries, so a client that builds statement texts
+ * dynamically cannot make it grow without bound.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "common/hashfn.h"
+#include "nodes/makefuncs.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/fmgroids.h"
+#include "utils/hsearch.h"
+#include "utils/memutils.h"
+#include "utils/plancache.h"
+
+#include "idempotency.h"
+
+#define STATEMENT_CACHE_SIZE 1024
+
+typedef struct StatementKey
+{
+	const char *sql;
+	int			nparams;
+} StatementKey;
+
+typedef struct StatementEntry
+{
+	StatementKey key;			/* sql is a copy in StatementCacheContext */
+	SPIPlanPtr	plan;
+	bool		is_select;		/* fetch one row only */
+	Oid			result_type;	/* type of the first column to_jsonb is set
+								 * up for, or InvalidOid */
+	FmgrInfo	to_jsonb;
+} StatementEntry;
+
+static HTAB *statement_cache = NULL;
+static MemoryContext StatementCacheContext = NULL;
+
+/* SQL-callable functions */
+PG_FUNCTION_INFO_V1(idempotency_execute);
+
+static uint32
+statement_key_hash(const void *key, Size keysize pg_attribute_unused())
+{
+	const StatementKey *k = (const StatementKey *) key;
+
+	return hash_bytes((const unsigned char *) k->sql, strlen(k->sql)) ^
+		(uint32) k->nparams;
+}
+
+static int
+statement_key_compare(const void *key1, const void *key2, Size keysize pg_attribute_unused())
+{
+	const StatementKey *k1 = (const StatementKey *) key1;
+	const StatementKey *k2 = (const StatementKey *) key2;
+
+	if (k1->nparams != k2->nparams)
+		return 1;
+	return strcmp(k1->sql, k2->sql);
+}
+
+static void *
+statement_key_copy(void *dest, const void *src, Size keysize pg_attribute_unused())
+{
+	StatementKey *d = (StatementKey *) dest;
+	const StatementKey *s = (const StatementKey *) src;
+
+	d->sql = MemoryContextStrdup(StatementCacheContext, s->sql);
+	d->nparams = s->nparams;
+	return dest;
+}
+
+/*
+ * Create the statement cache, or empty it when it is full.
+ */
+static void
+reset_statement_cache(void)
+{
+	HASHCTL		ctl;
+
+	if (statement_cache != NULL)
+	{
+		HASH_SEQ_STATUS status;
+		StatementEntry *entry;
+
+		hash_seq_init(&status, statement_cache);
+		while ((entry = hash_seq_search(&status)) != NULL)
+			if (entry->plan != NULL)
+				SPI_freeplan(entry->plan);
+		hash_destroy(statement_cache);
+		MemoryContextDelete(StatementCacheContext);
+	}
+	StatementCacheContext = AllocSetContextCreate(TopMemoryContext,
+												  "idempotency execute() statements",
+												  ALLOCSET_DEFAULT_SIZES);
+	ctl.keysize = sizeof(StatementKey);
+	ctl.entrysize = sizeof(StatementEntry);
+	ctl.hash = statement_key_hash;
+	ctl.match = statement_key_compare;
+	ctl.keycopy = statement_key_copy;
+	ctl.hcxt = StatementCacheContext;
+	statement_cache = hash_create("idempotency execute() statements", 64, &ctl,
+								  HASH_ELEM | HASH_FUNCTION | HASH_COMPARE |
+								  HASH_KEYCOPY | HASH_CONTEXT);
+}
+
+/*
+ * The prepared plan of "sql" with "nparams" text parameters; checks on
+ * first use that it is exactly one statement.
+ */
+static StatementEntry *
+statement_plan(const char *sql, int nparams)
+{
+	StatementKey key = {sql, nparams};
+	StatementEntry *entry;
+	bool		found;
+	Oid		   *argtypes;
+	SPIPlanPtr	plan;
+	List	   *sources;
+	int			i;
+
+	if (statement_cache == NULL ||
+		hash_get_num_entries(statement_cache) >= STATEMENT_CACHE_SIZE)
+		reset_statement_cache();
+	entry = hash_search(statement_cache, &key, HASH_FIND, NULL);
+	if (entry != NULL)
+		return entry;
+
+	argtypes = palloc(sizeof(Oid) * Max(nparams, 1));
+	for (i = 0; i < nparams; i++)
+		argtypes[i] = TEXTOID;
+	plan = SPI_prepare(sql, nparams, argtypes);
+	if (plan == NULL)
+		elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
+	sources = SPI_plan_get_plan_sources(plan);
+	if (list_length(sources) == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("statement must not be empty")));
+	if (list_length(sources) > 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_SYNTAX_ERROR),
+				 errmsg("execute() runs exactly one SQL statement"),
+				 errdetail("The statement text holds %d statements.",
+						   list_length(sources)),
+				 errhint("Put the work in one statement, for example with a WITH clause, or use claim() and complete() around several statements.")));
+	if (SPI_keepplan(plan) != 0)
+		elog(ERROR, "SPI_keepplan failed");
+
+	entry = hash_search(statement_cache, &key, HASH_ENTER, &found);
+	entry->plan = plan;
+	entry->is_select =
+		((CachedPlanSource *) linitial(sources))->commandTag == CMDTAG_SELECT;
+	entry->result_type = InvalidOid;
+	return entry;
+}
+
+/*
+ * The first column of the first row of the statement's result, as jsonb:
+ * to_jsonb() of it, or JSON null for a NULL or for no row at all.
+ */
+static Datum
+statement_result(StatementEntry *entry)
+{
+	bool		isnull;
+	Datum		value;
+	Oid			type;
+
+	if (SPI_tuptable == NULL || SPI_processed == 0 ||
+		SPI_tuptable->tupdesc->natts == 0)
+		return idem_null_jsonb();
+	value = idem_get_column(1, &isnull);
+	if (isnull)
+		return idem_null_jsonb();
+
+	type = SPI_gettypeid(SPI_tuptable->tupdesc, 1);
+	if (type != entry->result_type)
+	{
+		/* to_jsonb(anyelement) learns its argument type from fn_expr */
+		MemoryContext old = MemoryContextSwitchTo(StatementCacheContext);
+
+		fmgr_info_cxt(F_TO_JSONB, &entry->to_jsonb, StatementCacheContext);
+		fmgr_info_set_expr((Node *) makeFuncExpr(F_TO_JSONB, JSONBOID,
+												 list_make1(makeNullConst(type, -1, InvalidOid)),
+												 InvalidOid, InvalidOid,
+												 COERCE_EXPLICIT_CALL),
+						   &entry->to_jsonb);
+		MemoryContextSwitchTo(old);
+		entry->result_type = type;
+	}
+	return FunctionCall1(&entry->to_jsonb, value);
+}
+
+/*
+ * execute(key, request, statement, params, scope, ttl) RETURNS claim_result
+ */
+Datum
+idempotency_execute(PG_FUNCTION_ARGS)
+{
+	text	   *key = idem_arg_key(fcinfo, 0);
+	Jsonb	   *request = PG_ARGISNULL(1) ? NULL : PG_GETARG_JSONB_P(1);
+	char	   *sql;
+	Datum	   *params = NULL;
+	bool	   *param_nulls = NULL;
+	int			nparams = 0;
+	text	   *scope = idem_arg_scope(fcinfo, 4);
+	Interval   *ttl = idem_arg_interval(fcinfo, 5, "ttl", &idem_default_ttl);
+	MemoryContext caller_context = CurrentMemoryContext;
+	IdemOwnerRights owner;
+	IdemClaim	claim;
+	StatementEntry *entry;
+	Datum		result;
+
+	idem_require_arg(fcinfo, 2, "statement");
+	sql = text_to_cstring(PG_GETARG_TEXT_PP(2));
+	if (!PG_ARGISNULL(3))
+	{
+		ArrayType  *array = PG_GETARG_ARRAYTYPE_P(3);
+
+		if (ARR_NDIM(array) > 1)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("params must be a one-dimensional text array")));
+		deconstruct_array(array, TEXTOID, -1, false, TYPALIGN_INT,
+						  &params, &param_nulls, &nparams);
+	}
+	idem_check_ttl_covers_lease(ttl, &idem_lease_timeout);
+
+	SPI_connect();
+	entry = statement_plan(sql, nparams);
+	idem_become_owner(&owner);
+	idem_claim_key(key, scope, request, ttl, &idem_lease_timeout, &claim);
+	idem_restore_user(&owner);
+
+	if (idem_claim_runs_work(&claim))
+	{
+		char	   *nulls = palloc(Max(nparams, 1));
+		Jsonb	   *body;
+		int			rc;
+		int			i;
+
+		for (i = 0; i < nparams; i++)
+			nulls[i] = param_nulls[i] ? 'n' : ' ';
+		rc = SPI_execute_plan(entry->plan, params, nulls, false,
+							  entry->is_select ? 1 : 0);
+		if (rc < 0)
+			elog(ERROR, "SPI_execute_plan failed: %s",
+				 SPI_result_code_string(rc));
+		body = DatumGetJsonbP(statement_result(entry));
+		if (VARSIZE(body) > (Size) idem_max_response_bytes)
+			ereport(ERROR,
+					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+					 errmsg("result of the statement is too large to store"),
+					 errdetail("It takes %zu bytes; idempotency.max_response_bytes allows %d.",
+							   (Size) VARSIZE(body), idem_max_response_bytes)));
+
+		idem_become_owner(&owner);
+		claim.values[CLAIM_STATUS] =
+			idem_finish_key(key, scope, DatumGetInt64(claim.values[CLAIM_FENCE]),
+							true, JsonbPGetDatum(body), false, 200, false);
+		idem_restore_user(&owner);
+		claim.values[CLAIM_RESPONSE_CODE] = Int32GetDatum(200);
+		claim.values[CLAIM_RESPONSE_BODY] = JsonbPGetDatum(body);
+		claim.nulls[CLAIM_RESPONSE_CODE] = claim.nulls[CLAIM_RESPONSE_BODY] = false;
+	}
+
+	MemoryContextSwitchTo(caller_context);
+	result = idem_claim_datum(fcinfo, &claim);
+	SPI_finish();
+	PG_RETURN_DATUM(result);
+}

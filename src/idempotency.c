@@ -1,0 +1,226 @@
+/*-------------------------------------------------------------------------
+ *
+ * idempotency.c
+ *	  Module entry point of the idempotency extension: the module magic and
+ *	  the settings (GUCs), nothing else.
+ *
+ * Interval settings are string GUCs holding any interval PostgreSQL accepts
+ * ('30 seconds', '2 min', 'PT30S'); the check hook parses and bounds them
+ * without throwing, and the assign hook keeps the parsed value, so the hot
+ * paths read an Interval and never parse text.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "utils/builtins.h"
+#include "utils/datetime.h"
+#include "utils/guc.h"
+
+#include "idempotency.h"
+
+PG_MODULE_MAGIC;
+
+/* Largest interval accepted anywhere: 100 years. */
+#define IDEM_MAX_INTERVAL_MONTHS (100 * MONTHS_PER_YEAR)
+
+Interval	idem_default_ttl;
+Interval	idem_lease_timeout;
+Interval	idem_token_ttl;
+Interval	idem_outbox_retry_backoff;
+Interval	idem_processed_retention;
+Interval	idem_outbox_retention;
+int			idem_max_key_length = IDEM_MAX_NAME_CHARS;
+int			idem_max_response_bytes = 1024 * 1024;
+int			idem_outbox_max_attempts = 10;
+
+/* The text values behind the interval settings; the GUC machinery owns them. */
+static char *default_ttl_text;
+static char *lease_timeout_text;
+static char *token_ttl_text;
+static char *outbox_retry_backoff_text;
+static char *processed_retention_text;
+static char *outbox_retention_text;
+
+void		_PG_init(void);
+
+static bool check_interval_setting(char **newval, void **extra,
+								   GucSource source);
+static void define_interval_setting(const char *name, const char *desc,
+									const char *default_value,
+									char **text_value,
+									GucStringAssignHook assign_hook);
+static void assign_default_ttl(const char *newval, void *extra);
+static void assign_lease_timeout(const char *newval, void *extra);
+static void assign_token_ttl(const char *newval, void *extra);
+static void assign_outbox_retry_backoff(const char *newval, void *extra);
+static void assign_processed_retention(const char *newval, void *extra);
+static void assign_outbox_retention(const char *newval, void *extra);
+
+/*
+ * Parse an interval without raising errors: the datetime decoder reports
+ * failures by return code, which a GUC check hook needs.
+ */
+static bool
+parse_interval(const char *str, Interval *result)
+{
+	char		workbuf[256];
+	char	   *field[MAXDATEFIELDS];
+	int			ftype[MAXDATEFIELDS];
+	int			nf;
+	int			dtype;
+	struct pg_itm_in itm_in;
+	int			rc;
+
+	rc = ParseDateTime(str, workbuf, sizeof(workbuf), field, ftype,
+					   MAXDATEFIELDS, &nf);
+	if (rc == 0)
+		rc = DecodeInterval(field, ftype, nf, INTERVAL_FULL_RANGE,
+							&dtype, &itm_in);
+	if (rc == DTERR_BAD_FORMAT)
+	{
+		char	   *copy = pstrdup(str);
+
+		rc = DecodeISO8601Interval(copy, &dtype, &itm_in);
+		pfree(copy);
+	}
+	if (rc != 0 || dtype != DTK_DELTA)
+		return false;
+	return itmin2interval(&itm_in, result) == 0;
+}
+
+/*
+ * Check hook shared by every interval setting: positive and at most 100
+ * years.  The parsed value travels to the assign hook as "extra".
+ */
+static bool
+check_interval_setting(char **newval, void **extra,
+					   GucSource source pg_attribute_unused())
+{
+	Interval	span;
+	Interval   *result;
+
+	if (*newval == NULL || !parse_interval(*newval, &span))
+	{
+		GUC_check_errdetail("The value must be an interval, such as \"30 seconds\" or \"24 hours\".");
+		return false;
+	}
+	if (!idem_interval_is_positive(&span))
+	{
+		GUC_check_errdetail("The interval must be positive.");
+		return false;
+	}
+	if (span.month > IDEM_MAX_INTERVAL_MONTHS ||
+		span.day > IDEM_MAX_INTERVAL_MONTHS * DAYS_PER_MONTH ||
+		span.time > (int64) IDEM_MAX_INTERVAL_MONTHS * DAYS_PER_MONTH * USECS_PER_DAY)
+	{
+		GUC_check_errdetail("The interval must be at most 100 years.");
+		return false;
+	}
+	/* PostgreSQL 15 frees "extra" with free(), so it must come from malloc. */
+	result = (Interval *) malloc(sizeof(Interval));
+	if (result == NULL)
+		return false;
+	*result = span;
+	*extra = result;
+	return true;
+}
+
+static void
+assign_default_ttl(const char *newval pg_attribute_unused(), void *extra)
+{
+	idem_default_ttl = *(Interval *) extra;
+}
+
+static void
+assign_lease_timeout(const char *newval pg_attribute_unused(), void *extra)
+{
+	idem_lease_timeout = *(Interval *) extra;
+}
+
+static void
+assign_token_ttl(const char *newval pg_attribute_unused(), void *extra)
+{
+	idem_token_ttl = *(Interval *) extra;
+}
+
+static void
+assign_outbox_retry_backoff(const char *newval pg_attribute_unused(), void *extra)
+{
+	idem_outbox_retry_backoff = *(Interval *) extra;
+}
+
+static void
+assign_processed_retention(const char *newval pg_attribute_unused(), void *extra)
+{
+	idem_processed_retention = *(Interval *) extra;
+}
+
+static void
+assign_outbox_retention(const char *newval pg_attribute_unused(), void *extra)
+{
+	idem_outbox_retention = *(Interval *) extra;
+}
+
+/*
+ * Define one interval setting; every user may SET it per session, role or
+ * database.
+ */
+static void
+define_interval_setting(const char *name, const char *desc,
+						const char *default_value, char **text_value,
+						GucStringAssignHook assign_hook)
+{
+	DefineCustomStringVariable(name, desc,
+							   "Any positive interval up to 100 years.",
+							   text_value, default_value, PGC_USERSET, 0,
+							   check_interval_setting, assign_hook, NULL);
+}
+
+/*
+ * Module load: define the settings.
+ */
+void
+_PG_init(void)
+{
+	define_interval_setting("idempotency.default_ttl",
+							"Sets how long a request key is kept when claim() is given no ttl.",
+							"24 hours", &default_ttl_text, assign_default_ttl);
+	define_interval_setting("idempotency.lease_timeout",
+							"Sets how long a claim holds its key when given no lease.",
+							"30 seconds", &lease_timeout_text,
+							assign_lease_timeout);
+	define_interval_setting("idempotency.token_ttl",
+							"Sets how long a one-time token lives when issue_token() is given no ttl.",
+							"10 minutes", &token_ttl_text, assign_token_ttl);
+	define_interval_setting("idempotency.outbox_retry_backoff",
+							"Sets the first retry delay of a failed outbox event; each further attempt doubles it, up to one hour.",
+							"1 second", &outbox_retry_backoff_text,
+							assign_outbox_retry_backoff);
+	define_interval_setting("idempotency.processed_retention",
+							"Sets how long purge_expired() keeps processed_events marks.",
+							"7 days", &processed_retention_text,
+							assign_processed_retention);
+	define_interval_setting("idempotency.outbox_retention",
+							"Sets how long purge_expired() keeps published outbox events.",
+							"7 days", &outbox_retention_text,
+							assign_outbox_retention);
+
+	DefineCustomIntVariable("idempotency.max_key_length",
+							"Sets the longest accepted idempotency key, in characters.",
+							"Bounded so that (scope, key) always fits a B-tree index entry.",
+							&idem_max_key_length, IDEM_MAX_NAME_CHARS, 1, 400,
+							PGC_USERSET, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("idempotency.max_response_bytes",
+							"Sets the largest response body complete() and fail() store.",
+							"The size of the jsonb value, in bytes.",
+							&idem_max_response_bytes, 1024 * 1024, 1, 256 * 1024 * 1024,
+							PGC_USERSET, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("idempotency.outbox_max_attempts",
+							"Sets how many failed deliveries make an outbox event dead.",
+							NULL,
+							&idem_outbox_max_attempts, 10, 1, 1000,
+							PGC_USERSET, 0, NULL, NULL, NULL);
+
+	MarkGUCPrefixReserved("idempotency");
+}

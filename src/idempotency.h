@@ -1,0 +1,119 @@
+/*-------------------------------------------------------------------------
+ *
+ * idempotency.h
+ *	  Declarations shared by the C files of the idempotency extension:
+ *	  settings, argument checks, cached plans and owner rights.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef IDEMPOTENCY_H
+#define IDEMPOTENCY_H
+
+#include "fmgr.h"
+#include "executor/spi.h"
+#include "utils/jsonb.h"
+#include "utils/timestamp.h"
+
+/* Longest scope, consumer and event id, in characters (SPEC). */
+#define IDEM_MAX_NAME_CHARS 255
+
+/* Settings, defined in idempotency.c. */
+extern Interval idem_default_ttl;
+extern Interval idem_lease_timeout;
+extern Interval idem_token_ttl;
+extern Interval idem_outbox_retry_backoff;
+extern Interval idem_processed_retention;
+extern Interval idem_outbox_retention;
+extern int	idem_max_key_length;
+extern int	idem_max_response_bytes;
+extern int	idem_outbox_max_attempts;
+
+/* Argument checks, in arguments.c; each raises 22023 with a useful hint. */
+extern void idem_require_arg(FunctionCallInfo fcinfo, int argno,
+							 const char *argname);
+extern text *idem_arg_name(FunctionCallInfo fcinfo, int argno,
+						   const char *argname, int min_chars,
+						   int max_chars);
+extern text *idem_arg_key(FunctionCallInfo fcinfo, int argno);
+extern text *idem_arg_scope(FunctionCallInfo fcinfo, int argno);
+extern Interval *idem_arg_interval(FunctionCallInfo fcinfo, int argno,
+								   const char *argname,
+								   const Interval *default_value);
+extern int32 idem_arg_positive_int(FunctionCallInfo fcinfo, int argno,
+								   const char *argname);
+extern void idem_check_ttl_covers_lease(const Interval *ttl,
+										const Interval *lease);
+extern bool idem_interval_is_positive(const Interval *span);
+
+/*
+ * A statement of the extension's own bookkeeping.  It is prepared on first
+ * use, kept for the life of the backend and run as the extension owner.
+ * Its SQL qualifies every name, operator and function with its schema, so
+ * the caller's search_path can neither change nor hijack it.
+ */
+#define IDEM_MAX_QUERY_ARGS 10
+
+typedef struct IdemQuery
+{
+	const char *sql;
+	int			nargs;
+	Oid			argtypes[IDEM_MAX_QUERY_ARGS];
+	SPIPlanPtr	plan;
+} IdemQuery;
+
+/* Saved identity while a C function runs as the extension owner. */
+typedef struct IdemOwnerRights
+{
+	Oid			saved_userid;
+	int			saved_sec_context;
+} IdemOwnerRights;
+
+/*
+ * The answer of a claim: the columns of idempotency.claim_result, in order.
+ */
+typedef enum ClaimResultColumn
+{
+	CLAIM_OUTCOME,
+	CLAIM_FENCE,
+	CLAIM_STATUS,
+	CLAIM_RESPONSE_CODE,
+	CLAIM_RESPONSE_BODY,
+	CLAIM_RECOVERY_POINT,
+	CLAIM_ATTEMPTS,
+	CLAIM_RETRY_AFTER,
+	CLAIM_RESULT_NATTS
+} ClaimResultColumn;
+
+typedef struct IdemClaim
+{
+	const char *outcome;		/* claimed, resumed, replay, in_progress,
+								 * mismatch */
+	Datum		values[CLAIM_RESULT_NATTS];
+	bool		nulls[CLAIM_RESULT_NATTS];
+} IdemClaim;
+
+/* keys.c; the caller is connected to SPI and runs as the owner. */
+extern void idem_claim_key(text *key, text *scope, Jsonb *request,
+						   Interval *ttl, Interval *lease, IdemClaim *claim);
+extern Datum idem_finish_key(text *key, text *scope, int64 fence,
+							bool completed, Datum body, bool body_isnull,
+							int32 response_code, bool retryable);
+extern bool idem_claim_runs_work(const IdemClaim *claim);
+extern Datum idem_claim_datum(FunctionCallInfo fcinfo, IdemClaim *claim);
+extern Jsonb *idem_arg_response(FunctionCallInfo fcinfo, int argno,
+								const char *argname);
+extern int32 idem_arg_response_code(FunctionCallInfo fcinfo, int argno);
+
+/* fingerprint.c */
+extern bytea *idem_fingerprint(Jsonb *request);
+extern void idem_sha256(const char *data, size_t len, uint8 *digest);
+
+/* plan_cache.c */
+extern int	idem_run(IdemQuery *query, Datum *values, const char *nulls,
+					 bool read_only, long max_rows);
+extern void idem_become_owner(IdemOwnerRights *saved);
+extern void idem_restore_user(const IdemOwnerRights *saved);
+extern Datum idem_get_column(int colno, bool *isnull);
+extern Datum idem_null_jsonb(void);
+
+#endif							/* IDEMPOTENCY_H */

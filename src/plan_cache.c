@@ -1,0 +1,127 @@
+/*-------------------------------------------------------------------------
+ *
+ * plan_cache.c
+ *	  Running the extension's own statements: prepared once per backend,
+ *	  executed through SPI, as the extension owner.
+ *
+ * The SQL-callable functions are SECURITY INVOKER so that execute() and the
+ * state-machine helpers run the caller's statements with the caller's
+ * rights.  The bookkeeping on the extension's tables runs as the owner of
+ * those tables instead: idem_become_owner() switches the user id with
+ * SECURITY_LOCAL_USERID_CHANGE (as the RI triggers do), which also forbids
+ * SET ROLE meanwhile; an error unwinds it with the (sub)transaction.  That
+ * is SECURITY DEFINER without the cost of a per-call search_path GUC: the
+ * statements qualify every name instead.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/namespace.h"
+#include "catalog/pg_class.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/jsonb.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/syscache.h"
+
+#include "idempotency.h"
+
+/*
+ * The owner of the extension's tables, which is the extension owner: three
+ * syscache lookups, cheap enough to repeat on every call and always current.
+ */
+static Oid
+extension_owner(void)
+{
+	Oid			nspid = get_namespace_oid("idempotency", false);
+	Oid			relid = get_relname_relid("idempotency_keys", nspid);
+	HeapTuple	tuple;
+	Oid			owner;
+
+	if (!OidIsValid(relid))
+		elog(ERROR, "relation \"idempotency.idempotency_keys\" does not exist");
+	tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+	if (!HeapTupleIsValid(tuple))
+		elog(ERROR, "cache lookup failed for relation %u", relid);
+	owner = ((Form_pg_class) GETSTRUCT(tuple))->relowner;
+	ReleaseSysCache(tuple);
+	return owner;
+}
+
+/*
+ * Run as the extension owner until idem_restore_user().
+ */
+void
+idem_become_owner(IdemOwnerRights *saved)
+{
+	GetUserIdAndSecContext(&saved->saved_userid, &saved->saved_sec_context);
+	SetUserIdAndSecContext(extension_owner(),
+						   saved->saved_sec_context | SECURITY_LOCAL_USERID_CHANGE);
+}
+
+void
+idem_restore_user(const IdemOwnerRights *saved)
+{
+	SetUserIdAndSecContext(saved->saved_userid, saved->saved_sec_context);
+}
+
+/*
+ * Execute a bookkeeping statement, preparing it on first use; the caller
+ * has connected to SPI.  Returns the number of rows processed; the rows are
+ * in SPI_tuptable.
+ */
+int
+idem_run(IdemQuery *query, Datum *values, const char *nulls,
+		 bool read_only, long max_rows)
+{
+	int			rc;
+
+	if (query->plan == NULL)
+	{
+		SPIPlanPtr	plan = SPI_prepare(query->sql, query->nargs,
+									   query->argtypes);
+
+		if (plan == NULL)
+			elog(ERROR, "SPI_prepare failed for \"%s\": %s",
+				 query->sql, SPI_result_code_string(SPI_result));
+		if (SPI_keepplan(plan) != 0)
+			elog(ERROR, "SPI_keepplan failed");
+		query->plan = plan;
+	}
+	rc = SPI_execute_plan(query->plan, values, nulls, read_only, max_rows);
+	if (rc < 0)
+		elog(ERROR, "SPI_execute_plan failed for \"%s\": %s",
+			 query->sql, SPI_result_code_string(rc));
+	return (int) SPI_processed;
+}
+
+/*
+ * Column "colno" (1-based) of the first row the last statement returned.
+ */
+Datum
+idem_get_column(int colno, bool *isnull)
+{
+	return SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
+						 colno, isnull);
+}
+
+/*
+ * The jsonb value 'null', built once.
+ */
+Datum
+idem_null_jsonb(void)
+{
+	static Jsonb *null_value = NULL;
+
+	if (null_value == NULL)
+	{
+		MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+
+		null_value = DatumGetJsonbP(DirectFunctionCall1(jsonb_in,
+														CStringGetDatum("null")));
+		MemoryContextSwitchTo(old);
+	}
+	return JsonbPGetDatum(null_value);
+}

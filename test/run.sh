@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# test/run.sh (make test): the whole test suite, from a fresh Debian 12.
+#
+# Installs what is missing, builds, installs the extension into a private
+# copy of the server (the system installation is left alone), starts a
+# throwaway cluster as the postgres OS user on a unix socket with pg_cron
+# preloaded, runs every test group and stops what it started.  Groups:
+#   regress       test/sql/*.sql against expected/*.out (pg_regress)
+#   isolation     test/specs/*.spec (pg_isolation_regress)
+#   pgtap         test/pgtap/*.sql (pg_prove)
+#   tap           test/t/*.pl (prove, PostgreSQL::Test::Cluster)
+#   integration   test/integration/*.sh (examples, relays, clients)
+# The last line is "N passed, M failed", counting test files.
+# TEST_GROUPS="regress isolation" limits the run to some groups.
+set -uo pipefail
+IDEM_TOP=$(cd "$(dirname "$0")/.." && pwd)
+. "$IDEM_TOP/scripts/lib.sh"
+
+# What the test groups need beyond building and running.
+TEST_PACKAGES="redis-server libhiredis-dev python3-psycopg2 python3-flask
+  postgresql-$PG_MAJOR-plproxy nodejs npm"
+TEST_GROUPS=${TEST_GROUPS:-regress isolation pgtap tap integration}
+
+test_packages=()
+for p in $TEST_PACKAGES; do
+  # the machine may have node and npm from elsewhere than apt
+  case $p in nodejs) command -v node >/dev/null && continue ;; npm) command -v npm >/dev/null && continue ;; esac
+  test_packages+=("$p")
+done
+idem_ensure_packages $IDEM_PACKAGES "${test_packages[@]}" || exit 1
+idem_build || { echo "build failed"; echo "0 passed, 1 failed"; exit 1; }
+
+WORK=$(mktemp -d /tmp/idempotency-test.XXXXXX)
+chmod 755 "$WORK"
+BIN=$(idem_private_install "$WORK") || { echo "install failed"; echo "0 passed, 1 failed"; exit 1; }
+mkdir -p "$WORK/repo"
+tar -C "$IDEM_TOP" --exclude=.git --exclude=node_modules -cf - . | tar -C "$WORK/repo" -xf -
+chown -R postgres: "$WORK"
+CLUSTER=$WORK/cluster
+PORT=5432
+
+export IDEM_TEST_WORK=$WORK IDEM_TEST_BIN=$BIN IDEM_TOP
+export PGHOST=$CLUSTER PGPORT=$PORT PGUSER=postgres
+
+cleanup() {
+  idem_stop_cluster "$BIN" "$CLUSTER"
+  if [ "${failed:-1}" -eq 0 ] && [ -z "${KEEP_WORK:-}" ]; then
+    rm -rf "$WORK"
+  else
+    echo "test files and logs kept in $WORK" >&2
+  fi
+}
+trap cleanup EXIT
+
+as_postgres() {
+  runuser -u postgres -- env PATH="$BIN:$PATH" PGHOST="$PGHOST" PGPORT="$PGPORT" \
+    PGUSER=postgres IDEM_TEST_WORK="$WORK" IDEM_TEST_BIN="$BIN" "$@"
+}
+
+idem_start_cluster "$BIN" "$CLUSTER" "$PORT" '' || { cat "$CLUSTER/server.log"; echo "0 passed, 1 failed"; exit 1; }
+
+passed=0
+failed=0
+count() {	# count LOGFILE OK_PATTERN FAIL_PATTERN EXIT_CODE
+  local ok bad
+  ok=$(grep -cE "$2" "$1")
+  bad=$(grep -cE "$3" "$1")
+  # a runner that failed without naming a failed test still counts as one
+  [ "${4:-0}" -ne 0 ] && [ "$bad" -eq 0 ] && bad=1
+  passed=$((passed + ok))
+  failed=$((failed + bad))
+  idem_log "$(basename "$1" .log): $ok passed, $bad failed"
+}
+
+cd "$WORK/repo"
+show_diffs() {
+  [ -s regression.diffs ] && { echo "---- regression.diffs"; head -400 regression.diffs; }
+  return 0
+}
+names() { ls "$@" 2>/dev/null | xargs -r -n1 basename | sed 's/\.[a-z]*$//' | sort; }
+
+for group in $TEST_GROUPS; do
+  case $group in
+  regress)
+    tests=$(names test/sql/*.sql)
+    [ -n "$tests" ] || continue
+    idem_log "regress: $(echo $tests)"
+    as_postgres "$PGXS_DIR/src/test/regress/pg_regress" --bindir="$BIN" \
+      --inputdir=test --outputdir=. --dbname=contrib_regression \
+      --load-extension=idempotency $tests >"$WORK/regress.log" 2>&1
+    rc=$?
+    cat "$WORK/regress.log"
+    show_diffs
+    count "$WORK/regress.log" '\.\.\. ok' '\.\.\. FAILED|\.\.\. failed' $rc
+    ;;
+  isolation)
+    tests=$(names test/specs/*.spec)
+    [ -n "$tests" ] || continue
+    idem_log "isolation: $(echo $tests)"
+    as_postgres "$PGXS_DIR/src/test/isolation/pg_isolation_regress" --bindir="$BIN" \
+      --inputdir=test --outputdir=. --dbname=isolation_regression \
+      --load-extension=idempotency $tests >"$WORK/isolation.log" 2>&1
+    rc=$?
+    cat "$WORK/isolation.log"
+    show_diffs
+    count "$WORK/isolation.log" '\.\.\. ok' '\.\.\. FAILED|\.\.\. failed' $rc
+    ;;
+  pgtap)
+    ls test/pgtap/*.sql >/dev/null 2>&1 || continue
+    as_postgres psql -q -X -d postgres -c 'CREATE DATABASE pgtap_regression' &&
+    as_postgres psql -q -X -d pgtap_regression \
+      -c 'CREATE EXTENSION idempotency; CREATE EXTENSION pgtap;'
+    as_postgres pg_prove -d pgtap_regression test/pgtap/*.sql >"$WORK/pgtap.log" 2>&1
+    rc=$?
+    cat "$WORK/pgtap.log"
+    count "$WORK/pgtap.log" '\.\. ok$' '\.\. (Failed|Dubious|not ok)|Parse errors' $rc
+    ;;
+  tap)
+    ls test/t/*.pl >/dev/null 2>&1 || continue
+    as_postgres env TESTDIR="$WORK/tap" PG_REGRESS="$PGXS_DIR/src/test/regress/pg_regress" \
+      prove -I "$PGXS_DIR/src/test/perl" test/t/*.pl >"$WORK/tap.log" 2>&1
+    rc=$?
+    cat "$WORK/tap.log"
+    count "$WORK/tap.log" '\.\. ok$' '\.\. (Failed|Dubious|skipped)|\.\. No subtests' $rc
+    ;;
+  integration)
+    : >"$WORK/integration.log"
+    for t in test/integration/*.sh; do
+      [ -e "$t" ] || continue
+      idem_log "integration: $t"
+      if bash "$t" >>"$WORK/integration.log" 2>&1; then
+        echo "$t .. ok" | tee -a "$WORK/integration.log"
+      else
+        echo "$t .. FAILED" | tee -a "$WORK/integration.log"
+      fi
+    done
+    count "$WORK/integration.log" '\.\. ok$' '\.\. FAILED$'
+    ;;
+  esac
+done
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ] && [ "$passed" -gt 0 ]
