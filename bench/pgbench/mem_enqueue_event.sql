@@ -1,0 +1,1 @@
+SELECT idempotency.enqueue_event('mem', :n::text, 'E', '{}'::jsonb);

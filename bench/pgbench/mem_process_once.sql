@@ -1,0 +1,1 @@
+SELECT idempotency.process_once('mem', :n::text);

@@ -1,0 +1,1 @@
+SELECT idempotency.consume_token(idempotency.issue_token());

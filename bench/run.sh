@@ -1,0 +1,493 @@
+#!/usr/bin/env bash
+# bench/run.sh (make bench): the extension side by side with the SQL and
+# Redis it replaces.
+#
+# Builds and installs the extension into a private copy of the server,
+# starts a throwaway cluster with durable settings (fsync=on,
+# synchronous_commit=on) and two Redis servers (appendfsync always, and no
+# AOF), then runs every workload with pgbench (-M prepared, keys
+# "<client id>-<random 15-digit number>") for the extension and for its
+# baselines alternately: BENCH_ROUNDS rounds of BENCH_SECONDS per run, the
+# order of the variants rotating every round.  Prints medians of TPS, p50
+# and p99 latency and of the per-round TPS ratios, checks the targets of
+# the README's "Performance" section, and writes the report to
+# bench/results/<UTC timestamp>.md.
+#
+# Knobs (environment):
+#   BENCH_SECONDS       seconds per pgbench run (default 3; 1 is the quick run)
+#   BENCH_ROUNDS        alternating rounds per workload (default 3)
+#   BENCH_CLIENTS       client counts (default "1 8")
+#   BENCH_ROWS          completed keys for replay and expired keys for purge
+#                       (default 1000000)
+#   BENCH_MEMORY_CALLS  calls per function in the memory check (default 100000)
+#   BENCH_GROUPS        workload groups to run (default: all)
+#   BENCH_KEEP=1        keep the work directory (cluster, logs)
+# Workloads whose functions the build lacks are reported as skipped.
+set -uo pipefail
+IDEM_TOP=$(cd "$(dirname "$0")/.." && pwd)
+. "$IDEM_TOP/scripts/lib.sh"
+
+BENCH_SECONDS=${BENCH_SECONDS:-3}
+BENCH_ROUNDS=${BENCH_ROUNDS:-3}
+BENCH_CLIENTS=${BENCH_CLIENTS:-1 8}
+BENCH_ROWS=${BENCH_ROWS:-1000000}
+BENCH_MEMORY_CALLS=${BENCH_MEMORY_CALLS:-100000}
+ALL_GROUPS="e2e bare syncoff replay hotkey inbox outbox transition relay wal memory purge"
+BENCH_GROUPS=${BENCH_GROUPS:-$ALL_GROUPS}
+SCRIPTS=$IDEM_TOP/bench/pgbench
+REQ='{"amount": 100, "currency": "EUR"}'
+
+idem_ensure_packages $IDEM_PACKAGES redis-server libhiredis-dev || exit 1
+idem_build || { echo "build failed" >&2; exit 1; }
+
+WORK=$(mktemp -d /tmp/idempotency-bench.XXXXXX)
+chmod 755 "$WORK"
+BIN=$(idem_private_install "$WORK") || { echo "install failed" >&2; exit 1; }
+CLUSTER=$WORK/cluster
+RESULTS=$WORK/results.tsv
+NOTES=$WORK/notes.md
+: >"$RESULTS"
+: >"$NOTES"
+REDIS_PIDS=()
+
+cleanup() {
+  local pid
+  for pid in "${REDIS_PIDS[@]}"; do kill "$pid" 2>/dev/null; done
+  idem_stop_cluster "$BIN" "$CLUSTER"
+  if [ -n "${BENCH_KEEP:-}" ]; then echo "work directory kept: $WORK" >&2; else rm -rf "$WORK"; fi
+}
+trap cleanup EXIT
+
+cc -O2 -Wall -o "$WORK/redis_driver" "$IDEM_TOP/bench/redis_driver.c" \
+  -I"$($PG_BIN/pg_config --includedir)" -lpq -lhiredis -lpthread || exit 1
+
+# --- the cluster: durable defaults, room for a million keys in memory,
+# no checkpoint in the middle of a run.
+idem_start_cluster "$BIN" "$CLUSTER" 5432 '' || { cat "$CLUSTER/server.log"; exit 1; }
+cat >>"$CLUSTER/data/postgresql.conf" <<CONF
+fsync = on
+synchronous_commit = on
+full_page_writes = on
+shared_buffers = 1GB
+max_wal_size = 16GB
+min_wal_size = 2GB
+checkpoint_timeout = 1h
+CONF
+runuser -u postgres -- "$BIN/pg_ctl" -D "$CLUSTER/data" -l "$CLUSTER/server.log" -w -s restart || exit 1
+
+q() { "$BIN/psql" -X -q -v ON_ERROR_STOP=1 -h "$CLUSTER" -U postgres -d bench "$@"; }
+qv() { q -At -c "$1"; }
+"$BIN/psql" -X -q -h "$CLUSTER" -U postgres -d postgres -c 'CREATE DATABASE bench' || exit 1
+q -c 'CREATE EXTENSION idempotency' -f "$IDEM_TOP/bench/setup.sql" >/dev/null || exit 1
+
+# --- Redis: appendfsync always (the durable anchor) and no AOF.
+start_redis() {
+  local name=$1 i
+  shift
+  mkdir -p "$WORK/redis-$name"
+  redis-server --port 0 --unixsocket "$WORK/redis-$name.sock" --unixsocketperm 700 \
+    --dir "$WORK/redis-$name" --save '' --logfile "$WORK/redis-$name.log" "$@" &
+  REDIS_PIDS+=($!)
+  for i in $(seq 50); do
+    redis-cli -s "$WORK/redis-$name.sock" ping >/dev/null 2>&1 && return 0
+    sleep 0.1
+  done
+  echo "redis-server ($name) did not start" >&2
+  return 1
+}
+start_redis always --appendonly yes --appendfsync always || exit 1
+start_redis noaof --appendonly no || exit 1
+
+# --- the data the workloads read: a million completed keys, in the
+# extension's table and in both baseline tables.
+idem_log "loading $BENCH_ROWS completed keys"
+q >/dev/null <<SQL || exit 1
+INSERT INTO idempotency.idempotency_keys (scope, idempotency_key, request_hash,
+    status, fence, recovery_point, response_code, response_body, expires_at)
+SELECT '', 'replay-' || i, idempotency.fingerprint('$REQ'), 'completed',
+       nextval('idempotency.fence_seq'), 'started', 200, '{"status": "paid"}',
+       now() + interval '7 days'
+  FROM generate_series(1, $BENCH_ROWS) i;
+INSERT INTO bench.pl_keys (scope, idempotency_key, request_hash, status, fence,
+    recovery_point, response_code, response_body, expires_at)
+SELECT '', 'replay-' || i, sha256(convert_to('$REQ'::jsonb::text, 'UTF8')),
+       'completed', nextval('bench.pl_fence_seq'), 'started', 200,
+       '{"status": "paid"}', now() + interval '7 days'
+  FROM generate_series(1, $BENCH_ROWS) i;
+INSERT INTO bench.seed_keys (idempotency_key, request_hash, status,
+    response_code, response_body, expires_at)
+SELECT 'replay-' || i, sha256(convert_to('$REQ'::jsonb::text, 'UTF8')),
+       'COMPLETED', 200, '{"status": "paid"}', now() + interval '7 days'
+  FROM generate_series(1, $BENCH_ROWS) i;
+SQL
+q -c 'VACUUM ANALYZE' -c 'CHECKPOINT' || exit 1
+
+# has FUNC...: true when every function exists in this build.
+has() {
+  local f
+  for f in "$@"; do
+    [ "$(qv "SELECT to_regproc('idempotency.$f') IS NOT NULL")" = t ] || return 1
+  done
+}
+
+# run_pgbench SCRIPT CLIENTS [PGOPTIONS]: prints "tps p50_ms p99_ms".
+run_pgbench() {
+  local script=$1 clients=$2 opts=${3:-} dir out tps
+  dir=$(mktemp -d "$WORK/run.XXXXXX")
+  if ! out=$(cd "$dir" && PGOPTIONS="$opts" "$BIN/pgbench" -n -M prepared \
+      -h "$CLUSTER" -U postgres -c "$clients" -j "$clients" -T "$BENCH_SECONDS" \
+      -D n=0 -D rows="$BENCH_ROWS" -l --log-prefix=tx -f "$SCRIPTS/$script" bench 2>&1); then
+    printf '%s: %s\n' "$script" "$out" | tail -5 >>"$WORK/errors.log"
+    echo "NA NA NA"
+    return
+  fi
+  tps=$(echo "$out" | sed -n 's/^tps = \([0-9.]*\) .*/\1/p' | tail -1)
+  echo "$tps $(cat "$dir"/tx.* | awk '{print $3}' | percentiles)"
+  rm -rf "$dir"
+}
+
+# percentiles: microsecond latencies on stdin -> "p50_ms p99_ms".
+percentiles() {
+  sort -n | awk '{a[NR] = $1}
+    END {if (NR == 0) print "NA NA";
+         else printf "%.3f %.3f\n", a[int(NR * 0.50) + 1] / 1000, a[int(NR * 0.99) + 1] / 1000}'
+}
+
+# run_relay SCRIPT CLIENTS BATCH: relay throughput from a full outbox, in
+# events per second, with per-call latencies.
+run_relay() {
+  local script=$1 clients=$2 before after res
+  q -c 'DELETE FROM idempotency.outbox_events WHERE published_at IS NOT NULL' >/dev/null
+  q -c "INSERT INTO idempotency.outbox_events (aggregate_type, aggregate_id, event_type, payload)
+        SELECT 'order', 'agg-' || (i % 1000), 'OrderPaid', '{\"n\": 1}'
+          FROM generate_series(1, $((BENCH_SECONDS * 100000))) i" >/dev/null
+  before=$(qv 'SELECT count(*) FROM idempotency.outbox_events WHERE published_at IS NOT NULL')
+  res=$(run_pgbench "$script" "$clients")
+  after=$(qv 'SELECT count(*) FROM idempotency.outbox_events WHERE published_at IS NOT NULL')
+  # the events-per-second figure replaces TPS; latencies stay per call
+  echo "$(awk -v a="$before" -v b="$after" -v s="$BENCH_SECONDS" 'BEGIN {printf "%.1f", (b - a) / s}') ${res#* }"
+}
+
+# Workload variants: group name role runner argument required-functions [pgoptions].
+# role "ours" rows get a ratio to every "base" row of their group.
+VARIANTS="
+e2e execute ours pgbench e2e_execute.sql execute
+e2e one_tx ours pgbench e2e_onetx.sql claim,complete
+e2e phased ours pgbench e2e_phased.sql claim,complete
+e2e seeds_middleware base pgbench e2e_seeds.sql -
+e2e redis_aof_always base redis always -
+e2e redis_no_aof base redis noaof -
+bare phased ours pgbench phased.sql claim,complete
+bare one_tx ours pgbench onetx.sql claim,complete
+bare raw_one_tx base pgbench onetx_raw.sql -
+bare floor_2_statements base pgbench floor.sql -
+bare seeds_3_statements base pgbench seeds3.sql -
+bare plpgsql base pgbench plpgsql.sql -
+syncoff phased ours pgbench phased.sql claim,complete -c%20synchronous_commit=off
+syncoff floor_2_statements base pgbench floor.sql - -c%20synchronous_commit=off
+syncoff plpgsql base pgbench plpgsql.sql - -c%20synchronous_commit=off
+replay claim_replay ours pgbench replay.sql claim
+replay pk_select base pgbench replay_pk.sql -
+replay plpgsql base pgbench replay_plpgsql.sql -
+hotkey claim_replay ours pgbench hotkey.sql claim
+hotkey pk_select base pgbench hotkey_pk.sql -
+inbox process_once ours pgbench process_once.sql process_once
+inbox insert_on_conflict base pgbench inbox.sql -
+outbox enqueue_event ours pgbench enqueue_event.sql enqueue_event
+outbox insert base pgbench outbox.sql -
+transition transition ours pgbench transition.sql transition
+transition update_then_select base pgbench transition_raw.sql -
+relay batch_100 ours relay relay_100.sql claim_events,mark_published
+relay batch_1000 ours relay relay_1000.sql claim_events,mark_published
+"
+
+declare -A TITLE=(
+  [e2e]="End-to-end payment request (idempotency + business INSERT)"
+  [bare]="Bare request path (claim + complete)"
+  [syncoff]="Bare request path with synchronous_commit=off (CPU cost)"
+  [replay]="Replay of a completed key among $BENCH_ROWS"
+  [hotkey]="Replay, all clients on one hot key"
+  [inbox]="Inbox: process_once"
+  [outbox]="Outbox: enqueue_event"
+  [transition]="State machine: transition"
+  [relay]="Outbox relay: claim_events + mark_published (TPS column = events/s)"
+)
+
+# run_variant RUNNER ARG CLIENTS PGOPTIONS: prints "tps p50 p99".
+run_variant() {
+  case $1 in
+  pgbench) run_pgbench "$2" "$3" "$4" ;;
+  relay) run_relay "$2" "$3" ;;
+  redis) "$WORK/redis_driver" "$WORK/redis-$2.sock" "host=$CLUSTER user=postgres dbname=bench" \
+           "$3" "$BENCH_SECONDS" 2>>"$WORK/errors.log" || echo "NA NA NA" ;;
+  esac
+}
+
+# run_group GROUP: every available variant, alternating, BENCH_ROUNDS rounds.
+run_group() {
+  local group=$1 clients c round i n line name role runner arg req opts
+  local -a run=()
+  while read -r g name role runner arg req opts; do
+    [ "$g" = "$group" ] || continue
+    if [ "$req" != - ] && ! has ${req//,/ }; then
+      echo "- $group/$name skipped: idempotency.${req//,/, idempotency.} not in this build" >>"$NOTES"
+      continue
+    fi
+    run+=("$name $role $runner $arg ${opts:-}")
+  done <<<"$VARIANTS"
+  printf '%s\n' "${run[@]}" | grep -q ' ours ' || return 0
+  clients=$BENCH_CLIENTS
+  [ "$group" = hotkey ] && clients=$(echo $BENCH_CLIENTS | tr ' ' '\n' | sort -n | tail -1)
+  n=${#run[@]}
+  for c in $clients; do
+    for round in $(seq "$BENCH_ROUNDS"); do
+      for i in $(seq 0 $((n - 1))); do
+        read -r name role runner arg opts <<<"${run[$(((i + round) % n))]}"
+        idem_log "$group/$name, $c clients, round $round"
+        echo "$group $name $role $c $round $(run_variant "$runner" "$arg" "$c" "${opts//%20/ }")" >>"$RESULTS"
+      done
+    done
+  done
+}
+
+# median: numbers on stdin (NA ignored) -> their median, or NA.
+median() {
+  grep -v NA | sort -g | awk '{a[NR] = $1}
+    END {if (NR == 0) print "NA"; else if (NR % 2) print a[(NR + 1) / 2];
+         else print (a[NR / 2] + a[NR / 2 + 1]) / 2}'
+}
+
+# colmed GROUP VARIANT CLIENTS COLUMN: median of a results column (6 tps, 7 p50, 8 p99).
+colmed() {
+  awk -v g="$1" -v v="$2" -v c="$3" -v k="$4" '$1 == g && $2 == v && $4 == c {print $k}' "$RESULTS" | median
+}
+
+# ratio GROUP OURS BASE CLIENTS: median over rounds of tps(ours) / tps(base).
+ratio() {
+  awk -v g="$1" -v a="$2" -v b="$3" -v c="$4" '
+    $1 == g && $4 == c && $2 == a {x[$5] = $6}
+    $1 == g && $4 == c && $2 == b {y[$5] = $6}
+    END {for (r in x) if ((r in y) && x[r] != "NA" && y[r] != "NA" && y[r] > 0) printf "%.2f\n", x[r] / y[r]}' \
+    "$RESULTS" | median
+}
+
+# table GROUP: the markdown table of one group.
+table() {
+  local group=$1 bases v c header sep row b
+  awk -v g="$group" '$1 == g' "$RESULTS" | grep -q . || return 0
+  bases=$(awk -v g="$group" '$1 == g && $3 == "base" && !s[$2]++ {print $2}' "$RESULTS")
+  header="| variant | clients | TPS | p50 ms | p99 ms |"
+  sep="|---|---:|---:|---:|---:|"
+  for b in $bases; do header+=" ratio to $b |"; sep+="---:|"; done
+  printf '\n### %s\n\n%s\n%s\n' "${TITLE[$group]}" "$header" "$sep"
+  for c in $(awk -v g="$group" '$1 == g && !s[$4]++ {print $4}' "$RESULTS"); do
+    for v in $(awk -v g="$group" '$1 == g && !s[$2]++ {print $2}' "$RESULTS"); do
+      row="| $v | $c | $(colmed "$group" "$v" "$c" 6) | $(colmed "$group" "$v" "$c" 7) | $(colmed "$group" "$v" "$c" 8) |"
+      for b in $bases; do
+        if awk -v g="$group" -v v="$v" '$1 == g && $2 == v && $3 == "ours" {f = 1} END {exit !f}' "$RESULTS"; then
+          row+=" $(ratio "$group" "$v" "$b" "$c")× |"
+        else
+          row+=" |"
+        fi
+      done
+      echo "$row"
+    done
+  done
+}
+
+TARGETS=$WORK/targets.md
+: >"$TARGETS"
+# target DESCRIPTION MEASURED THRESHOLD [le]: one line of the targets table.
+target() {
+  local desc=$1 got=$2 want=$3 cmp=${4:-ge} verdict
+  if [ "$got" = NA ] || [ -z "$got" ]; then
+    verdict="not measured"
+  elif awk -v x="$got" -v y="$want" -v c="$cmp" 'BEGIN {exit !(c == "ge" ? x >= y : x <= y)}'; then
+    verdict=met
+  else
+    verdict="**not met**"
+  fi
+  echo "| $desc | $got | $([ "$cmp" = ge ] && echo "≥" || echo "≤") $want | $verdict |" >>"$TARGETS"
+}
+
+# ratio_target GROUP OURS BASE CLIENTS THRESHOLD DESCRIPTION
+ratio_target() {
+  awk -v g="$1" -v v="$2" -v c="$4" '$1 == g && $2 == v && $4 == c' "$RESULTS" | grep -q . || return 0
+  target "$6, $4 client$([ "$4" = 1 ] || echo s)" "$(ratio "$1" "$2" "$3" "$4")" "$5"
+}
+
+# --- WAL written by replays (none expected), against the bare SELECT.
+wal_check() {
+  has claim || return 0
+  local s b a w_ours w_pk
+  for s in replay.sql replay_pk.sql; do
+    b=$(qv 'SELECT pg_current_wal_insert_lsn()')
+    "$BIN/pgbench" -n -M prepared -h "$CLUSTER" -U postgres -c 1 -t 5000 -D rows="$BENCH_ROWS" -f "$SCRIPTS/$s" bench >/dev/null 2>&1
+    a=$(qv 'SELECT pg_current_wal_insert_lsn()')
+    w=$(qv "SELECT round(pg_wal_lsn_diff('$a', '$b') / 5000.0, 2)")
+    [ $s = replay.sql ] && w_ours=$w || w_pk=$w
+  done
+  echo "- WAL per replay: $w_ours bytes per claim() of a completed key (bare primary-key SELECT over the same span: $w_pk bytes; background writers count in both)" >>"$NOTES"
+  REPLAY_WAL=$w_ours
+}
+
+# --- memory: growth of a backend's memory contexts over many calls of each
+# hot function, one transaction per call from one pgbench client; the
+# backend records its total after 1000, 2000 and 2000 + BENCH_MEMORY_CALLS
+# calls into bench.memory_probe.
+memory_check() {
+  local name req file script last grown
+  q -c 'CREATE TABLE IF NOT EXISTS bench.memory_probe (calls bigint, bytes bigint)' >/dev/null
+  last=$((2000 + BENCH_MEMORY_CALLS))
+  while read -r name req file; do
+    [ -n "$name" ] || continue
+    has ${req//,/ } || { echo "- memory/$name skipped: not in this build" >>"$NOTES"; continue; }
+    idem_log "memory: $name x $BENCH_MEMORY_CALLS"
+    script=$WORK/$file
+    { echo '\set n :n + 1'; cat "$SCRIPTS/$file" "$SCRIPTS/mem_probe.sql"; } >"$script"
+    q -c 'TRUNCATE bench.memory_probe' >/dev/null
+    PGOPTIONS='-c synchronous_commit=off' "$BIN/pgbench" -n -M prepared -h "$CLUSTER" -U postgres \
+      -c 1 -t "$last" -D n=0 -D last="$last" -f "$script" bench >/dev/null 2>>"$WORK/errors.log"
+    grown=$(qv "SELECT max(bytes) FILTER (WHERE calls = $last) - max(bytes) FILTER (WHERE calls = 2000) FROM bench.memory_probe")
+    [ -n "$grown" ] || grown=NA
+    target "memory growth of $name over $BENCH_MEMORY_CALLS calls, bytes" "$grown" \
+      "$((1048576 * BENCH_MEMORY_CALLS / 1000000))" le
+  done <<'EOF'
+claim+complete claim,complete mem_claim_complete.sql
+claim(replay) claim mem_claim_replay.sql
+execute execute mem_execute.sql
+process_once process_once mem_process_once.sql
+enqueue_event enqueue_event mem_enqueue_event.sql
+transition transition mem_transition.sql
+issue_token+consume_token issue_token,consume_token mem_tokens.sql
+EOF
+}
+
+# claims_during TAG COMMAND...: runs single-client claims in a loop of
+# one-second pgbench runs while COMMAND runs; prints "seconds p50 p99" of
+# the claims that finished while it ran.
+claims_during() {
+  local dir=$WORK/claims-$1 loader t0 t1
+  shift
+  mkdir -p "$dir"
+  (
+    i=0
+    while [ ! -e "$dir/stop" ]; do
+      i=$((i + 1))
+      (cd "$dir" && "$BIN/pgbench" -n -M prepared -h "$CLUSTER" -U postgres -c 1 -T 1 \
+        -l --log-prefix="r$i" -f "$SCRIPTS/claim.sql" bench >/dev/null 2>&1)
+    done
+  ) &
+  loader=$!
+  sleep 1
+  t0=$(date +%s.%N)
+  "$@" >/dev/null
+  t1=$(date +%s.%N)
+  touch "$dir/stop"
+  wait "$loader"
+  echo "$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.2f", b - a}') $(cat "$dir"/r* |
+    awk -v a="$t0" -v b="$t1" '{t = $5 + $6 / 1e6; if (t >= a && t <= b) print $3}' | percentiles)"
+}
+
+# --- purge: a million expired keys, purge_expired() against a bare DELETE,
+# and claim latency meanwhile against without.
+purge_check() {
+  has claim purge_expired || { echo "- purge skipped: idempotency.purge_expired not in this build" >>"$NOTES"; return 0; }
+  idem_log "purge: loading $BENCH_ROWS expired keys"
+  q >/dev/null <<SQL || return 0
+INSERT INTO idempotency.idempotency_keys (scope, idempotency_key, request_hash,
+    status, fence, recovery_point, response_code, response_body, created_at,
+    updated_at, expires_at)
+SELECT '', 'purge-' || i, idempotency.fingerprint('$REQ'), 'completed',
+       nextval('idempotency.fence_seq'), 'started', 200, '{"status": "paid"}',
+       now() - interval '2 days', now() - interval '2 days', now() - interval '1 day'
+  FROM generate_series(1, $BENCH_ROWS) i;
+INSERT INTO bench.seed_keys (idempotency_key, request_hash, status,
+    response_code, response_body, created_at, expires_at)
+SELECT 'purge-' || i, sha256(convert_to('$REQ'::jsonb::text, 'UTF8')),
+       'COMPLETED', 200, '{"status": "paid"}', now() - interval '2 days',
+       now() - interval '1 day'
+  FROM generate_series(1, $BENCH_ROWS) i;
+VACUUM ANALYZE idempotency.idempotency_keys;
+VACUUM ANALYZE bench.seed_keys;
+CHECKPOINT;
+SQL
+  idem_log "purge: claims alone, purge_expired, bare DELETE"
+  local quiet ours bare rps_ours rps_bare
+  quiet=$(claims_during quiet sleep "$((BENCH_SECONDS * 3))")
+  ours=$(claims_during purge q -c 'CALL idempotency.purge_expired()')
+  bare=$(claims_during delete q -c 'DELETE FROM bench.seed_keys WHERE expires_at < now()')
+  rps_ours=$(awk -v n="$BENCH_ROWS" -v s="${ours%% *}" 'BEGIN {printf "%.0f", n / s}')
+  rps_bare=$(awk -v n="$BENCH_ROWS" -v s="${bare%% *}" 'BEGIN {printf "%.0f", n / s}')
+  left=$(qv "SELECT count(*) FROM idempotency.idempotency_keys WHERE idempotency_key LIKE 'purge-%'")
+  {
+    printf '\n### Purge of %s expired keys (one run)\n\n' "$BENCH_ROWS"
+    echo "| variant | seconds | rows/s | claim p50 ms meanwhile | claim p99 ms meanwhile |"
+    echo "|---|---:|---:|---:|---:|"
+    read -r s p50 p99 <<<"$quiet"; echo "| no purge (claims alone) | $s | | $p50 | $p99 |"
+    read -r s p50 p99 <<<"$ours"; echo "| CALL idempotency.purge_expired() | $s | $rps_ours | $p50 | $p99 |"
+    read -r s p50 p99 <<<"$bare"; echo "| DELETE ... WHERE expires_at < now() | $s | $rps_bare | $p50 | $p99 |"
+    echo
+    echo "Expired keys left after purge_expired(): $left."
+  } >>"$WORK/purge.md"
+  target "purge rows/s, ratio to the bare DELETE" \
+    "$(awk -v a="$rps_ours" -v b="$rps_bare" 'BEGIN {printf "%.2f", a / b}')" 0.5
+  target "claim p99 during purge, ratio to without" \
+    "$(awk -v a="$(echo "$ours" | cut -d' ' -f3)" -v b="$(echo "$quiet" | cut -d' ' -f3)" 'BEGIN {printf "%.2f", a / b}')" 2 le
+}
+
+START=$(date +%s)
+for g in $BENCH_GROUPS; do
+  case $g in
+  wal) wal_check ;;
+  memory) memory_check ;;
+  purge) purge_check ;;
+  *) run_group "$g" ;;
+  esac
+done
+
+# --- targets (issue 6), as medians of the per-round ratios.
+for c in $BENCH_CLIENTS; do
+  ratio_target e2e execute seeds_middleware "$c" 2.5 "end-to-end, execute vs the seeds' middleware"
+  ratio_target e2e execute redis_aof_always "$c" 2 "end-to-end, execute vs the seeds' Redis scheme"
+done
+ratio_target e2e one_tx seeds_middleware 8 1.5 "end-to-end, one transaction vs the seeds' middleware"
+for c in $BENCH_CLIENTS; do
+  ratio_target bare one_tx raw_one_tx "$c" 0.9 "one-transaction request vs the same transaction in raw SQL"
+  ratio_target bare phased floor_2_statements "$c" 0.95 "phased request vs the two-statement floor"
+  ratio_target bare phased seeds_3_statements "$c" 1.05 "phased request vs the seeds' three statements"
+  ratio_target syncoff phased plpgsql "$c" 1.3 "synchronous_commit=off, phased vs PL/pgSQL"
+  ratio_target syncoff phased floor_2_statements "$c" 0.9 "synchronous_commit=off, phased vs the floor"
+  ratio_target replay claim_replay pk_select "$c" 0.9 "replay vs the bare primary-key SELECT"
+  ratio_target replay claim_replay plpgsql "$c" 1.8 "replay vs PL/pgSQL"
+  ratio_target inbox process_once insert_on_conflict "$c" 0.95 "process_once vs the bare inbox INSERT"
+  ratio_target outbox enqueue_event insert "$c" 0.9 "enqueue_event vs the bare outbox INSERT"
+  ratio_target transition transition update_then_select "$c" 1.3 "transition vs the guarded UPDATE + SELECT"
+done
+[ -n "${REPLAY_WAL:-}" ] && target "WAL bytes per replay" "$REPLAY_WAL" 0 le
+
+# --- the report
+mkdir -p "$IDEM_TOP/bench/results"
+REPORT=$IDEM_TOP/bench/results/$(date -u +%Y%m%dT%H%M%SZ).md
+{
+  echo "# make bench, $(date -u '+%Y-%m-%d %H:%M UTC')"
+  echo
+  echo "BENCH_SECONDS=$BENCH_SECONDS BENCH_ROUNDS=$BENCH_ROUNDS BENCH_CLIENTS=\"$BENCH_CLIENTS\"" \
+    "BENCH_ROWS=$BENCH_ROWS BENCH_MEMORY_CALLS=$BENCH_MEMORY_CALLS;" \
+    "$(nproc) CPUs, PostgreSQL $(qv 'SHOW server_version'), $(redis-server --version | cut -d' ' -f3)," \
+    "fsync=on, synchronous_commit=on, shared_buffers=1GB; $(git -C "$IDEM_TOP" rev-parse --short HEAD 2>/dev/null || echo '?')" \
+    "took $(( $(date +%s) - START )) s."
+  echo
+  echo "Medians over the rounds; ratios are medians of the per-round TPS ratios (ours / baseline)."
+  for g in $BENCH_GROUPS; do table "$g"; done
+  [ -s "$WORK/purge.md" ] && cat "$WORK/purge.md"
+  if [ -s "$TARGETS" ]; then
+    printf '\n### Targets\n\n| target | measured | wanted | verdict |\n|---|---:|---:|---|\n'
+    cat "$TARGETS"
+  fi
+  if [ -s "$NOTES" ]; then printf '\n### Notes\n\n'; cat "$NOTES"; fi
+  if [ -s "$WORK/errors.log" ]; then printf '\n### Errors\n\n```\n'; tail -20 "$WORK/errors.log"; printf '```\n'; fi
+} >"$REPORT"
+cat "$REPORT"
+echo
+echo "report written to $REPORT"
