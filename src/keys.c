@@ -4,12 +4,13 @@
  *	  Request keys: claim, the holder calls (complete, fail, checkpoint,
  *	  release) and lookup.
  *
- * A claim is decided by at most three cached statements, all run as the
- * extension owner:
+ * A claim is decided by a read and at most two cached statements, all run
+ * as the extension owner:
  *
- *	1. a plain read of the key.  A completed key (replay), another request
- *	   under the key (mismatch) or a live lease (in_progress) is answered
- *	   from it, writing nothing.  Those answers cannot be made stale by a
+ *	1. a read of the key, a direct probe of the primary key index (every
+ *	   claim takes this step, so it skips the executor).  A completed key
+ *	   (replay), another request under the key (mismatch) or a live lease
+ *	   (in_progress) is answered from it, writing nothing.  Those answers cannot be made stale by a
  *	   concurrent transaction: completed keys only change once they expire,
  *	   and a live lease is only taken over once it runs out.
  *	2. otherwise one INSERT ... ON CONFLICT DO UPDATE ... WHERE <may take
@@ -37,11 +38,21 @@
 #include "postgres.h"
 
 #include "access/detoast.h"
+#include "access/genam.h"
 #include "access/htup_details.h"
+#include "access/nbtree.h"
+#include "access/table.h"
+#include "access/tableam.h"
 #include "access/xact.h"
+#include "catalog/namespace.h"
 #include "catalog/pg_type.h"
+#include "executor/tuptable.h"
 #include "funcapi.h"
 #include "utils/builtins.h"
+#include "utils/fmgroids.h"
+#include "utils/lsyscache.h"
+#include "utils/rel.h"
+#include "utils/snapmgr.h"
 
 #include "idempotency.h"
 
@@ -52,11 +63,13 @@
 #define PLUS " OPERATOR(pg_catalog.+) "
 #define KEY_IS_ARG "scope" EQ "$1 AND idempotency_key" EQ "$2"
 
-/* Columns of read_key, in order. */
+/*
+ * Columns that a claim reads from the key's row, and their names in
+ * idempotency.idempotency_keys.
+ */
 enum
 {
-	READ_STATUS = 1,
-	READ_STATUS_NAME,
+	READ_STATUS,
 	READ_REQUEST_HASH,
 	READ_ATTEMPTS,
 	READ_RECOVERY_POINT,
@@ -64,17 +77,24 @@ enum
 	READ_RESPONSE_BODY,
 	READ_RETRYABLE,
 	READ_LOCKED_UNTIL,
-	READ_EXPIRES_AT
+	READ_EXPIRES_AT,
+	READ_NCOLUMNS
 };
 
-/* $1 scope, $2 key */
-static IdemQuery read_key = {
-	.sql = "SELECT status, status::pg_catalog.text, request_hash, attempts,"
-	" recovery_point, response_code, response_body, retryable,"
-	" locked_until, expires_at"
-	" FROM idempotency.idempotency_keys WHERE " KEY_IS_ARG,
-	.nargs = 2, .argtypes = {TEXTOID, TEXTOID}
+static const char *const read_column_names[READ_NCOLUMNS] = {
+	"status", "request_hash", "attempts", "recovery_point", "response_code",
+	"response_body", "retryable", "locked_until", "expires_at"
 };
+
+/*
+ * The columns of the key's row as the last read_key() found it, and the
+ * attribute numbers of read_column_names in the table of key_row_relid
+ * (resolved once per backend and table).
+ */
+static Datum key_row_values[READ_NCOLUMNS];
+static bool key_row_nulls[READ_NCOLUMNS];
+static Oid	key_row_relid = InvalidOid;
+static AttrNumber key_row_attnums[READ_NCOLUMNS];
 
 /*
  * $1 scope, $2 key, $3 request hash, $4 now, $5 ttl, $6 lease.  The WHERE
@@ -173,16 +193,106 @@ PG_FUNCTION_INFO_V1(idempotency_release);
 PG_FUNCTION_INFO_V1(idempotency_lookup);
 
 /*
- * Column of the row that the last read returned.
+ * Resolve the attribute numbers of read_column_names in "tupdesc".
  */
-static Datum
-read_column(int colno, bool *isnull)
+static void
+resolve_read_columns(Oid relid, TupleDesc tupdesc)
 {
-	return idem_get_column(colno, isnull);
+	int			col;
+	int			i;
+
+	for (col = 0; col < READ_NCOLUMNS; col++)
+	{
+		key_row_attnums[col] = InvalidAttrNumber;
+		for (i = 0; i < tupdesc->natts; i++)
+		{
+			Form_pg_attribute attr = TupleDescAttr(tupdesc, i);
+
+			if (!attr->attisdropped &&
+				strcmp(NameStr(attr->attname), read_column_names[col]) == 0)
+				key_row_attnums[col] = attr->attnum;
+		}
+		if (key_row_attnums[col] == InvalidAttrNumber)
+			elog(ERROR, "column \"%s\" of relation \"idempotency.idempotency_keys\" does not exist",
+				 read_column_names[col]);
+	}
+	key_row_relid = relid;
 }
 
 /*
- * Answer a claim from the key's row, the first row of the last read, when
+ * Read the key's row into key_row; false when there is none.
+ *
+ * This runs on every claim, so it probes the primary key index directly
+ * instead of starting an executor for a SELECT.  It sees what a
+ * non-read-only SPI statement would see: the effects of the earlier
+ * commands of this transaction and, under READ COMMITTED, everything
+ * committed before it starts.  The copy of the row lives in the current
+ * (SPI) memory context; read_column() returns its columns.
+ */
+static bool
+read_key(text *scope, text *key)
+{
+	Oid			nspid = get_namespace_oid("idempotency", false);
+	Oid			relid = get_relname_relid("idempotency_keys", nspid);
+	Oid			indexid = get_relname_relid("idempotency_keys_pkey", nspid);
+	Relation	rel;
+	Relation	index;
+	ScanKeyData skey[2];
+	IndexScanDesc scan;
+	TupleTableSlot *slot;
+	HeapTuple	row = NULL;
+	int			col;
+
+	if (!OidIsValid(relid) || !OidIsValid(indexid))
+		elog(ERROR, "relation \"idempotency.idempotency_keys\" or its primary key does not exist");
+	rel = table_open(relid, AccessShareLock);
+	index = index_open(indexid, AccessShareLock);
+	if (relid != key_row_relid)
+		resolve_read_columns(relid, RelationGetDescr(rel));
+
+	/* both key columns are text COLLATE "C", as ScanKeyInit() assumes */
+	ScanKeyInit(&skey[0], 1, BTEqualStrategyNumber, F_TEXTEQ,
+				PointerGetDatum(scope));
+	ScanKeyInit(&skey[1], 2, BTEqualStrategyNumber, F_TEXTEQ,
+				PointerGetDatum(key));
+
+	CommandCounterIncrement();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	UpdateActiveSnapshotCommandId();
+
+	slot = table_slot_create(rel, NULL);
+	scan = index_beginscan(rel, index, GetActiveSnapshot(), 2, 0);
+	index_rescan(scan, skey, 2, NULL, 0);
+	if (index_getnext_slot(scan, ForwardScanDirection, slot))
+	{
+		row = ExecCopySlotHeapTuple(slot);
+		for (col = 0; col < READ_NCOLUMNS; col++)
+			key_row_values[col] = heap_getattr(row, key_row_attnums[col],
+											   RelationGetDescr(rel),
+											   &key_row_nulls[col]);
+	}
+	index_endscan(scan);
+	ExecDropSingleTupleTableSlot(slot);
+	PopActiveSnapshot();
+
+	/* like the executor, keep the locks until the end of the transaction */
+	index_close(index, NoLock);
+	table_close(rel, NoLock);
+	return row != NULL;
+}
+
+/*
+ * Column "col" (READ_*) of the row that the last read_key() found.
+ */
+static Datum
+read_column(int col, bool *isnull)
+{
+	*isnull = key_row_nulls[col];
+	return key_row_values[col];
+}
+
+/*
+ * Answer a claim from the key's row, as the last read_key() found it, when
  * the row decides it (replay, in_progress, mismatch).  Returns false when
  * the claim may take the key over.
  */
@@ -213,7 +323,8 @@ answer_from_row(bytea *request_hash, TimestampTz now, IdemClaim *claim)
 	claim->values[CLAIM_RECOVERY_POINT] =
 		read_column(READ_RECOVERY_POINT, &claim->nulls[CLAIM_RECOVERY_POINT]);
 
-	status = TextDatumGetCString(read_column(READ_STATUS_NAME, &isnull));
+	status = DatumGetCString(DirectFunctionCall1(enum_out,
+												 claim->values[CLAIM_STATUS]));
 	if (strcmp(status, "completed") == 0 ||
 		(strcmp(status, "failed") == 0 &&
 		 !DatumGetBool(read_column(READ_RETRYABLE, &isnull))))
@@ -282,7 +393,7 @@ idem_claim_key(text *key, text *scope, Jsonb *request, Interval *ttl,
 	values[4] = IntervalPGetDatum(ttl);
 	values[5] = IntervalPGetDatum(lease);
 
-	found = idem_run(&read_key, values, NULL, false, 1) == 1;
+	found = read_key(scope, key);
 	if (found && answer_from_row(request_hash, now, claim))
 		return;
 
@@ -306,8 +417,7 @@ idem_claim_key(text *key, text *scope, Jsonb *request, Interval *ttl,
 			claim_from_row(claim);
 			return;
 		}
-		if (idem_run(&read_key, values, NULL, false, 1) == 1 &&
-			answer_from_row(request_hash, now, claim))
+		if (read_key(scope, key) && answer_from_row(request_hash, now, claim))
 			return;
 	}
 	elog(ERROR, "could not claim idempotency key \"%s\"", text_to_cstring(key));
