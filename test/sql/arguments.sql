@@ -58,7 +58,7 @@ INSERT INTO cases (sql) VALUES
   ($$SELECT idempotency.execute('k', NULL, 'SELECT 1', '{}', NULL)$$),
   ($$SELECT idempotency.execute('k', NULL, 'SELECT 1', '{}', '', '-1 day')$$),
   -- a stale fence on a held key
-  ($$SELECT idempotency.complete('held', 1, '{}')$$);
+  ($$SELECT idempotency.complete('held', 0, '{}')$$);
 SELECT n, pg_temp.error_of(sql) FROM cases ORDER BY n;
 -- nothing was claimed or changed by any of them
 SELECT idempotency_key, status FROM idempotency.idempotency_keys
