@@ -1,11 +1,5 @@
 -- Every bad argument of sections 1, 2 and 5 and its SQLSTATE (SPEC table).
-CREATE FUNCTION pg_temp.error_of(sql text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-  EXECUTE sql;
-  RETURN 'no error';
-EXCEPTION WHEN OTHERS THEN
-  RETURN SQLSTATE || ': ' || SQLERRM;
-END $$;
+\i test/sql/include/error_of.sql
 SELECT outcome FROM idempotency.claim('held', NULL, '', NULL, '1 hour');
 CREATE TEMP TABLE cases (n serial, sql text);
 INSERT INTO cases (sql) VALUES

@@ -1,12 +1,6 @@
 -- execute(): exactly-once SQL in one round trip.
 CREATE TABLE payments (id serial PRIMARY KEY, order_no text NOT NULL, amount int NOT NULL);
-CREATE FUNCTION pg_temp.error_of(sql text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-  EXECUTE sql;
-  RETURN 'no error';
-EXCEPTION WHEN OTHERS THEN
-  RETURN SQLSTATE || ': ' || SQLERRM;
-END $$;
+\i test/sql/include/error_of.sql
 
 -- claimed: the statement runs, its result is stored and returned, completed
 SELECT outcome, fence IS NOT NULL AS has_fence, status, response_code, response_body, attempts

@@ -4,14 +4,7 @@ CREATE FUNCTION pg_temp.fence_of(k text, sc text DEFAULT '') RETURNS bigint
 LANGUAGE sql AS $$
   SELECT fence FROM idempotency.idempotency_keys WHERE idempotency_key = k AND scope = sc
 $$;
--- the error of a statement, as SQLSTATE and message
-CREATE FUNCTION pg_temp.error_of(sql text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-  EXECUTE sql;
-  RETURN 'no error';
-EXCEPTION WHEN OTHERS THEN
-  RETURN SQLSTATE || ': ' || SQLERRM;
-END $$;
+\i test/sql/include/error_of.sql
 
 -- complete: stores code and body; the key is no longer held
 SELECT outcome FROM idempotency.claim('h-1', '{"n": 1}');

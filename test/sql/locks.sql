@@ -1,11 +1,5 @@
 -- Advisory-lock helpers.
-CREATE FUNCTION pg_temp.error_of(sql text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-  EXECUTE sql;
-  RETURN 'no error';
-EXCEPTION WHEN OTHERS THEN
-  RETURN SQLSTATE || ': ' || SQLERRM;
-END $$;
+\i test/sql/include/error_of.sql
 
 -- stable: the first 8 bytes of SHA-256, big-endian, computable anywhere
 SELECT idempotency.lock_key('order-42');

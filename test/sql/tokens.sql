@@ -1,11 +1,5 @@
 -- One-time submit tokens.
-CREATE FUNCTION pg_temp.error_of(sql text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-  EXECUTE sql;
-  RETURN 'no error';
-EXCEPTION WHEN OTHERS THEN
-  RETURN SQLSTATE || ': ' || SQLERRM;
-END $$;
+\i test/sql/include/error_of.sql
 
 CREATE TEMP TABLE t AS SELECT idempotency.issue_token() AS token;
 SELECT substr(token::text, 15, 1) AS uuid_version FROM t;
