@@ -48,6 +48,13 @@ SELECT p.proname, has_function_privilege('regress_app', p.oid, 'EXECUTE') AS app
                      'lock_key', 'try_lock', 'purge_expired', 'purge_expired_batch',
                      'schedule_cleanup', 'unschedule_cleanup', 'grant_usage')
  ORDER BY 1;
+-- the functions other sections add (true also before they exist)
+SELECT coalesce(bool_and(has_function_privilege('regress_app', p.oid, 'EXECUTE')), true)
+       AS app_may_call_outbox_inbox_transition
+  FROM pg_proc p
+ WHERE p.pronamespace = 'idempotency'::regnamespace
+   AND p.proname IN ('transition', 'enqueue_event', 'claim_events', 'mark_published',
+                     'mark_failed', 'emit_event', 'process_once');
 SELECT p.oid::regprocedure AS owner_only_but_granted FROM pg_proc p
  WHERE p.pronamespace = 'idempotency'::regnamespace
    AND p.proname IN ('define_state_machine', 'enforce_state_machine',
@@ -87,6 +94,14 @@ SELECT idempotency.schedule_cleanup();
 SELECT idempotency.unschedule_cleanup();
 SELECT idempotency.grant_usage('regress_nobody');
 RESET ROLE;
+-- a role name that needs quoting
+CREATE ROLE "regress Odd-Name";
+SELECT idempotency.grant_usage('"regress Odd-Name"');
+SELECT has_function_privilege('regress Odd-Name', 'idempotency.claim(text,jsonb,text,interval,interval)', 'EXECUTE')
+       AS odd_name_may_claim;
+DROP OWNED BY "regress Odd-Name";
+DROP ROLE "regress Odd-Name";
+-- these should all fail
 SELECT idempotency.grant_usage(NULL);
 SELECT idempotency.grant_usage('regress_no_such_role');
 
