@@ -196,6 +196,16 @@ idem_arg_table(FunctionCallInfo fcinfo, int argno)
 }
 
 /*
+ * The schema-qualified, quoted name of a relation, for SQL text.
+ */
+char *
+idem_quote_table(Oid relid)
+{
+	return quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
+									  get_rel_name(relid));
+}
+
+/*
  * The attribute number of a user column of relation "relid", or 42703.
  * System columns and dropped columns do not count.
  */

@@ -45,6 +45,7 @@ extern void idem_check_ttl_covers_lease(const Interval *ttl,
 										const Interval *lease);
 extern bool idem_interval_is_positive(const Interval *span);
 extern Oid	idem_arg_table(FunctionCallInfo fcinfo, int argno);
+extern char *idem_quote_table(Oid relid);
 extern AttrNumber idem_arg_column(FunctionCallInfo fcinfo, int argno,
 								  const char *argname, Oid relid);
 extern AttrNumber idem_column_attnum(Oid relid, const char *colname);

@@ -328,6 +328,18 @@ trigger_name(AttrNumber attnum)
 }
 
 /*
+ * Run a CREATE or DROP TRIGGER with the caller's rights.
+ */
+static void
+run_ddl(const char *sql)
+{
+	SPI_connect();
+	if (SPI_execute(sql, false, 0) != SPI_OK_UTILITY)
+		elog(ERROR, "SPI_execute failed for \"%s\"", sql);
+	SPI_finish();
+}
+
+/*
  * define_state_machine(name text, transitions jsonb) RETURNS void
  */
 Datum
@@ -371,7 +383,6 @@ idempotency_enforce_state_machine(PG_FUNCTION_ARGS)
 	Datum		arg = PointerGetDatum(machine);
 	IdemOwnerRights owner;
 	bool		exists;
-	char	   *sql;
 
 	idem_become_owner(&owner);
 	SPI_connect();
@@ -385,19 +396,14 @@ idempotency_enforce_state_machine(PG_FUNCTION_ARGS)
 						text_to_cstring(machine)),
 				 errhint("Define it first with idempotency.define_state_machine().")));
 
-	sql = psprintf("CREATE OR REPLACE TRIGGER %s AFTER UPDATE ON %s FOR EACH ROW"
-				   " WHEN (OLD.%s IS DISTINCT FROM NEW.%s)"
-				   " EXECUTE FUNCTION idempotency.state_machine_trigger(%s, %s)",
-				   quote_identifier(trigger_name(attnum)),
-				   quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
-											  get_rel_name(relid)),
-				   quote_identifier(column), quote_identifier(column),
-				   quote_literal_cstr(column),
-				   quote_literal_cstr(text_to_cstring(machine)));
-	SPI_connect();
-	if (SPI_execute(sql, false, 0) != SPI_OK_UTILITY)
-		elog(ERROR, "SPI_execute failed for \"%s\"", sql);
-	SPI_finish();
+	run_ddl(psprintf("CREATE OR REPLACE TRIGGER %s AFTER UPDATE ON %s FOR EACH ROW"
+					 " WHEN (OLD.%s IS DISTINCT FROM NEW.%s)"
+					 " EXECUTE FUNCTION idempotency.state_machine_trigger(%s, %s)",
+					 quote_identifier(trigger_name(attnum)),
+					 idem_quote_table(relid),
+					 quote_identifier(column), quote_identifier(column),
+					 quote_literal_cstr(column),
+					 quote_literal_cstr(text_to_cstring(machine))));
 	PG_RETURN_VOID();
 }
 
@@ -411,17 +417,10 @@ idempotency_drop_state_machine_enforcement(PG_FUNCTION_ARGS)
 	Oid			relid = idem_arg_table(fcinfo, 0);
 	AttrNumber	attnum = idem_arg_column(fcinfo, 1, "state_column", relid);
 	char	   *name = trigger_name(attnum);
-	char	   *sql;
 
-	if (!OidIsValid(get_trigger_oid(relid, name, true)))
-		PG_RETURN_VOID();
-	sql = psprintf("DROP TRIGGER %s ON %s", quote_identifier(name),
-				   quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
-											  get_rel_name(relid)));
-	SPI_connect();
-	if (SPI_execute(sql, false, 0) != SPI_OK_UTILITY)
-		elog(ERROR, "SPI_execute failed for \"%s\"", sql);
-	SPI_finish();
+	if (OidIsValid(get_trigger_oid(relid, name, true)))
+		run_ddl(psprintf("DROP TRIGGER %s ON %s", quote_identifier(name),
+						 idem_quote_table(relid)));
 	PG_RETURN_VOID();
 }
 

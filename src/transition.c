@@ -15,7 +15,8 @@
  * row lock and then re-checks the new row version; the read that follows
  * takes a fresh snapshot (READ COMMITTED), so it reports the winner's
  * state.  Should the read find the row in from_state after all (a commit
- * slipped in between), the UPDATE is tried again.
+ * slipped in between), the UPDATE is tried again.  When from_state and
+ * to_state are the same text there is nothing to move: only the read runs.
  *
  * The key is cast to the key column's type and compared with that type's
  * default equality operator, so the table's index on the column is used.
@@ -152,8 +153,7 @@ static void
 prepare_plans(TransitionPlan *entry)
 {
 	Oid			relid = entry->key.relid;
-	char	   *table = quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
-												   get_rel_name(relid));
+	char	   *table = idem_quote_table(relid);
 	const char *key = quote_identifier(get_attname(relid, entry->key.key_attnum, false));
 	const char *state = quote_identifier(get_attname(relid, entry->key.state_attnum, false));
 	Oid			key_type = get_atttype(relid, entry->key.key_attnum);
@@ -357,6 +357,9 @@ idempotency_transition(PG_FUNCTION_ARGS)
 	AttrNumber	key_attnum = idem_arg_column(fcinfo, 1, "key_column", relid);
 	AttrNumber	state_attnum = idem_arg_column(fcinfo, 3, "state_column", relid);
 	Bitmapset  *set_columns = NULL;
+	text	   *from_state;
+	text	   *to_state;
+	bool		no_move;
 	Datum		values[TRANSITION_NARGS];
 	char		nulls[TRANSITION_NARGS] = {' ', ' ', ' ', 'n'};
 	MemoryContext caller_context = CurrentMemoryContext;
@@ -373,9 +376,14 @@ idempotency_transition(PG_FUNCTION_ARGS)
 	idem_require_arg(fcinfo, 2, "key");
 	idem_require_arg(fcinfo, 4, "from_state");
 	idem_require_arg(fcinfo, 5, "to_state");
+	from_state = PG_GETARG_TEXT_PP(4);
+	to_state = PG_GETARG_TEXT_PP(5);
+	no_move = VARSIZE_ANY_EXHDR(from_state) == VARSIZE_ANY_EXHDR(to_state) &&
+		memcmp(VARDATA_ANY(from_state), VARDATA_ANY(to_state),
+			   VARSIZE_ANY_EXHDR(to_state)) == 0;
 	values[0] = PG_GETARG_DATUM(2);
-	values[1] = PG_GETARG_DATUM(4);
-	values[2] = PG_GETARG_DATUM(5);
+	values[1] = PointerGetDatum(from_state);
+	values[2] = PointerGetDatum(to_state);
 	values[3] = (Datum) 0;
 	if (!PG_ARGISNULL(6))
 	{
@@ -400,12 +408,16 @@ idempotency_transition(PG_FUNCTION_ARGS)
 		bool		in_from;
 
 		CHECK_FOR_INTERRUPTS();
-		rows = run_plan(entry, update, values, nulls, 0);
-		check_one_row(rows, relid, key_attnum);
-		if (rows == 1)
+		/* from_state = to_state moves nothing: only read the row. */
+		if (!no_move)
 		{
-			outcome = "applied";
-			break;
+			rows = run_plan(entry, update, values, nulls, 0);
+			check_one_row(rows, relid, key_attnum);
+			if (rows == 1)
+			{
+				outcome = "applied";
+				break;
+			}
 		}
 
 		rows = run_plan(entry, read, values, nulls, 2);
@@ -438,7 +450,7 @@ idempotency_transition(PG_FUNCTION_ARGS)
 
 	result[0] = CStringGetTextDatum(outcome);
 	if (strcmp(outcome, "applied") == 0)
-		result[1] = PG_GETARG_DATUM(5);
+		result[1] = PointerGetDatum(to_state);
 	else if (current_state != NULL)
 		result[1] = CStringGetTextDatum(current_state);
 	else

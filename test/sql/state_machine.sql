@@ -41,6 +41,9 @@ SELECT status, paid_at AT TIME ZONE 'UTC' AS paid_at_utc, amount, note FROM orde
 -- a rejected or already transition writes nothing
 SELECT * FROM idempotency.transition('orders', 'order_no', 'ORD2', 'status', 'PENDING', 'PAID', '{"amount": 1}');
 SELECT amount FROM orders WHERE order_no = 'ORD2';
+-- from_state = to_state moves nothing
+SELECT * FROM idempotency.transition('orders', 'order_no', 'ORD2', 'status', 'PAID', 'PAID');
+SELECT * FROM idempotency.transition('orders', 'order_no', 'ORD3', 'status', 'PAID', 'PAID');
 
 -- the enforcing trigger
 SELECT idempotency.enforce_state_machine('orders', 'status', 'order');
