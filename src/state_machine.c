@@ -68,7 +68,7 @@ static Oid	state_machines_relid = InvalidOid;
 
 /* $1 name, $2 transitions */
 static IdemQuery upsert_machine = {
-	.sql = "INSERT INTO idempotency.state_machines AS m (name, transitions)"
+	.sql = "INSERT INTO idempotency.state_machines (name, transitions)"
 	" VALUES ($1, $2)"
 	" ON CONFLICT (name) DO UPDATE SET transitions = EXCLUDED.transitions,"
 	" updated_at = pg_catalog.now()",
@@ -233,6 +233,10 @@ lookup_machine(const char *name)
 	bool		found;
 	Datum		arg = CStringGetTextDatum(name);
 	Jsonb	   *transitions = NULL;
+	MemoryContext caller_context = CurrentMemoryContext;
+	MemoryContext old;
+	Transition *pairs;
+	int			npairs;
 	IdemOwnerRights owner;
 
 	/* Longer names cannot be defined (nor fit the key). */
@@ -268,7 +272,7 @@ lookup_machine(const char *name)
 	if (idem_run(&select_machine, &arg, NULL, true, 1) == 1)
 	{
 		bool		isnull;
-		MemoryContext old = MemoryContextSwitchTo(MachineCacheContext);
+		MemoryContext old = MemoryContextSwitchTo(caller_context);
 
 		transitions = DatumGetJsonbPCopy(idem_get_column(1, &isnull));
 		MemoryContextSwitchTo(old);
@@ -278,21 +282,17 @@ lookup_machine(const char *name)
 	if (transitions == NULL)
 		return NULL;
 
-	/*
-	 * The read may have taken in an invalidation; the cache is then reset
-	 * (with the copy above) and the machine read again.
-	 */
+	/* The read may have taken in an invalidation: start again. */
 	if (machine_cache_stale)
 		return lookup_machine(name);
 
+	/* Parse before entering, so that an error leaves no half entry. */
+	old = MemoryContextSwitchTo(MachineCacheContext);
+	pairs = parse_transitions(transitions, &npairs);
+	MemoryContextSwitchTo(old);
 	entry = hash_search(machine_cache, name, HASH_ENTER, &found);
-	{
-		MemoryContext old = MemoryContextSwitchTo(MachineCacheContext);
-
-		entry->transitions = parse_transitions(transitions,
-											   &entry->ntransitions);
-		MemoryContextSwitchTo(old);
-	}
+	entry->transitions = pairs;
+	entry->ntransitions = npairs;
 	return entry;
 }
 
@@ -360,7 +360,7 @@ idempotency_define_state_machine(PG_FUNCTION_ARGS)
 	idem_become_owner(&owner);
 	SPI_connect();
 	idem_run(&upsert_machine, values, NULL, false, 0);
-	/* Every backend forgets its copy when this commits (and we at once). */
+	/* Other backends forget their copy at commit, this one at its next command. */
 	CacheInvalidateRelcacheByRelid(machines_table());
 	SPI_finish();
 	idem_restore_user(&owner);
@@ -370,7 +370,7 @@ idempotency_define_state_machine(PG_FUNCTION_ARGS)
 /*
  * enforce_state_machine(tbl regclass, state_column name, machine text)
  * RETURNS void: create, or replace, the enforcing trigger with the
- * caller's rights (owning the table is what CREATE TRIGGER asks).
+ * caller's rights (CREATE TRIGGER asks for the TRIGGER privilege).
  */
 Datum
 idempotency_enforce_state_machine(PG_FUNCTION_ARGS)

@@ -127,6 +127,18 @@ equality_operator(Oid typid)
 }
 
 /*
+ * A type name for a cast of a parameter, schema-qualified and without a
+ * type modifier: "character" alone would mean character(1), "bpchar" does
+ * not truncate.
+ */
+static char *
+cast_type(Oid typid)
+{
+	return format_type_extended(typid, -1, FORMAT_TYPE_TYPEMOD_GIVEN |
+								FORMAT_TYPE_FORCE_QUALIFY);
+}
+
+/*
  * Prepare and keep one statement; it runs with the rights of whoever
  * executes it.
  */
@@ -159,7 +171,7 @@ prepare_plans(TransitionPlan *entry)
 	Oid			key_type = get_atttype(relid, entry->key.key_attnum);
 	Oid			state_type = get_atttype(relid, entry->key.state_attnum);
 	char	   *key_cond;
-	char	   *state_cast = format_type_be_qualified(state_type);
+	char	   *state_cast = cast_type(state_type);
 	char	   *state_eq = equality_operator(state_type);
 	StringInfoData sets;
 	StringInfoData record;
@@ -167,7 +179,7 @@ prepare_plans(TransitionPlan *entry)
 	int			attnum = -1;
 
 	key_cond = psprintf("t.%s %s $1::%s", key, equality_operator(key_type),
-						format_type_be_qualified(key_type));
+						cast_type(key_type));
 
 	/* SET col = s.col ... FROM jsonb_to_record($4) AS s(col type, ...) */
 	initStringInfo(&sets);

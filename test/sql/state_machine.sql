@@ -142,6 +142,13 @@ SELECT * FROM idempotency.transition('payments', 'id', 'A0EEBC99-9C0B-4EF8-BB6D-
 SELECT * FROM idempotency.transition('payments', 'id', 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', 'status', 'PENDING', 'PAID');
 SELECT * FROM idempotency.transition('payments', 'id', '00000000-0000-0000-0000-000000000000', 'status', 'PENDING', 'PAID');
 
+-- character(n) keys and states: the casts do not truncate to one character
+CREATE TABLE codes (code char(5) PRIMARY KEY, status char(10) NOT NULL);
+INSERT INTO codes VALUES ('AB', 'PENDING'), ('AC', 'PENDING');
+SELECT * FROM idempotency.transition('codes', 'code', 'AB', 'status', 'PENDING', 'PAID');
+SELECT * FROM idempotency.transition('codes', 'code', 'AB', 'status', 'PENDING', 'PAID');
+SELECT code, status FROM codes ORDER BY code;
+
 -- hostile identifiers are quoted, never spliced
 CREATE SCHEMA "we""ird; schema";
 CREATE TABLE "we""ird; schema"."a; DROP TABLE x" ("key; --" text PRIMARY KEY, "St""ate" text NOT NULL, "Set Me" int);
@@ -237,7 +244,7 @@ CREATE TABLE lines (order_no text, status text);
 INSERT INTO lines VALUES ('A', 'PENDING'), ('A', 'PENDING');
 SELECT sm_error($$SELECT idempotency.transition('lines', 'order_no', 'A', 'status', 'PENDING', 'PAID')$$);
 
-DROP TABLE orders, shipments, payments2, "we""ird; schema"."a; DROP TABLE x", x, hostile, lines;
+DROP TABLE orders, shipments, payments2, codes, "we""ird; schema"."a; DROP TABLE x", x, hostile, lines;
 DROP SCHEMA "we""ird; schema";
 DROP TYPE ship_state;
 DROP FUNCTION sm_error(text), sneaky();
