@@ -3,15 +3,22 @@
 \set VERBOSITY default
 \set SHOW_CONTEXT never
 
--- the SQLSTATE and message of the error a statement raises
-CREATE FUNCTION sm_error(statement text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-    EXECUTE statement;
-    RETURN 'no error';
-EXCEPTION WHEN OTHERS THEN
-    RETURN SQLSTATE || ': ' || SQLERRM;
-END
-$$;
+\i test/sql/include/error_of.sql
+
+-- signatures, labels and result type are the SPEC's
+SELECT p.proname, pg_get_function_arguments(p.oid) AS arguments,
+       pg_get_function_result(p.oid) AS result, provolatile AS vol,
+       proparallel AS par, proisstrict AS strict, prosecdef AS definer
+  FROM pg_proc p
+ WHERE pronamespace = 'idempotency'::regnamespace
+   AND proname IN ('define_state_machine', 'enforce_state_machine',
+                   'drop_state_machine_enforcement', 'transition', 'state_machine_trigger')
+ ORDER BY p.proname COLLATE "C";
+SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute
+ WHERE attrelid = 'idempotency.transition_result'::regclass AND attnum > 0 ORDER BY attnum;
+-- pg_dump keeps the machines
+SELECT 'idempotency.state_machines'::regclass = ANY (extconfig) AS dumped
+  FROM pg_extension WHERE extname = 'idempotency';
 
 SELECT idempotency.define_state_machine('order',
   '{"PENDING": ["PAID", "CANCELLED"], "PAID": ["SHIPPED", "REFUNDED"], "SHIPPED": ["COMPLETED"]}');
@@ -58,8 +65,8 @@ UPDATE orders SET status = 'PENDING' WHERE order_no = 'ORD1';
 UPDATE orders SET status = 'CANCELLED' WHERE order_no = 'ORD-X';
 SELECT * FROM idempotency.transition('orders', 'order_no', 'ORD3', 'status', 'PENDING', 'SHIPPED');
 SELECT status FROM orders WHERE order_no = 'ORD3';
-SELECT sm_error($$UPDATE orders SET status = 'COMPLETED' WHERE order_no = 'ORD4'$$);
-SELECT sm_error($$SELECT idempotency.transition('orders', 'order_no', 'ORD4', 'status', 'PENDING', 'COMPLETED')$$);
+SELECT pg_temp.error_of($$UPDATE orders SET status = 'COMPLETED' WHERE order_no = 'ORD4'$$);
+SELECT pg_temp.error_of($$SELECT idempotency.transition('orders', 'order_no', 'ORD4', 'status', 'PENDING', 'COMPLETED')$$);
 -- a BEFORE trigger that moves the state is caught too: the check runs after it
 CREATE FUNCTION sneaky() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
@@ -68,7 +75,7 @@ BEGIN
 END
 $$;
 CREATE TRIGGER a_sneaky BEFORE UPDATE ON orders FOR EACH ROW EXECUTE FUNCTION sneaky();
-SELECT sm_error($$UPDATE orders SET note = 'sneaky' WHERE order_no = 'ORD4'$$);
+SELECT pg_temp.error_of($$UPDATE orders SET note = 'sneaky' WHERE order_no = 'ORD4'$$);
 DROP TRIGGER a_sneaky ON orders;
 -- through transition(), a transition the machine has passes
 SELECT * FROM idempotency.transition('orders', 'order_no', 'ORD1', 'status', 'SHIPPED', 'COMPLETED');
@@ -131,9 +138,9 @@ SELECT pg_stat_force_next_flush();
 SELECT seq_scan - :seq_before AS seq_scans, idx_scan - :idx_before AS index_scans
   FROM pg_stat_user_tables WHERE relid = 'shipments'::regclass;
 -- these should all fail
-SELECT sm_error($$SELECT idempotency.transition('shipments', 'id', 'x42', 'state', 'PENDING', 'PAID')$$);
-SELECT sm_error($$SELECT idempotency.transition('shipments', 'id', '42', 'state', 'PAID', 'LOST')$$);
-SELECT sm_error($$SELECT idempotency.transition('shipments', 'id', '42', 'state', 'PAID', 'PENDING')$$);
+SELECT pg_temp.error_of($$SELECT idempotency.transition('shipments', 'id', 'x42', 'state', 'PENDING', 'PAID')$$);
+SELECT pg_temp.error_of($$SELECT idempotency.transition('shipments', 'id', '42', 'state', 'PAID', 'LOST')$$);
+SELECT pg_temp.error_of($$SELECT idempotency.transition('shipments', 'id', '42', 'state', 'PAID', 'PENDING')$$);
 
 -- uuid keys
 CREATE TABLE payments (id uuid PRIMARY KEY, status varchar(20) NOT NULL);
@@ -185,10 +192,10 @@ GRANT EXECUTE ON FUNCTION idempotency.transition(regclass, name, text, name, tex
 GRANT SELECT ON orders TO regress_sm_user;
 SET ROLE regress_sm_user;
 -- these should all fail
-SELECT sm_error($$SELECT idempotency.transition('orders', 'order_no', 'ORD40', 'status', 'PENDING', 'PAID')$$);
-SELECT sm_error($$SELECT * FROM idempotency.state_machines$$);
-SELECT sm_error($$SELECT idempotency.define_state_machine('mine', '{}')$$);
-SELECT sm_error($$SELECT idempotency.enforce_state_machine('orders', 'status', 'order')$$);
+SELECT pg_temp.error_of($$SELECT idempotency.transition('orders', 'order_no', 'ORD40', 'status', 'PENDING', 'PAID')$$);
+SELECT pg_temp.error_of($$SELECT * FROM idempotency.state_machines$$);
+SELECT pg_temp.error_of($$SELECT idempotency.define_state_machine('mine', '{}')$$);
+SELECT pg_temp.error_of($$SELECT idempotency.enforce_state_machine('orders', 'status', 'order')$$);
 RESET ROLE;
 GRANT UPDATE ON orders TO regress_sm_user;
 SELECT idempotency.enforce_state_machine('orders', 'status', 'order');
@@ -198,11 +205,11 @@ SELECT idempotency.define_state_machine('order',
 SET ROLE regress_sm_user;
 SELECT * FROM idempotency.transition('orders', 'order_no', 'ORD40', 'status', 'PENDING', 'PAID');
 -- the trigger reads the machine as the extension owner, and still refuses
-SELECT sm_error($$SELECT idempotency.transition('orders', 'order_no', 'ORD40', 'status', 'PAID', 'PENDING')$$);
+SELECT pg_temp.error_of($$SELECT idempotency.transition('orders', 'order_no', 'ORD40', 'status', 'PAID', 'PENDING')$$);
 RESET ROLE;
 
 -- these should all fail: arguments
-SELECT n, sm_error(statement) FROM (VALUES
+SELECT n, pg_temp.error_of(statement) FROM (VALUES
   (1, $$SELECT * FROM idempotency.transition(NULL, 'order_no', 'ORD1', 'status', 'PENDING', 'PAID')$$),
   (2, $$SELECT * FROM idempotency.transition('orders', NULL, 'ORD1', 'status', 'PENDING', 'PAID')$$),
   (3, $$SELECT * FROM idempotency.transition('orders', 'order_no', NULL, 'status', 'PENDING', 'PAID')$$),
@@ -242,11 +249,11 @@ SELECT count(*) AS bad_machines FROM idempotency.state_machines WHERE name = 'ba
 -- a key column that is not unique
 CREATE TABLE lines (order_no text, status text);
 INSERT INTO lines VALUES ('A', 'PENDING'), ('A', 'PENDING');
-SELECT sm_error($$SELECT idempotency.transition('lines', 'order_no', 'A', 'status', 'PENDING', 'PAID')$$);
+SELECT pg_temp.error_of($$SELECT idempotency.transition('lines', 'order_no', 'A', 'status', 'PENDING', 'PAID')$$);
 
 DROP TABLE orders, shipments, payments2, codes, "we""ird; schema"."a; DROP TABLE x", x, hostile, lines;
 DROP SCHEMA "we""ird; schema";
 DROP TYPE ship_state;
-DROP FUNCTION sm_error(text), sneaky();
+DROP FUNCTION sneaky();
 DROP OWNED BY regress_sm_user;
 DROP ROLE regress_sm_user;
