@@ -262,12 +262,14 @@ colmed() {
   awk -v g="$1" -v v="$2" -v c="$3" -v k="$4" '$1 == g && $2 == v && $4 == c {print $k}' "$RESULTS" | median
 }
 
-# ratio GROUP OURS BASE CLIENTS: median over rounds of tps(ours) / tps(base).
+# ratio GROUP OURS BASE CLIENTS [p50]: median over rounds of tps(ours) /
+# tps(base); with p50, of p50(base) / p50(ours) (above 1: ours is faster).
 ratio() {
-  awk -v g="$1" -v a="$2" -v b="$3" -v c="$4" '
-    $1 == g && $4 == c && $2 == a {x[$5] = $6}
-    $1 == g && $4 == c && $2 == b {y[$5] = $6}
-    END {for (r in x) if ((r in y) && x[r] != "NA" && y[r] != "NA" && y[r] > 0) printf "%.2f\n", x[r] / y[r]}' \
+  awk -v g="$1" -v a="$2" -v b="$3" -v c="$4" -v m="${5:-tps}" '
+    $1 == g && $4 == c && $2 == a {x[$5] = (m == "tps" ? $6 : $7)}
+    $1 == g && $4 == c && $2 == b {y[$5] = (m == "tps" ? $6 : $7)}
+    END {for (r in x) if ((r in y) && x[r] != "NA" && y[r] != "NA" && x[r] > 0 && y[r] > 0)
+           printf "%.2f\n", (m == "tps" ? x[r] / y[r] : y[r] / x[r])}' \
     "$RESULTS" | median
 }
 
@@ -282,10 +284,10 @@ table() {
   printf '\n### %s\n\n%s\n%s\n' "${TITLE[$group]}" "$header" "$sep"
   for c in $(awk -v g="$group" '$1 == g && !s[$4]++ {print $4}' "$RESULTS"); do
     for v in $(awk -v g="$group" '$1 == g && !s[$2]++ {print $2}' "$RESULTS"); do
-      row="| $v | $c | $(colmed "$group" "$v" "$c" 6) | $(colmed "$group" "$v" "$c" 7) | $(colmed "$group" "$v" "$c" 8) |"
+      row="| $v | $c | $(colmed "$group" "$v" "$c" 6 | awk '{printf ($1 == "NA" ? "NA" : "%.0f"), $1}') | $(colmed "$group" "$v" "$c" 7) | $(colmed "$group" "$v" "$c" 8) |"
       for b in $bases; do
         if awk -v g="$group" -v v="$v" '$1 == g && $2 == v && $3 == "ours" {f = 1} END {exit !f}' "$RESULTS"; then
-          row+=" $(ratio "$group" "$v" "$b" "$c")× |"
+          row+=" $(ratio "$group" "$v" "$b" "$c")× ($(ratio "$group" "$v" "$b" "$c" p50)×) |"
         else
           row+=" |"
         fi
@@ -313,7 +315,8 @@ target() {
 # ratio_target GROUP OURS BASE CLIENTS THRESHOLD DESCRIPTION
 ratio_target() {
   awk -v g="$1" -v v="$2" -v c="$4" '$1 == g && $2 == v && $4 == c' "$RESULTS" | grep -q . || return 0
-  target "$6, $4 client$([ "$4" = 1 ] || echo s)" "$(ratio "$1" "$2" "$3" "$4")" "$5"
+  target "$6, $4 client$([ "$4" = 1 ] || echo s) (p50 latency ratio $(ratio "$1" "$2" "$3" "$4" p50))" \
+    "$(ratio "$1" "$2" "$3" "$4")" "$5"
 }
 
 # --- WAL written by replays (none expected), against the bare SELECT.
@@ -481,11 +484,12 @@ REPORT=$IDEM_TOP/bench/results/$(date -u +%Y%m%dT%H%M%SZ).md
     "fsync=on, synchronous_commit=on, shared_buffers=1GB; $(git -C "$IDEM_TOP" rev-parse --short HEAD 2>/dev/null || echo '?')" \
     "took $(( $(date +%s) - START )) s."
   echo
-  echo "Medians over the rounds; ratios are medians of the per-round TPS ratios (ours / baseline)."
+  echo "Medians over the rounds. Ratio columns: the median of the per-round TPS ratios (ours / baseline)," \
+    "and in brackets the median of the per-round p50 latency ratios (baseline / ours); above 1, ours is faster."
   for g in $BENCH_GROUPS; do table "$g"; done
   [ -s "$WORK/purge.md" ] && cat "$WORK/purge.md"
   if [ -s "$TARGETS" ]; then
-    printf '\n### Targets\n\n| target | measured | wanted | verdict |\n|---|---:|---:|---|\n'
+    printf '\n### Targets (TPS ratios, medians of the rounds)\n\n| target | measured | wanted | verdict |\n|---|---:|---:|---|\n'
     cat "$TARGETS"
   fi
   if [ -s "$NOTES" ]; then printf '\n### Notes\n\n'; cat "$NOTES"; fi
