@@ -14,12 +14,15 @@
 # bench/results/<UTC timestamp>.md.
 #
 # Knobs (environment):
-#   BENCH_SECONDS       seconds per pgbench run (default 3; 1 is the quick run)
-#   BENCH_ROUNDS        alternating rounds per workload (default 3)
+#   BENCH_SECONDS       seconds per pgbench run (default 2, about 20 minutes
+#                       in all; 1 is the quick run, under 5 minutes, with the
+#                       smaller defaults in brackets below)
+#   BENCH_ROUNDS        alternating rounds per workload (default 7 [3])
 #   BENCH_CLIENTS       client counts (default "1 8")
 #   BENCH_ROWS          completed keys for replay and expired keys for purge
-#                       (default 1000000)
-#   BENCH_MEMORY_CALLS  calls per function in the memory check (default 100000)
+#                       (default 1000000 [200000])
+#   BENCH_MEMORY_CALLS  calls per function in the memory check (default
+#                       100000 [20000])
 #   BENCH_GROUPS        workload groups to run (default: all)
 #   BENCH_KEEP=1        keep the work directory (cluster, logs)
 # Workloads whose functions the build lacks are reported as skipped.
@@ -27,11 +30,17 @@ set -uo pipefail
 IDEM_TOP=$(cd "$(dirname "$0")/.." && pwd)
 . "$IDEM_TOP/scripts/lib.sh"
 
-BENCH_SECONDS=${BENCH_SECONDS:-3}
-BENCH_ROUNDS=${BENCH_ROUNDS:-3}
+BENCH_SECONDS=${BENCH_SECONDS:-2}
+if [ "$BENCH_SECONDS" -ge 2 ]; then
+  BENCH_ROUNDS=${BENCH_ROUNDS:-7}
+  BENCH_ROWS=${BENCH_ROWS:-1000000}
+  BENCH_MEMORY_CALLS=${BENCH_MEMORY_CALLS:-100000}
+else	# the quick run, under 5 minutes
+  BENCH_ROUNDS=${BENCH_ROUNDS:-3}
+  BENCH_ROWS=${BENCH_ROWS:-200000}
+  BENCH_MEMORY_CALLS=${BENCH_MEMORY_CALLS:-20000}
+fi
 BENCH_CLIENTS=${BENCH_CLIENTS:-1 8}
-BENCH_ROWS=${BENCH_ROWS:-1000000}
-BENCH_MEMORY_CALLS=${BENCH_MEMORY_CALLS:-100000}
 ALL_GROUPS="e2e bare syncoff replay hotkey inbox outbox transition relay wal memory purge"
 BENCH_GROUPS=${BENCH_GROUPS:-$ALL_GROUPS}
 SCRIPTS=$IDEM_TOP/bench/pgbench
@@ -270,7 +279,12 @@ ratio() {
     $1 == g && $4 == c && $2 == b {y[$5] = (m == "tps" ? $6 : $7)}
     END {for (r in x) if ((r in y) && x[r] != "NA" && y[r] != "NA" && x[r] > 0 && y[r] > 0)
            printf "%.2f\n", (m == "tps" ? x[r] / y[r] : y[r] / x[r])}' \
-    "$RESULTS" | median
+    "$RESULTS" | median | fmt %.2f
+}
+
+# fmt FORMAT: the number on stdin in FORMAT, or NA.
+fmt() {
+  awk -v f="$1" '{if ($1 == "NA") print "NA"; else printf f "\n", $1}'
 }
 
 # table GROUP: the markdown table of one group.
@@ -284,7 +298,7 @@ table() {
   printf '\n### %s\n\n%s\n%s\n' "${TITLE[$group]}" "$header" "$sep"
   for c in $(awk -v g="$group" '$1 == g && !s[$4]++ {print $4}' "$RESULTS"); do
     for v in $(awk -v g="$group" '$1 == g && !s[$2]++ {print $2}' "$RESULTS"); do
-      row="| $v | $c | $(colmed "$group" "$v" "$c" 6 | awk '{printf ($1 == "NA" ? "NA" : "%.0f"), $1}') | $(colmed "$group" "$v" "$c" 7) | $(colmed "$group" "$v" "$c" 8) |"
+      row="| $v | $c | $(colmed "$group" "$v" "$c" 6 | fmt %.0f) | $(colmed "$group" "$v" "$c" 7 | fmt %.3f) | $(colmed "$group" "$v" "$c" 8 | fmt %.3f) |"
       for b in $bases; do
         if awk -v g="$group" -v v="$v" '$1 == g && $2 == v && $3 == "ours" {f = 1} END {exit !f}' "$RESULTS"; then
           row+=" $(ratio "$group" "$v" "$b" "$c")× ($(ratio "$group" "$v" "$b" "$c" p50)×) |"
@@ -338,13 +352,15 @@ wal_check() {
 }
 
 # --- memory: growth of a backend's memory contexts over many calls of each
-# hot function, one transaction per call from one pgbench client; the
-# backend records its total after 1000, 2000 and 2000 + BENCH_MEMORY_CALLS
-# calls into bench.memory_probe.
+# hot function, one transaction per call from one pgbench client.  The
+# backend records its total into bench.memory_probe after 1000 and 2000
+# calls (warm-up), halfway and at the end; a leak grows in both halves, a
+# cache that fills up once does not.
 memory_check() {
-  local name req file script last grown
+  local name req file script last half grown first second
   q -c 'CREATE TABLE IF NOT EXISTS bench.memory_probe (calls bigint, bytes bigint)' >/dev/null
   last=$((2000 + BENCH_MEMORY_CALLS))
+  half=$((2000 + BENCH_MEMORY_CALLS / 2))
   while read -r name req file; do
     [ -n "$name" ] || continue
     has ${req//,/ } || { echo "- memory/$name skipped: not in this build" >>"$NOTES"; continue; }
@@ -353,11 +369,13 @@ memory_check() {
     { echo '\set n :n + 1'; cat "$SCRIPTS/$file" "$SCRIPTS/mem_probe.sql"; } >"$script"
     q -c 'TRUNCATE bench.memory_probe' >/dev/null
     PGOPTIONS='-c synchronous_commit=off' "$BIN/pgbench" -n -M prepared -h "$CLUSTER" -U postgres \
-      -c 1 -t "$last" -D n=0 -D last="$last" -f "$script" bench >/dev/null 2>>"$WORK/errors.log"
-    grown=$(qv "SELECT max(bytes) FILTER (WHERE calls = $last) - max(bytes) FILTER (WHERE calls = 2000) FROM bench.memory_probe")
-    [ -n "$grown" ] || grown=NA
-    target "memory growth of $name over $BENCH_MEMORY_CALLS calls, bytes" "$grown" \
-      "$((1048576 * BENCH_MEMORY_CALLS / 1000000))" le
+      -c 1 -t "$last" -D n=0 -D half="$half" -D last="$last" -f "$script" bench >/dev/null 2>>"$WORK/errors.log"
+    read -r first second <<<"$(qv "SELECT max(bytes) FILTER (WHERE calls = $half) - max(bytes) FILTER (WHERE calls = 2000),
+                                          max(bytes) FILTER (WHERE calls = $last) - max(bytes) FILTER (WHERE calls = $half)
+                                     FROM bench.memory_probe" | tr '|' ' ')"
+    grown=$(awk -v a="${first:-NA}" -v b="${second:-NA}" 'BEGIN {if (a == "NA" || b == "NA") print "NA"; else print (a < b ? a : b) * 2}')
+    target "memory growth of $name per $BENCH_MEMORY_CALLS calls, bytes (first half $first, second half $second; the smaller half, doubled)" \
+      "$grown" "$((1048576 * BENCH_MEMORY_CALLS / 1000000))" le
   done <<'EOF'
 claim+complete claim,complete mem_claim_complete.sql
 claim(replay) claim mem_claim_replay.sql
