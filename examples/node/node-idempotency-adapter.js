@@ -49,13 +49,17 @@ class PostgresExtensionStorageAdapter {
     return [...key].length <= 255 ? key : crypto.createHash('sha256').update(key).digest('hex');
   }
 
+  /* The lease for a ttl in milliseconds: leaseMs, at most the ttl. */
+  leaseFor(ttl) {
+    return `${ttl ? Math.min(this.leaseMs, ttl) : this.leaseMs} milliseconds`;
+  }
+
   /* claim(key) with ttl and lease from the library's milliseconds. */
   async claim(client, key, ttl) {
-    const lease = ttl ? Math.min(this.leaseMs, ttl) : this.leaseMs;
     const { rows } = await client.query(
       `SELECT outcome, fence::text AS fence
          FROM idempotency.claim($1, NULL, $2, $3::interval, $4::interval)`,
-      [key, this.scope, ttl ? `${ttl} milliseconds` : null, `${lease} milliseconds`]);
+      [key, this.scope, ttl ? `${ttl} milliseconds` : null, this.leaseFor(ttl)]);
     return rows[0];
   }
 
@@ -67,8 +71,8 @@ class PostgresExtensionStorageAdapter {
       const c = await this.claim(client, key, ttl);
       const won = c.outcome === 'claimed' || c.outcome === 'resumed';
       if (won) {
-        await client.query('SELECT idempotency.checkpoint($1, $2, $3, NULL, $4)',
-          [key, c.fence, val, this.scope]);
+        await client.query('SELECT idempotency.checkpoint($1, $2, $3, $4::interval, $5)',
+          [key, c.fence, val, this.leaseFor(ttl), this.scope]);
       }
       await client.query('COMMIT');
       if (won) this.fences.set(key, c.fence);

@@ -45,7 +45,7 @@ let port;
 before(async () => {
   await setup(pool);
   await pool.query('TRUNCATE demo_side_effects, demo_orders');
-  await pool.query('DELETE FROM idempotency.idempotency_keys');
+  await pool.query("DELETE FROM idempotency.idempotency_keys WHERE scope IN ('alice', 'bob')");
   port = await listen(createApp(pool, { lease: '5 seconds', delayMs: 300 }));
 });
 
