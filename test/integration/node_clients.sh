@@ -12,4 +12,4 @@ psql -X -q -v ON_ERROR_STOP=1 -d "$db" -c 'CREATE EXTENSION idempotency'
 
 cd "$top/examples/node"
 npm ci --no-audit --no-fund --loglevel=error
-PGDATABASE=$db node --test --test-concurrency=1 test/
+PGDATABASE=$db node --test test/*.test.js
