@@ -11,4 +11,4 @@ psql -X -q -v ON_ERROR_STOP=1 -d postgres -c "DROP DATABASE IF EXISTS $db" -c "C
 psql -X -q -v ON_ERROR_STOP=1 -d "$db" -c 'CREATE EXTENSION idempotency'
 
 cd "$top/examples/python"
-PGDATABASE=$db PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3 -m unittest -v test_middleware
+PGDATABASE=$db PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3 -m unittest test_middleware

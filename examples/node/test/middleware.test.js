@@ -46,7 +46,7 @@ before(async () => {
   await setup(pool);
   await pool.query('TRUNCATE demo_side_effects, demo_orders');
   await pool.query("DELETE FROM idempotency.idempotency_keys WHERE scope IN ('alice', 'bob')");
-  port = await listen(createApp(pool, { lease: '5 seconds', delayMs: 300 }));
+  port = await listen(createApp(pool, { lease: '5 seconds', delayMs: 500 }));
 });
 
 after(async () => {
@@ -159,15 +159,16 @@ function startServer(env) {
 
 test('a crash between two side effects: the retry resumes after the checkpoint', async () => {
   const key = 'crash-1';
-  const crashing = await startServer({ IDEM_LEASE: '3 seconds', CRASH_AFTER: 'charged' });
-  const exited = new Promise((r) => crashing.child.once('exit', (code) => r(code)));
-  await assert.rejects(post(crashing.port, '/payments', { key, body: { amount: 42 } }));
-  assert.equal(await exited, 3);
-  assert.equal(await effects(key, 'charge'), 1);
-  assert.equal(await effects(key, 'receipt'), 0);
-
+  /* the second server is up before the crash, so its first try lands inside the lease */
   const { child, port: p2 } = await startServer({ IDEM_LEASE: '3 seconds' });
+  const crashing = await startServer({ IDEM_LEASE: '3 seconds', CRASH_AFTER: 'charged' });
   try {
+    const exited = new Promise((r) => crashing.child.once('exit', (code) => r(code)));
+    await assert.rejects(post(crashing.port, '/payments', { key, body: { amount: 42 } }));
+    assert.equal(await exited, 3);
+    assert.equal(await effects(key, 'charge'), 1);
+    assert.equal(await effects(key, 'receipt'), 0);
+
     const busy = await post(p2, '/payments', { key, body: { amount: 42 } });
     assert.equal(busy.status, 409, 'the crashed holder keeps its lease until it runs out');
     const wait = Number(busy.headers.get('Retry-After'));
@@ -179,6 +180,7 @@ test('a crash between two side effects: the retry resumes after the checkpoint',
     assert.equal(await effects(key, 'charge'), 1, 'the charge is not repeated');
     assert.equal(await effects(key, 'receipt'), 1);
   } finally {
+    crashing.child.kill();
     child.kill();
   }
 });
