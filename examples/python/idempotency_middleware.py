@@ -126,7 +126,7 @@ def idempotent(pool, required=True, scope=None, ttl=None, lease=None, mode="phas
                 except psycopg2.Error as e:
                     conn.rollback()
                     if e.pgcode == "22023":     # empty or over-long key
-                        return _problem(400, "Invalid Idempotency-Key", e.pgerror.strip())
+                        return _problem(400, "Invalid Idempotency-Key", e.diag.message_primary)
                     raise
                 if claim["outcome"] in ("claimed", "resumed"):
                     return _hold(view, conn, key, str(caller), claim, args, kwargs)
@@ -172,12 +172,15 @@ def idempotent(pool, required=True, scope=None, ttl=None, lease=None, mode="phas
                 cur.execute("ROLLBACK TO SAVEPOINT idempotent_work")
             elif conn.get_transaction_status() == psycopg2.extensions.TRANSACTION_STATUS_INERROR:
                 conn.rollback()
-            status = getattr(e, "status", None) or getattr(e, "code", None)
+            if isinstance(e, HTTPError):
+                status, body = e.status, e.body
+            elif isinstance(e, HTTPException):      # flask.abort()
+                status, body = e.code, {"error": e.description}
+            else:
+                status, body = 500, None
             if not isinstance(status, int) or not 400 <= status < 600:
                 status = 500
-            body = getattr(e, "body", None) or {"error": str(e) if status < 500 else "internal error"}
-            if isinstance(e, HTTPException):
-                body = {"error": e.description}
+            body = body or {"error": str(e) if status < 500 else "internal error"}
             cur.execute("SELECT idempotency.fail(%s, %s, %s::jsonb, %s, %s, %s)",
                         (key, claim["fence"], json.dumps(body), status, status >= 500, caller))
             return body, status
