@@ -35,6 +35,7 @@ chmod 755 "$WORK"
 BIN=$(idem_private_install "$WORK") || { echo "install failed"; echo "0 passed, 1 failed"; exit 1; }
 mkdir -p "$WORK/repo"
 tar -C "$IDEM_TOP" --exclude=.git --exclude=node_modules -cf - . | tar -C "$WORK/repo" -xf -
+ln -sfn ../expected "$WORK/repo/test/expected"	# see REGRESS_PREP in the Makefile
 chown -R postgres: "$WORK"
 CLUSTER=$WORK/cluster
 PORT=5432
@@ -117,6 +118,8 @@ for group in $TEST_GROUPS; do
     ;;
   tap)
     ls test/t/*.pl >/dev/null 2>&1 || continue
+    # PostgreSQL::Test::Utils creates TESTDIR/tmp_check, but not TESTDIR
+    mkdir -p "$WORK/tap" && chown postgres: "$WORK/tap"
     as_postgres env TESTDIR="$WORK/tap" PG_REGRESS="$PGXS_DIR/src/test/regress/pg_regress" \
       prove -I "$PGXS_DIR/src/test/perl" test/t/*.pl >"$WORK/tap.log" 2>&1
     rc=$?
