@@ -1,6 +1,9 @@
 -- purge_expired_batch() and purge_expired(): what goes, what stays.
 \set VERBOSITY terse
 SET idempotency.processed_retention = '7 days';
+-- other test files leave rows behind: start from empty tables
+TRUNCATE idempotency.idempotency_keys, idempotency.tokens,
+         idempotency.outbox_events, idempotency.processed_events;
 SET idempotency.outbox_retention = '7 days';
 
 -- keys: expired ones go, live ones and held ones stay

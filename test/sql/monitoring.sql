@@ -1,5 +1,8 @@
 -- The views idempotency.stats and idempotency.stalled_keys.
 \set VERBOSITY terse
+-- other test files leave rows behind: start from empty tables
+TRUNCATE idempotency.idempotency_keys, idempotency.tokens,
+         idempotency.outbox_events, idempotency.processed_events;
 
 -- empty: still one row, so the backlog columns are always there
 SELECT scope, status, keys, expired, outbox_unpublished,
