@@ -74,6 +74,13 @@
 #define PENDING(e) e ".published_at IS NULL AND " e ".dead_at IS NULL"
 #define FREE(e) "(" e ".locked_until IS NULL OR " e ".locked_until" LE "$1)" \
 	" AND (" e ".next_attempt_at IS NULL OR " e ".next_attempt_at" LE "$1)"
+
+/*
+ * The earlier pending events of e's aggregate, for NOT EXISTS (... AND
+ * <condition> OFFSET 0).  OFFSET 0 keeps the subquery a per-row probe of
+ * the aggregate index: as an anti join the planner, expecting few blocked
+ * events, may pick a sequential scan of the whole backlog instead.
+ */
 #define EARLIER_OF_SAME_AGGREGATE \
 	"SELECT FROM idempotency.outbox_events p" \
 	" WHERE p.aggregate_type" EQ "e.aggregate_type" \
@@ -97,7 +104,8 @@ static IdemQuery find_candidates = {
 	.sql = "SELECT e.id, e.aggregate_type, e.aggregate_id"
 	" FROM idempotency.outbox_events e"
 	" WHERE " PENDING("e") " AND " FREE("e")
-	" AND NOT EXISTS (" EARLIER_OF_SAME_AGGREGATE " AND NOT (" FREE("p") "))"
+	" AND NOT EXISTS (" EARLIER_OF_SAME_AGGREGATE
+	" AND NOT (" FREE("p") ") OFFSET 0)"
 	" ORDER BY e.id LIMIT $2",
 	.nargs = 2, .argtypes = {TIMESTAMPTZOID, INT4OID}
 };
@@ -113,7 +121,7 @@ static IdemQuery lease_events = {
 	" UPDATE idempotency.outbox_events e SET locked_until = $1" PLUS "$3"
 	" WHERE e.id" EQ "ANY ($2) AND " PENDING("e") " AND " FREE("e")
 	" AND NOT EXISTS (" EARLIER_OF_SAME_AGGREGATE
-	" AND NOT (p.id" EQ "ANY ($2) AND " FREE("p") "))"
+	" AND NOT (p.id" EQ "ANY ($2) AND " FREE("p") ") OFFSET 0)"
 	" RETURNING e.*)"
 	" SELECT * FROM claimed ORDER BY id",
 	.nargs = 3, .argtypes = {TIMESTAMPTZOID, INT8ARRAYOID, INTERVALOID}
