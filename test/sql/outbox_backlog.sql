@@ -1,0 +1,58 @@
+-- claim_events with a backlog of a million events: the two statements it
+-- runs (src/outbox.c, find_candidates and lease_events) are served by
+-- indexes, never by a sequential scan.  The statements below are theirs,
+-- with the same parameters.
+\set VERBOSITY terse
+INSERT INTO idempotency.outbox_events (aggregate_type, aggregate_id, event_type, payload)
+SELECT 'order', (i % 10000)::text, 'created', jsonb_build_object('n', i)
+  FROM generate_series(1, 1000000) i;
+ANALYZE idempotency.outbox_events;
+SELECT min(id) - 1 AS before FROM idempotency.outbox_events \gset
+
+PREPARE find_candidates(timestamptz, int) AS
+SELECT e.id, e.aggregate_type, e.aggregate_id
+  FROM idempotency.outbox_events e
+ WHERE e.published_at IS NULL AND e.dead_at IS NULL
+   AND (e.locked_until IS NULL OR e.locked_until <= $1)
+   AND (e.next_attempt_at IS NULL OR e.next_attempt_at <= $1)
+   AND NOT EXISTS (SELECT FROM idempotency.outbox_events p
+                    WHERE p.aggregate_type = e.aggregate_type
+                      AND p.aggregate_id = e.aggregate_id
+                      AND p.id < e.id AND p.published_at IS NULL AND p.dead_at IS NULL
+                      AND NOT ((p.locked_until IS NULL OR p.locked_until <= $1)
+                               AND (p.next_attempt_at IS NULL OR p.next_attempt_at <= $1))
+                   OFFSET 0)
+ ORDER BY e.id LIMIT $2;
+PREPARE lease_events(timestamptz, bigint[], interval) AS
+WITH claimed AS (
+  UPDATE idempotency.outbox_events e SET locked_until = $1 + $3
+   WHERE e.id = ANY ($2) AND e.published_at IS NULL AND e.dead_at IS NULL
+     AND (e.locked_until IS NULL OR e.locked_until <= $1)
+     AND (e.next_attempt_at IS NULL OR e.next_attempt_at <= $1)
+     AND NOT EXISTS (SELECT FROM idempotency.outbox_events p
+                      WHERE p.aggregate_type = e.aggregate_type
+                        AND p.aggregate_id = e.aggregate_id
+                        AND p.id < e.id AND p.published_at IS NULL AND p.dead_at IS NULL
+                        AND NOT (p.id = ANY ($2)
+                                 AND (p.locked_until IS NULL OR p.locked_until <= $1)
+                                 AND (p.next_attempt_at IS NULL OR p.next_attempt_at <= $1))
+                     OFFSET 0)
+  RETURNING e.*)
+SELECT * FROM claimed ORDER BY id;
+
+-- custom plans (the first executions) and the generic plan
+EXPLAIN (COSTS OFF) EXECUTE find_candidates('2030-01-01 00:00:00+00', 1000);
+EXPLAIN (COSTS OFF) EXECUTE lease_events('2030-01-01 00:00:00+00', '{1,2,3}', '30 seconds');
+SET plan_cache_mode = force_generic_plan;
+EXPLAIN (COSTS OFF) EXECUTE find_candidates('2030-01-01 00:00:00+00', 1000);
+EXPLAIN (COSTS OFF) EXECUTE lease_events('2030-01-01 00:00:00+00', '{1,2,3}', '30 seconds');
+RESET plan_cache_mode;
+
+-- the real thing: two batches of 1000, oldest first, disjoint
+CREATE TEMP TABLE claimed AS SELECT id, 1 AS round FROM idempotency.claim_events(1000);
+INSERT INTO claimed SELECT id, 2 FROM idempotency.claim_events(1000);
+SELECT round, count(*), min(id) - :before AS first, max(id) - :before AS last FROM claimed GROUP BY round ORDER BY round;
+SELECT idempotency.mark_published(array_agg(id)) FROM claimed;
+SELECT min(id) - :before AS next FROM idempotency.claim_events(100);
+
+TRUNCATE idempotency.outbox_events;
