@@ -1,12 +1,12 @@
 -- Inbox: process_once(consumer, event_id) on processed_events (SPEC section 4).
-\set VERBOSITY terse
+\i test/sql/include/error_of.sql
 -- these should all fail with 22023
-SELECT idempotency.process_once(NULL, 'e1');
-SELECT idempotency.process_once('', 'e1');
-SELECT idempotency.process_once(repeat('c', 256), 'e1');
-SELECT idempotency.process_once('billing', NULL);
-SELECT idempotency.process_once('billing', '');
-SELECT idempotency.process_once('billing', repeat('e', 256));
+SELECT pg_temp.error_of($$SELECT idempotency.process_once(NULL, 'e1')$$);
+SELECT pg_temp.error_of($$SELECT idempotency.process_once('', 'e1')$$);
+SELECT pg_temp.error_of($$SELECT idempotency.process_once(repeat('c', 256), 'e1')$$);
+SELECT pg_temp.error_of($$SELECT idempotency.process_once('billing', NULL)$$);
+SELECT pg_temp.error_of($$SELECT idempotency.process_once('billing', '')$$);
+SELECT pg_temp.error_of($$SELECT idempotency.process_once('billing', repeat('e', 256))$$);
 
 -- true the first time, false after
 SELECT idempotency.process_once('billing', 'e1') AS first,
@@ -52,7 +52,7 @@ GRANT EXECUTE ON FUNCTION idempotency.process_once(text, text) TO regress_inbox_
 SET ROLE regress_inbox_consumer;
 SELECT idempotency.process_once('role-consumer', 'e9') AS first;
 -- this should fail with 42501
-SELECT count(*) FROM idempotency.processed_events;
+SELECT pg_temp.error_of($$SELECT count(*) FROM idempotency.processed_events$$);
 RESET ROLE;
 REVOKE ALL ON SCHEMA idempotency FROM regress_inbox_consumer;
 REVOKE ALL ON FUNCTION idempotency.process_once(text, text) FROM regress_inbox_consumer;

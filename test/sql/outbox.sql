@@ -1,27 +1,27 @@
 -- Transactional outbox: enqueue_event, claim_events, mark_published,
 -- mark_failed (SPEC section 4).
-\set VERBOSITY terse
+\i test/sql/include/error_of.sql
 -- these should all fail with 22023
-SELECT idempotency.enqueue_event(NULL, '1', 'created', '{}');
-SELECT idempotency.enqueue_event('', '1', 'created', '{}');
-SELECT idempotency.enqueue_event('order', NULL, 'created', '{}');
-SELECT idempotency.enqueue_event('order', '', 'created', '{}');
-SELECT idempotency.enqueue_event('order', repeat('x', 256), 'created', '{}');
-SELECT idempotency.enqueue_event('order', '1', NULL, '{}');
-SELECT idempotency.enqueue_event('order', '1', '', '{}');
-SELECT idempotency.enqueue_event('order', '1', 'created', NULL);
-SELECT * FROM idempotency.claim_events(NULL);
-SELECT * FROM idempotency.claim_events(0);
-SELECT * FROM idempotency.claim_events(-1);
-SELECT * FROM idempotency.claim_events(10, NULL);
-SELECT * FROM idempotency.claim_events(10, '0 seconds');
-SELECT * FROM idempotency.claim_events(10, '-1 minute');
-SELECT idempotency.mark_published(NULL);
-SELECT idempotency.mark_failed(NULL, 'boom');
-SELECT idempotency.mark_failed('{1}', NULL);
+SELECT pg_temp.error_of($$SELECT idempotency.enqueue_event(NULL, '1', 'created', '{}')$$);
+SELECT pg_temp.error_of($$SELECT idempotency.enqueue_event('', '1', 'created', '{}')$$);
+SELECT pg_temp.error_of($$SELECT idempotency.enqueue_event('order', NULL, 'created', '{}')$$);
+SELECT pg_temp.error_of($$SELECT idempotency.enqueue_event('order', '', 'created', '{}')$$);
+SELECT pg_temp.error_of($$SELECT idempotency.enqueue_event('order', repeat('x', 256), 'created', '{}')$$);
+SELECT pg_temp.error_of($$SELECT idempotency.enqueue_event('order', '1', NULL, '{}')$$);
+SELECT pg_temp.error_of($$SELECT idempotency.enqueue_event('order', '1', '', '{}')$$);
+SELECT pg_temp.error_of($$SELECT idempotency.enqueue_event('order', '1', 'created', NULL)$$);
+SELECT pg_temp.error_of($$SELECT * FROM idempotency.claim_events(NULL)$$);
+SELECT pg_temp.error_of($$SELECT * FROM idempotency.claim_events(0)$$);
+SELECT pg_temp.error_of($$SELECT * FROM idempotency.claim_events(-1)$$);
+SELECT pg_temp.error_of($$SELECT * FROM idempotency.claim_events(10, NULL)$$);
+SELECT pg_temp.error_of($$SELECT * FROM idempotency.claim_events(10, '0 seconds')$$);
+SELECT pg_temp.error_of($$SELECT * FROM idempotency.claim_events(10, '-1 minute')$$);
+SELECT pg_temp.error_of($$SELECT idempotency.mark_published(NULL)$$);
+SELECT pg_temp.error_of($$SELECT idempotency.mark_failed(NULL, 'boom')$$);
+SELECT pg_temp.error_of($$SELECT idempotency.mark_failed('{1}', NULL)$$);
 -- claim_events needs a snapshot per statement
 BEGIN ISOLATION LEVEL REPEATABLE READ;
-SELECT * FROM idempotency.claim_events();
+SELECT pg_temp.error_of($$SELECT * FROM idempotency.claim_events()$$);
 ROLLBACK;
 
 -- nothing to claim yet; empty id lists change nothing
@@ -142,8 +142,8 @@ SELECT idempotency.enqueue_event('order', 'H', 'h1', '{}') AS h1 \gset
 SELECT event_type FROM idempotency.claim_events();
 SELECT idempotency.mark_published(ARRAY[:h1]);
 -- these should fail with 42501
-SELECT count(*) FROM idempotency.outbox_events;
-SELECT idempotency.mark_failed(ARRAY[:h1], 'x');
+SELECT pg_temp.error_of($$SELECT count(*) FROM idempotency.outbox_events$$);
+SELECT pg_temp.error_of(format($$SELECT idempotency.mark_failed(ARRAY[%s], 'x')$$, :h1));
 RESET ROLE;
 REVOKE ALL ON SCHEMA idempotency FROM regress_outbox_app;
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA idempotency FROM regress_outbox_app;

@@ -1,11 +1,11 @@
 -- emit_event: transactional logical decoding messages read back through a
 -- logical slot with test_decoding (the test cluster has wal_level=logical).
-\set VERBOSITY terse
+\i test/sql/include/error_of.sql
 -- these should all fail with 22023
-SELECT idempotency.emit_event(NULL, '1', 'created', '{}');
-SELECT idempotency.emit_event('order', '', 'created', '{}');
-SELECT idempotency.emit_event('order', '1', repeat('x', 256), '{}');
-SELECT idempotency.emit_event('order', '1', 'created', NULL);
+SELECT pg_temp.error_of($$SELECT idempotency.emit_event(NULL, '1', 'created', '{}')$$);
+SELECT pg_temp.error_of($$SELECT idempotency.emit_event('order', '', 'created', '{}')$$);
+SELECT pg_temp.error_of($$SELECT idempotency.emit_event('order', '1', repeat('x', 256), '{}')$$);
+SELECT pg_temp.error_of($$SELECT idempotency.emit_event('order', '1', 'created', NULL)$$);
 
 SELECT 'init' FROM pg_create_logical_replication_slot('regress_outbox_cdc', 'test_decoding');
 
