@@ -80,7 +80,7 @@ SELECT idempotency.enqueue_event('order', 'E', 'e1', '{}') AS e1 \gset
 SELECT event_type FROM idempotency.claim_events(1);
 SELECT idempotency.mark_failed(ARRAY[:d1], 'broker down');
 SELECT attempts, last_error, locked_until IS NULL AS lease_ended,
-       next_attempt_at BETWEEN now() + interval '9 seconds' AND now() + interval '11 seconds' AS backoff_10s,
+       next_attempt_at BETWEEN now() + interval '5 seconds' AND now() + interval '11 seconds' AS backoff_10s,
        dead_at IS NULL AS alive
   FROM idempotency.outbox_events WHERE id = :d1;
 SELECT event_type FROM idempotency.claim_events(100);
@@ -90,20 +90,20 @@ SELECT event_type FROM idempotency.claim_events(100) ORDER BY id;
 -- the second failure waits twice as long, the third four times
 SELECT idempotency.mark_failed(ARRAY[:d1, :d2], 'broker down again');
 SELECT id = :d1 AS is_d1, attempts,
-       next_attempt_at BETWEEN now() + interval '19 seconds' AND now() + interval '21 seconds' AS backoff_20s,
-       next_attempt_at BETWEEN now() + interval '9 seconds' AND now() + interval '11 seconds' AS backoff_10s
+       next_attempt_at BETWEEN now() + interval '15 seconds' AND now() + interval '21 seconds' AS backoff_20s,
+       next_attempt_at BETWEEN now() + interval '5 seconds' AND now() + interval '11 seconds' AS backoff_10s
   FROM idempotency.outbox_events WHERE id IN (:d1, :d2) ORDER BY id;
 UPDATE idempotency.outbox_events SET next_attempt_at = NULL WHERE id IN (:d1, :d2);
 SELECT count(*) FROM idempotency.claim_events(1);
 SELECT idempotency.mark_failed(ARRAY[:d1], 'third');
-SELECT attempts, next_attempt_at BETWEEN now() + interval '39 seconds' AND now() + interval '41 seconds' AS backoff_40s
+SELECT attempts, next_attempt_at BETWEEN now() + interval '35 seconds' AND now() + interval '41 seconds' AS backoff_40s
   FROM idempotency.outbox_events WHERE id = :d1;
 -- capped at one hour: 1 minute * 2^8 would be more
 SET idempotency.outbox_retry_backoff = '1 minute';
 UPDATE idempotency.outbox_events SET attempts = 8, next_attempt_at = NULL WHERE id = :d1;
 SELECT count(*) FROM idempotency.claim_events(1);
 SELECT idempotency.mark_failed(ARRAY[:d1], 'ninth');
-SELECT attempts, next_attempt_at BETWEEN now() + interval '59 minutes' AND now() + interval '61 minutes' AS capped_1h
+SELECT attempts, next_attempt_at BETWEEN now() + interval '55 minutes' AND now() + interval '61 minutes' AS capped_1h
   FROM idempotency.outbox_events WHERE id = :d1;
 -- the tenth failure (idempotency.outbox_max_attempts) makes it dead:
 -- never handed out again, and d2 flows

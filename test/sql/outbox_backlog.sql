@@ -3,6 +3,7 @@
 -- indexes, never by a sequential scan.  The statements below are theirs,
 -- with the same parameters.
 \set VERBOSITY terse
+TRUNCATE idempotency.outbox_events;
 INSERT INTO idempotency.outbox_events (aggregate_type, aggregate_id, event_type, payload)
 SELECT 'order', (i % 10000)::text, 'created', jsonb_build_object('n', i)
   FROM generate_series(1, 1000000) i;
