@@ -39,17 +39,16 @@ produce() {
   done
 }
 
-relay() {	# relay NAME: start a relay in the background, print its PID
+relay() {	# relay NAME: start a relay in the background ($! is its PID)
   RELAY_NAME=$1 RELAY_SINK=$W/sink.jsonl RELAY_BATCH=25 RELAY_LEASE='3 seconds' \
     RELAY_POLL_MS=200 RELAY_PUBLISH_DELAY_MS=4 RELAY_EXIT_WHEN_IDLE_MS=6000 \
-    node "$W/relay/relay.js" 2>>"$W/$1.log" &
-  echo $!
+    node "$W/relay/relay.js" >>"$W/$1.log" 2>&1 &
 }
 
 produce & pids+=($!)
 producer=$!
-r1=$(relay relay1); pids+=("$r1")
-r2=$(relay relay2); pids+=("$r2")
+relay relay1; r1=$!; pids+=("$r1")
+relay relay2; r2=$!; pids+=("$r2")
 
 # Kill relay1 while it is publishing a batch: its last log line says
 # "batch start" (claimed, not yet marked published).
@@ -70,7 +69,7 @@ leased=$(q "SELECT count(*) FROM idempotency.outbox_events WHERE published_at IS
 echo "events leased when relay1 died: $leased"
 
 # relay1 comes back (a supervisor would restart it)
-r1b=$(relay relay1); pids+=("$r1b")
+relay relay1; r1b=$!; pids+=("$r1b")
 
 wait "$producer" || fail "producer"
 for p in "$r2" "$r1b"; do
