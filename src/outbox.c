@@ -64,7 +64,6 @@
 
 /* Shorthands for the qualified operators of the statements below. */
 #define EQ " OPERATOR(pg_catalog.=) "
-#define LT " OPERATOR(pg_catalog.<) "
 #define LE " OPERATOR(pg_catalog.<=) "
 #define GE " OPERATOR(pg_catalog.>=) "
 #define PLUS " OPERATOR(pg_catalog.+) "
@@ -75,17 +74,8 @@
 #define FREE(e) "(" e ".locked_until IS NULL OR " e ".locked_until" LE "$1)" \
 	" AND (" e ".next_attempt_at IS NULL OR " e ".next_attempt_at" LE "$1)"
 
-/*
- * The earlier pending events of e's aggregate, for NOT EXISTS (... AND
- * <condition> OFFSET 0).  OFFSET 0 keeps the subquery a per-row probe of
- * the aggregate index: as an anti join the planner, expecting few blocked
- * events, may pick a sequential scan of the whole backlog instead.
- */
-#define EARLIER_OF_SAME_AGGREGATE \
-	"SELECT FROM idempotency.outbox_events p" \
-	" WHERE p.aggregate_type" EQ "e.aggregate_type" \
-	" AND p.aggregate_id" EQ "e.aggregate_id" \
-	" AND p.id" LT "e.id AND " PENDING("p")
+/* Leased or failed and not yet published: what the held index covers. */
+#define TOUCHED(e) "(" e ".locked_until IS NOT NULL OR " e ".next_attempt_at IS NOT NULL)"
 
 /* $1 type, $2 id, $3 event type, $4 payload, $5 headers */
 static IdemQuery insert_event = {
@@ -96,32 +86,55 @@ static IdemQuery insert_event = {
 };
 
 /*
- * Candidates: $1 now, $2 batch.  Free events, oldest first, whose earlier
- * pending events are free too (and so come first in the same batch).  The
- * pending index serves the order, the aggregate index the NOT EXISTS.
+ * Candidates: $1 now, $2 batch.  Free events, oldest first, of aggregates
+ * without a leased or retry-waiting pending event.  The pending index
+ * serves the order; the held index, small (only events that a relay has
+ * touched and not yet published), serves the exclusion: an uncorrelated
+ * subquery, hashed once, so events queued behind a held aggregate cost a
+ * hash probe each.
  */
 static IdemQuery find_candidates = {
 	.sql = "SELECT e.id, e.aggregate_type, e.aggregate_id"
 	" FROM idempotency.outbox_events e"
 	" WHERE " PENDING("e") " AND " FREE("e")
-	" AND NOT EXISTS (" EARLIER_OF_SAME_AGGREGATE
-	" AND NOT (" FREE("p") ") OFFSET 0)"
+	" AND NOT (ROW(e.aggregate_type, e.aggregate_id)" EQ "ANY ("
+	" SELECT h.aggregate_type, h.aggregate_id FROM idempotency.outbox_events h"
+	" WHERE " PENDING("h") " AND " TOUCHED("h") " AND NOT (" FREE("h") ")))"
 	" ORDER BY e.id LIMIT $2",
 	.nargs = 2, .argtypes = {TIMESTAMPTZOID, INT4OID}
 };
 
 /*
- * The lease: $1 now, $2 candidates whose buckets this transaction holds,
- * $3 lease.  Re-checked with a snapshot taken after the buckets were
- * locked: an event is leased only when every earlier pending event of its
- * aggregate is free and leased with it.
+ * The decision, with a snapshot taken after the buckets were locked: $1
+ * now, $2 candidates whose buckets this transaction holds.  The first
+ * pending events of each candidate's aggregate, in id order per aggregate
+ * ("last" names the aggregate): n + 1 are enough for n candidates, as the
+ * walk stops at the first event that is not a free candidate.  A candidate
+ * may be leased when it and every event before it in its aggregate's list
+ * is a free candidate.  The LIMIT also keeps each aggregate one short,
+ * ordered scan of the aggregate index.
  */
+static IdemQuery read_aggregates = {
+	.sql = "SELECT e.id, e.free, a.last"
+	" FROM (SELECT c.aggregate_type, c.aggregate_id,"
+	"  pg_catalog.max(c.id) AS last, pg_catalog.count(*) AS n"
+	"  FROM idempotency.outbox_events c WHERE c.id" EQ "ANY ($2)"
+	"  GROUP BY c.aggregate_type, c.aggregate_id) a,"
+	" LATERAL (SELECT e.id, " FREE("e") " AS free"
+	"  FROM idempotency.outbox_events e"
+	"  WHERE e.aggregate_type" EQ "a.aggregate_type"
+	"  AND e.aggregate_id" EQ "a.aggregate_id"
+	"  AND e.id" LE "a.last AND " PENDING("e")
+	"  ORDER BY e.id LIMIT a.n" PLUS "1) e"
+	" ORDER BY a.last, e.id",
+	.nargs = 2, .argtypes = {TIMESTAMPTZOID, INT8ARRAYOID}
+};
+
+/* The lease: $1 now, $2 the events decided on, $3 lease. */
 static IdemQuery lease_events = {
 	.sql = "WITH claimed AS ("
 	" UPDATE idempotency.outbox_events e SET locked_until = $1" PLUS "$3"
 	" WHERE e.id" EQ "ANY ($2) AND " PENDING("e") " AND " FREE("e")
-	" AND NOT EXISTS (" EARLIER_OF_SAME_AGGREGATE
-	" AND NOT (p.id" EQ "ANY ($2) AND " FREE("p") ") OFFSET 0)"
 	" RETURNING e.*)"
 	" SELECT * FROM claimed ORDER BY id",
 	.nargs = 3, .argtypes = {TIMESTAMPTZOID, INT8ARRAYOID, INTERVALOID}
@@ -335,6 +348,119 @@ idempotency_emit_event(PG_FUNCTION_ARGS)
 }
 
 /*
+ * An int8[] of the first n ids.
+ */
+static Datum
+id_array(const int64 *ids, int n)
+{
+	Datum	   *elems = palloc(sizeof(Datum) * (n + 1));
+	int			i;
+
+	for (i = 0; i < n; i++)
+		elems[i] = Int64GetDatum(ids[i]);
+	return PointerGetDatum(construct_array(elems, n, INT8OID, sizeof(int64),
+										   FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+}
+
+/*
+ * Is id among the n ascending ids?
+ */
+static bool
+id_in(int64 id, const int64 *ids, int n)
+{
+	int			low = 0;
+	int			high = n - 1;
+
+	while (low <= high)
+	{
+		int			mid = low + (high - low) / 2;
+
+		if (ids[mid] == id)
+			return true;
+		if (ids[mid] < id)
+			low = mid + 1;
+		else
+			high = mid - 1;
+	}
+	return false;
+}
+
+/*
+ * Step 1: candidates, oldest first; keep those whose bucket this
+ * transaction could lock.  Returns how many, ascending in ids[].
+ */
+static int
+lock_candidates(Datum now, int32 batch, int64 **ids)
+{
+	char		bucket_state[OUTBOX_LOCK_BUCKETS] = {0};	/* 0 untried, 1 held,
+															 * 2 busy */
+	Datum		values[2];
+	uint64		ncandidates;
+	uint64		row;
+	int			n = 0;
+
+	values[0] = now;
+	values[1] = Int32GetDatum(batch);
+	ncandidates = idem_run(&find_candidates, values, NULL, false, 0);
+	*ids = palloc(sizeof(int64) * (ncandidates + 1));
+	for (row = 0; row < ncandidates; row++)
+	{
+		uint32		bucket = row_bucket(row, 2, 3);
+		bool		isnull;
+
+		CHECK_FOR_INTERRUPTS();
+		if (bucket_state[bucket] == 0)
+			bucket_state[bucket] = lock_bucket(bucket, ExclusiveLock, true) ? 1 : 2;
+		if (bucket_state[bucket] == 1)
+			(*ids)[n++] = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[row],
+													  SPI_tuptable->tupdesc,
+													  1, &isnull));
+	}
+	return n;
+}
+
+/*
+ * Step 2, with a new snapshot: of the n locked candidates, keep in chosen[]
+ * those preceded in their aggregate only by free locked candidates.
+ * Returns how many.
+ */
+static int
+choose_events(Datum now, const int64 *ids, int n, int64 *chosen)
+{
+	Datum		values[2];
+	uint64		nrows;
+	uint64		row;
+	int64		aggregate = 0;
+	bool		blocked = false;
+	int			nchosen = 0;
+
+	values[0] = now;
+	values[1] = id_array(ids, n);
+	nrows = idem_run(&read_aggregates, values, NULL, false, 0);
+	for (row = 0; row < nrows; row++)
+	{
+		HeapTuple	tuple = SPI_tuptable->vals[row];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		bool		isnull;
+		int64		id = DatumGetInt64(SPI_getbinval(tuple, desc, 1, &isnull));
+		bool		is_free = DatumGetBool(SPI_getbinval(tuple, desc, 2, &isnull));
+		int64		last = DatumGetInt64(SPI_getbinval(tuple, desc, 3, &isnull));
+
+		CHECK_FOR_INTERRUPTS();
+		if (row == 0 || last != aggregate)
+		{
+			aggregate = last;
+			blocked = false;
+		}
+		if (!blocked && is_free && id_in(id, ids, n))
+			chosen[nchosen++] = id;
+		else
+			blocked = true;
+	}
+	return nchosen;
+}
+
+/*
  * claim_events(batch int, lease interval) RETURNS SETOF outbox_events: up
  * to batch free events, oldest first, leased to the caller for lease.
  */
@@ -344,13 +470,10 @@ idempotency_claim_events(PG_FUNCTION_ARGS)
 	int32		batch = idem_arg_positive_int(fcinfo, 0, "batch");
 	Interval   *lease = idem_arg_interval(fcinfo, 1, "lease", NULL);
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	char		bucket_state[OUTBOX_LOCK_BUCKETS] = {0};	/* 0 untried, 1 held,
-															 * 2 busy */
-	Datum		values[3];
-	Datum	   *ids;
-	int			nids = 0;
-	uint64		ncandidates;
-	uint64		row;
+	Datum		now = TimestampTzGetDatum(GetCurrentStatementStartTimestamp());
+	int64	   *ids;
+	int64	   *chosen = NULL;
+	int			nids;
 	IdemOwnerRights owner;
 
 	if (IsolationUsesXactSnapshot())
@@ -362,36 +485,25 @@ idempotency_claim_events(PG_FUNCTION_ARGS)
 
 	InitMaterializedSRF(fcinfo, 0);
 
-	values[0] = TimestampTzGetDatum(GetCurrentStatementStartTimestamp());
-	values[1] = Int32GetDatum(batch);
-
 	idem_become_owner(&owner);
 	SPI_connect();
-	ncandidates = idem_run(&find_candidates, values, NULL, false, 0);
-	ids = palloc(sizeof(Datum) * (ncandidates + 1));
-	for (row = 0; row < ncandidates; row++)
+	nids = lock_candidates(now, batch, &ids);
+	if (nids > 0)
 	{
-		uint32		bucket = row_bucket(row, 2, 3);
-		bool		isnull;
-
-		CHECK_FOR_INTERRUPTS();
-		if (bucket_state[bucket] == 0)
-			bucket_state[bucket] = lock_bucket(bucket, ExclusiveLock, true) ? 1 : 2;
-		if (bucket_state[bucket] == 1)
-			ids[nids++] = SPI_getbinval(SPI_tuptable->vals[row],
-										SPI_tuptable->tupdesc, 1, &isnull);
+		chosen = palloc(sizeof(int64) * nids);
+		nids = choose_events(now, ids, nids, chosen);
 	}
-
 	if (nids > 0)
 	{
 		TupleDesc	desc = rsinfo->setDesc;
 		Datum	   *columns = palloc(sizeof(Datum) * desc->natts);
 		bool	   *nulls = palloc(sizeof(bool) * desc->natts);
+		Datum		values[3];
 		uint64		nclaimed;
+		uint64		row;
 
-		values[1] = PointerGetDatum(construct_array(ids, nids, INT8OID, 8,
-													FLOAT8PASSBYVAL,
-													TYPALIGN_DOUBLE));
+		values[0] = now;
+		values[1] = id_array(chosen, nids);
 		values[2] = IntervalPGetDatum(lease);
 		nclaimed = idem_run(&lease_events, values, NULL, false, 0);
 		if (nclaimed > 0 && SPI_tuptable->tupdesc->natts != desc->natts)

@@ -34,6 +34,12 @@ CREATE INDEX outbox_events_pending_idx
 CREATE INDEX outbox_events_aggregate_idx
     ON idempotency.outbox_events (aggregate_type, aggregate_id, id)
     WHERE published_at IS NULL AND dead_at IS NULL;
+-- Events a relay has leased or failed and not yet published: the aggregates
+-- that claim_events must hold back are found here.
+CREATE INDEX outbox_events_held_idx
+    ON idempotency.outbox_events (aggregate_type, aggregate_id)
+    WHERE published_at IS NULL AND dead_at IS NULL
+      AND (locked_until IS NOT NULL OR next_attempt_at IS NOT NULL);
 -- purge_expired() removes published events by age.
 CREATE INDEX outbox_events_published_at_idx
     ON idempotency.outbox_events (published_at)
