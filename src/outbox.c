@@ -8,7 +8,17 @@
  * event is free when no relay holds a live lease on it and its retry time
  * (after mark_failed) has come.  claim_events hands out free events oldest
  * first, and an event only together with, or after, every earlier pending
- * event of its (aggregate_type, aggregate_id).
+ * event of its (aggregate_type, aggregate_id).  It runs three statements:
+ *
+ *	1. find_candidates: free events, oldest first, skipping aggregates that
+ *	   have a leased or retry-waiting event (a small partial index lists
+ *	   those, so a long queue behind a held aggregate costs a hash probe per
+ *	   event, not an index probe);
+ *	2. read_aggregates, after locking (below): the first pending events of
+ *	   each candidate's aggregate; C keeps a candidate only if every event
+ *	   before it in its aggregate is a free candidate too;
+ *	3. lease_events: the UPDATE, which re-checks each row (a stale relay
+ *	   may have published one meanwhile; that only ever removes a blocker).
  *
  * Locking rules.  Each aggregate hashes to one of OUTBOX_LOCK_BUCKETS
  * transaction-scoped advisory locks (pg_locks shows them as advisory locks
