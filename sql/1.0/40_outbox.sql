@@ -40,10 +40,7 @@ CREATE INDEX outbox_events_held_idx
     ON idempotency.outbox_events (aggregate_type, aggregate_id)
     WHERE published_at IS NULL AND dead_at IS NULL
       AND (locked_until IS NOT NULL OR next_attempt_at IS NOT NULL);
--- purge_expired() removes published events by age.
-CREATE INDEX outbox_events_published_at_idx
-    ON idempotency.outbox_events (published_at)
-    WHERE published_at IS NOT NULL;
+-- (purge_expired's index on published_at is in 60_cleanup.sql.)
 
 CREATE TABLE idempotency.processed_events (
     consumer     text COLLATE "C" NOT NULL,
