@@ -88,7 +88,7 @@ q "CREATE TABLE sink (line bigserial, event jsonb)"
 psql -X -q -v ON_ERROR_STOP=1 -c "\\copy sink (event) FROM '$W/sink.jsonl' WITH (FORMAT csv, QUOTE e'\\x01', DELIMITER e'\\x02')"
 lines=$(q "SELECT count(*) FROM sink")
 distinct=$(q "SELECT count(DISTINCT event->>'id') FROM sink")
-echo "sink: $lines lines, $distinct distinct events (relay1 before the kill: $(grep -c '"relay":"relay1"' "$W/sink.jsonl" || true))"
+echo "sink: $lines lines, $distinct distinct events (relay1, before and after its restart: $(grep -c '"relay":"relay1"' "$W/sink.jsonl" || true))"
 [ "$distinct" -eq "$EVENTS" ] || fail "$distinct distinct events arrived, expected $EVENTS"
 [ "$(q "SELECT count(*) FROM sink WHERE (event->'payload'->>'seq')::int < 0")" -eq 0 ] ||
   fail "a rolled-back event arrived"
