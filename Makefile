@@ -17,14 +17,17 @@ DATA_built = sql/$(EXTENSION)--$(EXTVERSION).sql
 DATA = $(filter-out $(DATA_built),$(wildcard sql/$(EXTENSION)--*.sql))
 
 REGRESS = $(sort $(basename $(notdir $(wildcard test/sql/*.sql))))
-REGRESS_OPTS = --inputdir=test
+REGRESS_OPTS = --inputdir=test --load-extension=$(EXTENSION)
 ISOLATION = $(sort $(basename $(notdir $(wildcard test/specs/*.spec))))
-ISOLATION_OPTS = --inputdir=test
+ISOLATION_OPTS = --inputdir=test --outputdir=. --load-extension=$(EXTENSION)
+# PostgreSQL 15's pg_regress reads expected output from <inputdir>/expected;
+# ours lives at the top level.
+REGRESS_PREP = test/expected
 
 # PostgreSQL's headers are system headers to us: -Wextra judges our code only.
 PG_CPPFLAGS = -I$(srcdir)/src -isystem $(includedir_server)
 PG_CFLAGS = -Wall -Wextra
-EXTRA_CLEAN = $(DATA_built) results output_iso regression.diffs regression.out tmp_check
+EXTRA_CLEAN = $(DATA_built) test/expected results output_iso regression.diffs regression.out tmp_check
 
 ifeq ($(wildcard /usr/lib/postgresql/15/bin/pg_config),)
 PG_CONFIG ?= pg_config
@@ -39,6 +42,9 @@ all:
 	@echo "PostgreSQL server headers not found: run 'make run' or 'make test'," \
 	      "which install them, or install postgresql-server-dev-15" >&2; exit 1
 endif
+
+test/expected:
+	ln -s ../expected $@
 
 $(DATA_built): $(sort $(wildcard sql/$(EXTVERSION)/*.sql))
 	cat $^ > $@

@@ -35,6 +35,7 @@ chmod 755 "$WORK"
 BIN=$(idem_private_install "$WORK") || { echo "install failed"; echo "0 passed, 1 failed"; exit 1; }
 mkdir -p "$WORK/repo"
 tar -C "$IDEM_TOP" --exclude=.git --exclude=node_modules -cf - . | tar -C "$WORK/repo" -xf -
+ln -sfn ../expected "$WORK/repo/test/expected"	# see REGRESS_PREP in the Makefile
 chown -R postgres: "$WORK"
 CLUSTER=$WORK/cluster
 PORT=5432
