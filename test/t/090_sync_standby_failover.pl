@@ -13,6 +13,9 @@
 #     resumed their key after the lease, so no key is executed twice.
 use strict;
 use warnings;
+# The runner's TESTDIR may not exist yet; Utils' INIT makes only the level
+# below it.
+BEGIN { mkdir $ENV{TESTDIR} if $ENV{TESTDIR} && !-d $ENV{TESTDIR} }
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
@@ -20,10 +23,7 @@ use IPC::Run;
 
 my $primary = PostgreSQL::Test::Cluster->new('primary');
 $primary->init(allows_streaming => 1);
-$primary->append_conf('postgresql.conf', qq(
-synchronous_commit = on
-synchronous_standby_names = 'standby'
-));
+$primary->append_conf('postgresql.conf', 'synchronous_commit = on');
 $primary->start;
 $primary->safe_psql('postgres', q(
 CREATE EXTENSION idempotency;
@@ -36,6 +36,8 @@ $standby->init_from_backup($primary, 'base', has_streaming => 1);
 $standby->append_conf('postgresql.conf',
 	"primary_conninfo = '" . $primary->connstr . " application_name=standby'");
 $standby->start;
+$primary->safe_psql('postgres', "ALTER SYSTEM SET synchronous_standby_names = 'standby'");
+$primary->reload;
 $primary->poll_query_until('postgres',
 	"SELECT sync_state = 'sync' FROM pg_stat_replication WHERE application_name = 'standby'")
   or die "the standby did not become synchronous";
