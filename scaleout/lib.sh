@@ -42,6 +42,17 @@ so_free_port() {
   echo "$p"
 }
 
+# so_install DIR: install what is missing, build, and put the extension
+# into a private copy of the server in DIR; prints its bin directory.
+so_install() {
+  idem_ensure_packages $IDEM_PACKAGES "postgresql-$PG_MAJOR-plproxy" >&2
+  idem_build
+  idem_log "installing the extension into a private server copy in $1"
+  mkdir -p "$1"
+  chmod 755 "$1"
+  idem_private_install "$1"
+}
+
 # so_new_node NODE: initdb and start a cluster in $SCALEOUT_DIR/NODE on a
 # free port (trying the next one if another process takes it first) and
 # create its database.

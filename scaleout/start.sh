@@ -30,10 +30,7 @@ chmod 755 "$SCALEOUT_DIR"
 if [ -n "${PG_BINDIR:-}" ]; then
   echo "$PG_BINDIR" >"$SCALEOUT_DIR/bin"
 else
-  idem_ensure_packages $IDEM_PACKAGES "postgresql-$PG_MAJOR-plproxy"
-  idem_build
-  idem_log "installing the extension into a private server copy in $SCALEOUT_DIR"
-  idem_private_install "$SCALEOUT_DIR" >"$SCALEOUT_DIR/bin"
+  so_install "$SCALEOUT_DIR" >"$SCALEOUT_DIR/bin"
 fi
 
 for ((i = 0; i < n; i++)); do
