@@ -58,6 +58,7 @@ CONF
 done
 
 idem_log "2. freezing p0..p$((n - 1))"
+frozen=$(date +%s%N)
 for ((i = 0; i < n; i++)); do
   so_psql "p$i" -c 'ALTER SYSTEM SET default_transaction_read_only = on' -c 'SELECT pg_reload_conf()' >/dev/null
   poll "p$i" "SELECT current_setting('default_transaction_read_only') = 'on'"
@@ -106,6 +107,7 @@ for ((i = 0; i < n; i++)); do
   so_psql "p$i" -c 'SET default_transaction_read_only = off' \
     -c 'ALTER SYSTEM RESET default_transaction_read_only' -c 'SELECT pg_reload_conf()' >/dev/null
 done
+idem_log "writes were refused for $((($(date +%s%N) - frozen) / 1000000)) ms"
 for ((i = 0; i < 2 * n; i++)); do
   so_psql "p$i" -Atc "SELECT 'p$i: ' || string_agg(relation || ' ' || deleted, ', ')
                         FROM idempotency_shard.drop_moved_rows($i, $((2 * n)))"
