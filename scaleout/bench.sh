@@ -10,7 +10,8 @@
 # commits).  All clusters share this machine, so the table also shows where
 # the CPU went: the client (pgbench), the proxy's backends and the
 # partitions' backends, in per cent of all cores, sampled for 2 s mid-run,
-# and how busy the whole machine was (other work included).
+# how busy the whole machine was (other work included), and the CPU time
+# that client, proxy and partitions together spent per transaction.
 # Clusters run in $SCALEOUT_DIR (default /tmp/idempotency-scaleout-bench)
 # and are stopped at the end; PG_BINDIR as for start.sh.
 set -euo pipefail
@@ -71,9 +72,10 @@ run() {
   tps=$(awk '/^tps/ {print int($3)}' "$out")
   lat=$(awk '/^latency average/ {print $4}' "$out")
   cores=$(nproc)
-  printf '%s|%s|%s|%s|%s|%s|%s\n' "$name" "$tps" "$lat" \
+  printf '%s|%s|%s|%s|%s|%s|%s|%s\n' "$name" "$tps" "$lat" \
     $((100 * a / (2 * hz * cores))) $((100 * b / (2 * hz * cores))) $((100 * c / (2 * hz * cores))) \
-    "$(echo "$m" | awk '{printf "%d", 100 * ($3 - $1) / ($4 - $2)}')"
+    "$(echo "$m" | awk '{printf "%d", 100 * ($3 - $1) / ($4 - $2)}')" \
+    "$(awk -v t=$((a + b + c)) -v hz="$hz" -v tps="$tps" 'BEGIN {printf "%.2f", 1000 * t / hz / (2 * tps)}')"
   rm -f "$out"
 }
 
@@ -87,11 +89,11 @@ done
 
 direct=$(echo "${results[0]}" | cut -d'|' -f2)
 echo "claim + complete, $clients clients, $seconds s each, $(nproc) cores ($(date -u +%F))"
-printf '| %-24s | %7s | %7s | %8s | %6s | %6s | %10s | %7s |\n' setup tps ratio 'lat ms' client proxy partitions machine
-printf '| %-24s | %7s | %7s | %8s | %6s | %6s | %10s | %7s |\n' --- ---: ---: ---: ---: ---: ---: ---:
+printf '| %-24s | %7s | %7s | %8s | %6s | %6s | %10s | %7s | %11s |\n' setup tps ratio 'lat ms' client proxy partitions machine 'CPU ms/txn'
+printf '| %-24s | %7s | %7s | %8s | %6s | %6s | %10s | %7s | %11s |\n' --- ---: ---: ---: ---: ---: ---: ---: ---:
 for r in "${results[@]}"; do
-  IFS='|' read -r name tps lat a b c m <<<"$r"
-  printf '| %-24s | %7s | %7s | %8s | %5s%% | %5s%% | %9s%% | %6s%% |\n' "$name" "$tps" \
-    "$(awk -v t="$tps" -v d="$direct" 'BEGIN {printf "%.2f", t / d}')" "$lat" "$a" "$b" "$c" "$m"
+  IFS='|' read -r name tps lat a b c m cpu <<<"$r"
+  printf '| %-24s | %7s | %7s | %8s | %5s%% | %5s%% | %9s%% | %6s%% | %11s |\n' "$name" "$tps" \
+    "$(awk -v t="$tps" -v d="$direct" 'BEGIN {printf "%.2f", t / d}')" "$lat" "$a" "$b" "$c" "$m" "$cpu"
 done
 rm -f "$script"
