@@ -11,8 +11,15 @@ EXTVERSION = 1.0
 
 OBJS = $(patsubst %.c,%.o,$(sort $(wildcard src/*.c)))
 
-# The install script of each version is assembled from the pieces in
-# sql/<version>/ (types, tables, functions, views, grants), pg_partman style.
+# The install script of 1.0 is assembled from the pieces in sql/1.0/
+# (types, tables, functions, views, grants), pg_partman style, and stays
+# frozen once released.  Every later version ships only as an update script,
+# sql/idempotency--1.0--1.1.sql and so on, picked up by the wildcard below;
+# bump default_version in idempotency.control with it.  CREATE EXTENSION then
+# runs 1.0 and the update scripts in order, so a fresh install and an
+# upgraded one are the same by construction.  C symbols keep their meaning
+# forever: a changed SQL signature binds to a new symbol (idempotency_x_1_1)
+# and the old one stays for databases not yet updated.
 DATA_built = sql/$(EXTENSION)--$(EXTVERSION).sql
 DATA = $(filter-out $(DATA_built),$(wildcard sql/$(EXTENSION)--*.sql))
 
@@ -25,7 +32,9 @@ ISOLATION_OPTS = --inputdir=test --outputdir=. --load-extension=$(EXTENSION)
 REGRESS_PREP = test/expected
 
 # PostgreSQL's headers are system headers to us: -Wextra judges our code only.
-PG_CPPFLAGS = -I$(srcdir)/src -isystem $(includedir_server)
+PG_CPPFLAGS = -I$(srcdir)/src -isystem $(includedir_server) -isystem $(libpq_srcdir)
+# schedule_cleanup() reaches pg_cron in another database over libpq, as dblink does.
+SHLIB_LINK_INTERNAL = $(libpq)
 PG_CFLAGS = -Wall -Wextra
 EXTRA_CLEAN = $(DATA_built) test/expected results output_iso regression.diffs regression.out tmp_check
 
