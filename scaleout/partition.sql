@@ -56,4 +56,20 @@ END
 $$;
 COMMENT ON FUNCTION idempotency_shard.drop_moved_rows(integer, integer) IS 'after a split: delete the rows that route to another partition';
 
+-- The role the proxy logs in as (its user mapping): what an application
+-- may do, plus issuing tokens of the proxy's choosing.
+CREATE FUNCTION idempotency_shard.grant_proxy(role regrole)
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM idempotency.grant_usage(role);
+    EXECUTE pg_catalog.format('GRANT USAGE ON SCHEMA idempotency_shard TO %s', role);
+    EXECUTE pg_catalog.format(
+        'GRANT EXECUTE ON FUNCTION idempotency_shard.issue_token(uuid, text, interval) TO %s', role);
+END
+$$;
+COMMENT ON FUNCTION idempotency_shard.grant_proxy(regrole) IS 'let the role of the proxy''s user mapping call what the proxy forwards';
+
 REVOKE ALL ON ALL ROUTINES IN SCHEMA idempotency_shard FROM PUBLIC;

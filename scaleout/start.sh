@@ -36,7 +36,10 @@ fi
 for ((i = 0; i < n; i++)); do
   idem_log "partition p$i"
   so_new_node "p$i"
-  so_partition_sql | so_psql "p$i" -f -
+  { so_partition_sql
+    echo 'CREATE ROLE idempotency_proxy LOGIN;'
+    echo "SELECT idempotency_shard.grant_proxy('idempotency_proxy');"
+  } | so_psql "p$i" -f - >/dev/null
 done
 
 idem_log "proxy"
@@ -44,9 +47,9 @@ so_new_node proxy
 {
   echo 'CREATE EXTENSION plproxy;'
   echo "CREATE SERVER idempotency FOREIGN DATA WRAPPER plproxy OPTIONS ($(so_server_options "$n"));"
-  echo "CREATE USER MAPPING FOR PUBLIC SERVER idempotency OPTIONS (user 'postgres');"
+  echo "CREATE USER MAPPING FOR PUBLIC SERVER idempotency OPTIONS (user 'idempotency_proxy');"
   cat "$SCALEOUT_HOME/route.sql" "$SCALEOUT_HOME/proxy.sql"
-} | so_psql proxy -f -
+} | so_psql proxy -f - >/dev/null
 echo "$n" >"$SCALEOUT_DIR/partitions"
 
 idem_log "$n partition(s) and a proxy are running in $SCALEOUT_DIR"

@@ -147,6 +147,27 @@ ROLLBACK;
 SELECT outcome FROM idempotency.claim('tx-1');
 SQL
 
+check "privileges: a role granted on the proxy works, through the partitions' non-superuser mapping; others get 42501" \
+"claimed
+t
+ERROR:  42501" <<'SQL'
+CREATE ROLE regress_app LOGIN;
+CREATE ROLE regress_nobody LOGIN;
+SELECT idempotency_shard.grant_usage('regress_app');
+SET ROLE regress_app;
+SELECT outcome FROM idempotency.claim('app-1');
+SELECT idempotency.consume_token(idempotency.issue_token());
+RESET ROLE;
+SET ROLE regress_nobody;
+SELECT outcome FROM idempotency.claim('app-2');
+RESET ROLE;
+DROP OWNED BY regress_app, regress_nobody;
+DROP ROLE regress_app, regress_nobody;
+SQL
+if [ "$(so_psql p0 -Atc "SELECT rolsuper FROM pg_roles WHERE rolname = 'idempotency_proxy'")" = f ]; then
+  echo "ok - the proxy logs in to the partitions as a role without superuser rights"
+else echo "not ok - the proxy's partition role"; failures=$((failures + 1)); fi
+
 # ---- concurrent claims of one key from 8 sessions of the proxy
 start=$(so_psql proxy -Atc "SELECT now() + interval '2 seconds'")
 for i in $(seq 8); do
