@@ -13,9 +13,6 @@
 #     resumed their key after the lease, so no key is executed twice.
 use strict;
 use warnings;
-# The runner's TESTDIR may not exist yet; Utils' INIT makes only the level
-# below it.
-BEGIN { mkdir $ENV{TESTDIR} if $ENV{TESTDIR} && !-d $ENV{TESTDIR} }
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
