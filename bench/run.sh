@@ -20,9 +20,9 @@
 #   BENCH_ROUNDS        alternating rounds per workload (default 7 [3])
 #   BENCH_CLIENTS       client counts (default "1 8")
 #   BENCH_ROWS          completed keys for replay and expired keys for purge
-#                       (default 1000000 [200000])
+#                       (default 1000000 [100000])
 #   BENCH_MEMORY_CALLS  calls per function in the memory check (default
-#                       100000 [20000])
+#                       100000 [10000])
 #   BENCH_GROUPS        workload groups to run (default: all)
 #   BENCH_KEEP=1        keep the work directory (cluster, logs)
 # Workloads whose functions the build lacks are reported as skipped.
@@ -37,8 +37,8 @@ if [ "$BENCH_SECONDS" -ge 2 ]; then
   BENCH_MEMORY_CALLS=${BENCH_MEMORY_CALLS:-100000}
 else	# the quick run, under 5 minutes
   BENCH_ROUNDS=${BENCH_ROUNDS:-3}
-  BENCH_ROWS=${BENCH_ROWS:-200000}
-  BENCH_MEMORY_CALLS=${BENCH_MEMORY_CALLS:-20000}
+  BENCH_ROWS=${BENCH_ROWS:-100000}
+  BENCH_MEMORY_CALLS=${BENCH_MEMORY_CALLS:-10000}
 fi
 BENCH_CLIENTS=${BENCH_CLIENTS:-1 8}
 ALL_GROUPS="e2e bare syncoff replay hotkey inbox outbox transition relay wal memory purge"
