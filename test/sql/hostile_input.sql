@@ -219,6 +219,9 @@ INSERT INTO hostile_case (fn, sql, expect) VALUES
 (NULL, $$SELECT (idempotency.execute('regress-hostile-x', NULL, 'SELECT 1', '{}', 'regress-hostile', '1 second')).outcome$$, '22023'),
 (NULL, $$SELECT (idempotency.execute('regress-hostile-x', NULL, 'SELECT count(*) FROM regress_hostile_orders WHERE id = $1', ARRAY['x'' OR ''1''=''1'], 'regress-hostile')).response_body::text$$, '0'),
 (NULL, $$SELECT (idempotency.execute('regress-hostile-x2', NULL, 'SELECT $1 IS NULL', ARRAY[NULL], 'regress-hostile')).response_body::text$$, 'true'),
+-- execute() inside execute(), while the outer statements fill the
+-- statement cache past its size, so that it is emptied mid-statement
+(NULL, $$SELECT count(*) FROM generate_series(1, 1100) g, idempotency.execute('regress-hostile-nest' || g, NULL, 'SELECT (idempotency.execute(''regress-hostile-inner'' || $1, NULL, ''SELECT 42'', ''{}'', ''regress-hostile'')).response_body, ' || g, ARRAY[g::text], 'regress-hostile') e WHERE e.response_body = '42'$$, '1100'),
 -- lock helpers
 (NULL, $$SELECT idempotency.lock_key('')$$, '22023'),
 (NULL, $$SELECT idempotency.lock_key(repeat('k', 256))$$, '22023'),
