@@ -221,7 +221,7 @@ statement_result(StatementEntry *entry)
 static int
 run_statement(StatementEntry *entry, Datum *params, const char *nulls)
 {
-	int			rc;
+	int			rc = 0;
 
 	statements_running++;
 	PG_TRY();
