@@ -27,18 +27,18 @@ psql_() { runuser -u postgres -- "$BIN/psql" -h "$WORK/cluster" -p 5432 -X -q -v
 psql_ -d postgres -c 'CREATE DATABASE memory'
 psql_ -d memory -c 'CREATE EXTENSION idempotency'
 
-# name|statement run per batch (:b is the batch number)|setup
+# name#statement run per batch (:b is the batch number)#setup
 cases=(
-  "fingerprint|SELECT count(idempotency.fingerprint(jsonb_build_object('n', g, 'b', :b))) FROM generate_series(1, $BATCH) g|"
-  "lock_key|SELECT count(idempotency.lock_key('k' || g)) FROM generate_series(1, $BATCH) g|"
-  "try_lock|SELECT count(idempotency.try_lock('k' || g % 50)) FROM generate_series(1, $BATCH) g|"
-  "claim+release|SELECT count(idempotency.release(k, (idempotency.claim(k)).fence)) FROM (SELECT 'r' || g AS k FROM generate_series(1, $BATCH) g) s|"
-  "claim+complete|SELECT count(idempotency.complete(k, (idempotency.claim(k, '{\"a\": 1}')).fence, '{\"ok\": true}')) FROM (SELECT 'c' || :b || '-' || g AS k FROM generate_series(1, $BATCH) g) s|"
-  "claim (replay)|SELECT count(idempotency.claim('c1-' || g, '{\"a\": 1}')) FROM generate_series(1, $BATCH) g|"
-  "lookup|SELECT count(idempotency.lookup('c1-' || g)) FROM generate_series(1, $BATCH) g|"
-  "checkpoint|SELECT count(idempotency.checkpoint(k, f, 'step' || :b, '1 hour')) FROM mem_fences|CREATE TABLE mem_fences AS SELECT 'p' || g AS k, (idempotency.claim('p' || g, NULL, '', '1 hour', '1 hour')).fence AS f FROM generate_series(1, $BATCH) g"
-  "execute|SELECT count(idempotency.execute('e' || :b || '-' || g, NULL, 'SELECT \$1::int + 1', ARRAY[g::text])) FROM generate_series(1, $BATCH) g|"
-  "issue+consume_token|SELECT count(idempotency.consume_token(idempotency.issue_token('s'), 's')) FROM generate_series(1, $BATCH) g|"
+  "fingerprint#SELECT count(idempotency.fingerprint(jsonb_build_object('n', g, 'b', :b))) FROM generate_series(1, $BATCH) g#"
+  "lock_key#SELECT count(idempotency.lock_key('k' || g)) FROM generate_series(1, $BATCH) g#"
+  "try_lock#SELECT count(idempotency.try_lock('k' || g % 50)) FROM generate_series(1, $BATCH) g#"
+  "claim+release#SELECT count(idempotency.release(k, (idempotency.claim(k)).fence)) FROM (SELECT 'r' || g AS k FROM generate_series(1, $BATCH) g) s#"
+  "claim+complete#SELECT count(idempotency.complete(k, (idempotency.claim(k, '{\"a\": 1}')).fence, '{\"ok\": true}')) FROM (SELECT 'c' || :b || '-' || g AS k FROM generate_series(1, $BATCH) g) s#"
+  "claim (replay)#SELECT count(idempotency.claim('c1-' || g, '{\"a\": 1}')) FROM generate_series(1, $BATCH) g#"
+  "lookup#SELECT count(idempotency.lookup('c1-' || g)) FROM generate_series(1, $BATCH) g#"
+  "checkpoint#SELECT count(idempotency.checkpoint(k, f, 'step' || :b, '1 hour')) FROM mem_fences#CREATE TABLE mem_fences AS SELECT 'p' || g AS k, (idempotency.claim('p' || g, NULL, '', '1 hour', '1 hour')).fence AS f FROM generate_series(1, $BATCH) g"
+  "execute#SELECT count(idempotency.execute('e' || :b || '-' || g, NULL, 'SELECT \$1::int + 1', ARRAY[g::text])) FROM generate_series(1, $BATCH) g#"
+  "issue+consume_token#SELECT count(idempotency.consume_token(idempotency.issue_token('s'), 's')) FROM generate_series(1, $BATCH) g#"
 )
 
 measure="SELECT (SELECT sum(total_bytes) FROM pg_backend_memory_contexts) AS ctx,
@@ -46,7 +46,7 @@ measure="SELECT (SELECT sum(total_bytes) FROM pg_backend_memory_contexts) AS ctx
 printf '%-22s %14s %14s %12s %12s\n' function contexts_first contexts_last rss_kb_first rss_kb_last
 status=0
 for c in "${cases[@]}"; do
-  IFS='|' read -r name stmt setup <<<"$c"
+  IFS='#' read -r name stmt setup <<<"$c"
   [ -n "$setup" ] && psql_ -d memory -c "$setup"
   {
     echo "\\set b 1"
