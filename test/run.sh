@@ -117,6 +117,8 @@ for group in $TEST_GROUPS; do
     ;;
   tap)
     ls test/t/*.pl >/dev/null 2>&1 || continue
+    # PostgreSQL::Test::Utils makes $TESTDIR/tmp_check but not $TESTDIR
+    mkdir -p "$WORK/tap" && chown postgres: "$WORK/tap"
     as_postgres env TESTDIR="$WORK/tap" PG_REGRESS="$PGXS_DIR/src/test/regress/pg_regress" \
       prove -I "$PGXS_DIR/src/test/perl" test/t/*.pl >"$WORK/tap.log" 2>&1
     rc=$?
