@@ -15,20 +15,32 @@ EXTVERSION = 1.0
 
 OBJS = $(patsubst %.c,%.o,$(sort $(wildcard src/*.c)))
 
-# The install script of each version is assembled from the pieces in
-# sql/<version>/ (types, tables, functions, views, grants), pg_partman style.
+# The install script of 1.0 is assembled from the pieces in sql/1.0/
+# (types, tables, functions, views, grants), pg_partman style, and stays
+# frozen once released.  Every later version ships only as an update script,
+# sql/idempotency--1.0--1.1.sql and so on, picked up by the wildcard below;
+# bump default_version in idempotency.control with it.  CREATE EXTENSION then
+# runs 1.0 and the update scripts in order, so a fresh install and an
+# upgraded one are the same by construction.  C symbols keep their meaning
+# forever: a changed SQL signature binds to a new symbol (idempotency_x_1_1)
+# and the old one stays for databases not yet updated.
 DATA_built = sql/$(EXTENSION)--$(EXTVERSION).sql
 DATA = $(filter-out $(DATA_built),$(wildcard sql/$(EXTENSION)--*.sql))
 
 REGRESS = $(sort $(basename $(notdir $(wildcard test/sql/*.sql))))
-REGRESS_OPTS = --inputdir=test
+REGRESS_OPTS = --inputdir=test --load-extension=$(EXTENSION)
 ISOLATION = $(sort $(basename $(notdir $(wildcard test/specs/*.spec))))
-ISOLATION_OPTS = --inputdir=test
+ISOLATION_OPTS = --inputdir=test --outputdir=. --load-extension=$(EXTENSION)
+# PostgreSQL 15's pg_regress reads expected output from <inputdir>/expected;
+# ours lives at the top level.
+REGRESS_PREP = test/expected
 
 # PostgreSQL's headers are system headers to us: -Wextra judges our code only.
-PG_CPPFLAGS = -I$(srcdir)/src -isystem $(includedir_server)
+PG_CPPFLAGS = -I$(srcdir)/src -isystem $(includedir_server) -isystem $(libpq_srcdir)
+# schedule_cleanup() reaches pg_cron in another database over libpq, as dblink does.
+SHLIB_LINK_INTERNAL = $(libpq)
 PG_CFLAGS = -Wall -Wextra
-EXTRA_CLEAN = $(DATA_built) results output_iso regression.diffs regression.out tmp_check
+EXTRA_CLEAN = $(DATA_built) test/expected results output_iso regression.diffs regression.out tmp_check
 
 ifeq ($(wildcard /usr/lib/postgresql/15/bin/pg_config),)
 PG_CONFIG ?= pg_config
@@ -43,6 +55,9 @@ all:
 	@echo "PostgreSQL server headers not found: run 'make run' or 'make test'," \
 	      "which install them, or install postgresql-server-dev-15" >&2; exit 1
 endif
+
+test/expected:
+	ln -s ../expected $@
 
 $(DATA_built): $(sort $(wildcard sql/$(EXTVERSION)/*.sql))
 	cat $^ > $@

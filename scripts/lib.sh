@@ -66,6 +66,7 @@ port = $port
 unix_socket_directories = '$dir'
 shared_preload_libraries = 'pg_cron'
 cron.database_name = 'postgres'
+cron.host = '$dir'
 max_connections = 100
 wal_level = logical
 max_replication_slots = 8

@@ -13,6 +13,8 @@
 #include "mb/pg_wchar.h"
 #include "utils/builtins.h"
 #include "utils/datetime.h"
+#include "utils/lsyscache.h"
+#include "utils/syscache.h"
 
 #include "idempotency.h"
 
@@ -177,4 +179,62 @@ idem_check_ttl_covers_lease(const Interval *ttl, const Interval *lease)
 						   DatumGetCString(DirectFunctionCall1(interval_out,
 															   IntervalPGetDatum(lease)))),
 				 errhint("Give a longer ttl, or a shorter lease (idempotency.lease_timeout).")));
+}
+
+/*
+ * A regclass argument naming an existing relation.  regclass input already
+ * rejects unknown names; a bare OID that names nothing raises 42P01 here.
+ */
+Oid
+idem_arg_table(FunctionCallInfo fcinfo, int argno)
+{
+	Oid			relid;
+
+	idem_require_arg(fcinfo, argno, "tbl");
+	relid = PG_GETARG_OID(argno);
+	if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("relation with OID %u does not exist", relid)));
+	return relid;
+}
+
+/*
+ * The schema-qualified, quoted name of a relation, for SQL text.
+ */
+char *
+idem_quote_table(Oid relid)
+{
+	return quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
+									  get_rel_name(relid));
+}
+
+/*
+ * The attribute number of a user column of relation "relid", or 42703.
+ * System columns and dropped columns do not count.
+ */
+AttrNumber
+idem_column_attnum(Oid relid, const char *colname)
+{
+	AttrNumber	attnum = InvalidAttrNumber;
+
+	if (strlen(colname) < NAMEDATALEN)
+		attnum = get_attnum(relid, colname);
+	if (attnum <= 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_COLUMN),
+				 errmsg("column \"%s\" of relation \"%s\" does not exist",
+						colname, get_rel_name(relid))));
+	return attnum;
+}
+
+/*
+ * A name argument naming a user column of relation "relid".
+ */
+AttrNumber
+idem_arg_column(FunctionCallInfo fcinfo, int argno, const char *argname,
+				Oid relid)
+{
+	idem_require_arg(fcinfo, argno, argname);
+	return idem_column_attnum(relid, NameStr(*PG_GETARG_NAME(argno)));
 }

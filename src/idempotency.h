@@ -44,6 +44,11 @@ extern int32 idem_arg_positive_int(FunctionCallInfo fcinfo, int argno,
 extern void idem_check_ttl_covers_lease(const Interval *ttl,
 										const Interval *lease);
 extern bool idem_interval_is_positive(const Interval *span);
+extern Oid	idem_arg_table(FunctionCallInfo fcinfo, int argno);
+extern char *idem_quote_table(Oid relid);
+extern AttrNumber idem_arg_column(FunctionCallInfo fcinfo, int argno,
+								  const char *argname, Oid relid);
+extern AttrNumber idem_column_attnum(Oid relid, const char *colname);
 
 /*
  * A statement of the extension's own bookkeeping.  It is prepared on first

@@ -35,6 +35,7 @@ chmod 755 "$WORK"
 BIN=$(idem_private_install "$WORK") || { echo "install failed"; echo "0 passed, 1 failed"; exit 1; }
 mkdir -p "$WORK/repo"
 tar -C "$IDEM_TOP" --exclude=.git --exclude=node_modules -cf - . | tar -C "$WORK/repo" -xf -
+ln -sfn ../expected "$WORK/repo/test/expected"	# see REGRESS_PREP in the Makefile
 chown -R postgres: "$WORK"
 CLUSTER=$WORK/cluster
 PORT=5432
@@ -79,31 +80,28 @@ show_diffs() {
 }
 names() { ls "$@" 2>/dev/null | xargs -r -n1 basename | sed 's/\.[a-z]*$//' | sort; }
 
+# regress_group NAME RUNNER DB FILES...: a pg_regress-style group
+regress_group() {
+  local name=$1 runner=$2 db=$3 tests rc
+  shift 3
+  tests=$(names "$@")
+  [ -n "$tests" ] || return 0
+  idem_log "$name: $(echo $tests)"
+  as_postgres "$PGXS_DIR/src/$runner" --bindir="$BIN" --inputdir=test --outputdir=. \
+    --dbname="$db" --load-extension=idempotency $tests >"$WORK/$name.log" 2>&1
+  rc=$?
+  cat "$WORK/$name.log"
+  show_diffs
+  count "$WORK/$name.log" '\.\.\. ok' '\.\.\. FAILED|\.\.\. failed' $rc
+}
+
 for group in $TEST_GROUPS; do
   case $group in
   regress)
-    tests=$(names test/sql/*.sql)
-    [ -n "$tests" ] || continue
-    idem_log "regress: $(echo $tests)"
-    as_postgres "$PGXS_DIR/src/test/regress/pg_regress" --bindir="$BIN" \
-      --inputdir=test --outputdir=. --dbname=contrib_regression \
-      --load-extension=idempotency $tests >"$WORK/regress.log" 2>&1
-    rc=$?
-    cat "$WORK/regress.log"
-    show_diffs
-    count "$WORK/regress.log" '\.\.\. ok' '\.\.\. FAILED|\.\.\. failed' $rc
+    regress_group regress test/regress/pg_regress contrib_regression test/sql/*.sql
     ;;
   isolation)
-    tests=$(names test/specs/*.spec)
-    [ -n "$tests" ] || continue
-    idem_log "isolation: $(echo $tests)"
-    as_postgres "$PGXS_DIR/src/test/isolation/pg_isolation_regress" --bindir="$BIN" \
-      --inputdir=test --outputdir=. --dbname=isolation_regression \
-      --load-extension=idempotency $tests >"$WORK/isolation.log" 2>&1
-    rc=$?
-    cat "$WORK/isolation.log"
-    show_diffs
-    count "$WORK/isolation.log" '\.\.\. ok' '\.\.\. FAILED|\.\.\. failed' $rc
+    regress_group isolation test/isolation/pg_isolation_regress isolation_regression test/specs/*.spec
     ;;
   pgtap)
     ls test/pgtap/*.sql >/dev/null 2>&1 || continue
@@ -117,7 +115,7 @@ for group in $TEST_GROUPS; do
     ;;
   tap)
     ls test/t/*.pl >/dev/null 2>&1 || continue
-    # PostgreSQL::Test::Utils makes $TESTDIR/tmp_check but not $TESTDIR
+    # PostgreSQL::Test::Utils creates TESTDIR/tmp_check, but not TESTDIR
     mkdir -p "$WORK/tap" && chown postgres: "$WORK/tap"
     as_postgres env TESTDIR="$WORK/tap" PG_REGRESS="$PGXS_DIR/src/test/regress/pg_regress" \
       prove -I "$PGXS_DIR/src/test/perl" test/t/*.pl >"$WORK/tap.log" 2>&1

@@ -111,7 +111,7 @@ COMMENT ON FUNCTION idempotency.release(text, bigint, text) IS 'forget a held ke
 CREATE FUNCTION idempotency.lookup(key text, scope text DEFAULT '')
 RETURNS idempotency.idempotency_keys
 AS 'MODULE_PATHNAME', 'idempotency_lookup'
-LANGUAGE C STABLE PARALLEL SAFE;
+LANGUAGE C STABLE PARALLEL RESTRICTED;
 COMMENT ON FUNCTION idempotency.lookup(text, text) IS 'the row of a key, or NULL when absent or expired';
 
 CREATE FUNCTION idempotency.execute(

@@ -1,0 +1,637 @@
+/*-------------------------------------------------------------------------
+ *
+ * outbox.c
+ *	  Transactional outbox and inbox: enqueue_event, emit_event,
+ *	  claim_events, mark_published, mark_failed and process_once.
+ *
+ * An event is pending while it is neither published nor dead; a pending
+ * event is free when no relay holds a live lease on it and its retry time
+ * (after mark_failed) has come.  claim_events hands out free events oldest
+ * first, and an event only together with, or after, every earlier pending
+ * event of its (aggregate_type, aggregate_id).  It runs three statements:
+ *
+ *	1. find_candidates: free events, oldest first, skipping aggregates that
+ *	   have a leased or retry-waiting event (a small partial index lists
+ *	   those, so a long queue behind a held aggregate costs a hash probe per
+ *	   event, not an index probe);
+ *	2. read_aggregates, after locking (below): the first pending events of
+ *	   each candidate's aggregate; C keeps a candidate only if every event
+ *	   before it in its aggregate is a free candidate too;
+ *	3. lease_events: the UPDATE, which re-checks each row (a stale relay
+ *	   may have published one meanwhile; that only ever removes a blocker).
+ *
+ * Locking rules.  Each aggregate hashes to one of OUTBOX_LOCK_BUCKETS
+ * transaction-scoped advisory locks (pg_locks shows them as advisory locks
+ * with classid OUTBOX_LOCK_CLASS, objid the bucket and objsubid 2):
+ *
+ *	- enqueue_event and mark_failed take the bucket in share mode before they
+ *	  write, and keep it until their transaction ends.  They never block each
+ *	  other, only wait for a claim_events that is running on the bucket.
+ *	- claim_events picks candidates, then tries the buckets of their
+ *	  aggregates in exclusive mode without waiting, drops the aggregates it
+ *	  could not lock, and only then decides and leases with a new snapshot.
+ *
+ * Holding the bucket, the claim's new snapshot shows every write that could
+ * block an aggregate: all earlier holders of the bucket have committed or
+ * aborted, and no writer of the aggregate is in flight.  So another relay's
+ * lease, a retry wait set by mark_failed, and an earlier event enqueued by a
+ * transaction that commits after a later one (identity values are drawn in
+ * insert order, not commit order) are all seen, or the aggregate is skipped
+ * this time.  Relays never wait for each other: a relay that finds a bucket
+ * busy takes other aggregates.  claim_events therefore needs READ COMMITTED
+ * (a snapshot per statement) and should run in its own short transaction.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "commands/async.h"
+#include "common/hashfn.h"
+#include "funcapi.h"
+#include "lib/stringinfo.h"
+#include "miscadmin.h"
+#include "replication/message.h"
+#include "storage/lock.h"
+#include "utils/builtins.h"
+#include "utils/json.h"
+#include "utils/pg_lsn.h"
+#include "utils/tuplestore.h"
+
+#include "idempotency.h"
+
+/* Channel of enqueue_event's notifications and prefix of emit_event's messages. */
+#define OUTBOX_CHANNEL "idempotency_outbox"
+
+/* Advisory lock space of the per-aggregate buckets ("OUTB"). */
+#define OUTBOX_LOCK_CLASS 0x4F555442
+#define OUTBOX_LOCK_BUCKETS 1024
+
+/* Longest retry delay of mark_failed, in seconds. */
+#define OUTBOX_MAX_BACKOFF_SECS 3600.0
+
+/* Shorthands for the qualified operators of the statements below. */
+#define EQ " OPERATOR(pg_catalog.=) "
+#define LE " OPERATOR(pg_catalog.<=) "
+#define GE " OPERATOR(pg_catalog.>=) "
+#define PLUS " OPERATOR(pg_catalog.+) "
+#define TIMES " OPERATOR(pg_catalog.*) "
+
+/* Predicates on an event "e"; $1 is now wherever FREE is used. */
+#define PENDING(e) e ".published_at IS NULL AND " e ".dead_at IS NULL"
+#define FREE(e) "(" e ".locked_until IS NULL OR " e ".locked_until" LE "$1)" \
+	" AND (" e ".next_attempt_at IS NULL OR " e ".next_attempt_at" LE "$1)"
+
+/* Leased or failed and not yet published: what the held index covers. */
+#define TOUCHED(e) "(" e ".locked_until IS NOT NULL OR " e ".next_attempt_at IS NOT NULL)"
+
+/* $1 type, $2 id, $3 event type, $4 payload, $5 headers */
+static IdemQuery insert_event = {
+	.sql = "INSERT INTO idempotency.outbox_events"
+	" (aggregate_type, aggregate_id, event_type, payload, headers)"
+	" VALUES ($1, $2, $3, $4, $5) RETURNING id",
+	.nargs = 5, .argtypes = {TEXTOID, TEXTOID, TEXTOID, JSONBOID, JSONBOID}
+};
+
+/*
+ * Candidates: $1 now, $2 batch.  Free events, oldest first, of aggregates
+ * without a leased or retry-waiting pending event.  The pending index
+ * serves the order; the held index, small (only events that a relay has
+ * touched and not yet published), serves the exclusion: an uncorrelated
+ * subquery, hashed once, so events queued behind a held aggregate cost a
+ * hash probe each.
+ */
+static IdemQuery find_candidates = {
+	.sql = "SELECT e.id, e.aggregate_type, e.aggregate_id"
+	" FROM idempotency.outbox_events e"
+	" WHERE " PENDING("e") " AND " FREE("e")
+	" AND NOT (ROW(e.aggregate_type, e.aggregate_id)" EQ "ANY ("
+	" SELECT h.aggregate_type, h.aggregate_id FROM idempotency.outbox_events h"
+	" WHERE " PENDING("h") " AND " TOUCHED("h") " AND NOT (" FREE("h") ")))"
+	" ORDER BY e.id LIMIT $2",
+	.nargs = 2, .argtypes = {TIMESTAMPTZOID, INT4OID}
+};
+
+/*
+ * The decision, with a snapshot taken after the buckets were locked: $1
+ * now, $2 candidates whose buckets this transaction holds.  The first
+ * pending events of each candidate's aggregate, in id order per aggregate
+ * ("last" names the aggregate): n + 1 are enough for n candidates, as the
+ * walk stops at the first event that is not a free candidate.  A candidate
+ * may be leased when it and every event before it in its aggregate's list
+ * is a free candidate.  The LIMIT also keeps each aggregate one short,
+ * ordered scan of the aggregate index.
+ */
+static IdemQuery read_aggregates = {
+	.sql = "SELECT e.id, e.free, a.last"
+	" FROM (SELECT c.aggregate_type, c.aggregate_id,"
+	"  pg_catalog.max(c.id) AS last, pg_catalog.count(*) AS n"
+	"  FROM idempotency.outbox_events c WHERE c.id" EQ "ANY ($2)"
+	"  GROUP BY c.aggregate_type, c.aggregate_id) a,"
+	" LATERAL (SELECT e.id, " FREE("e") " AS free"
+	"  FROM idempotency.outbox_events e"
+	"  WHERE e.aggregate_type" EQ "a.aggregate_type"
+	"  AND e.aggregate_id" EQ "a.aggregate_id"
+	"  AND e.id" LE "a.last AND " PENDING("e")
+	"  ORDER BY e.id LIMIT a.n" PLUS "1) e"
+	" ORDER BY a.last, e.id",
+	.nargs = 2, .argtypes = {TIMESTAMPTZOID, INT8ARRAYOID}
+};
+
+/* The lease: $1 now, $2 the events decided on, $3 lease. */
+static IdemQuery lease_events = {
+	.sql = "WITH claimed AS ("
+	" UPDATE idempotency.outbox_events e SET locked_until = $1" PLUS "$3"
+	" WHERE e.id" EQ "ANY ($2) AND " PENDING("e") " AND " FREE("e")
+	" RETURNING e.*)"
+	" SELECT * FROM claimed ORDER BY id",
+	.nargs = 3, .argtypes = {TIMESTAMPTZOID, INT8ARRAYOID, INTERVALOID}
+};
+
+/* $1 ids: the aggregates of the pending events among them */
+static IdemQuery find_aggregates = {
+	.sql = "SELECT e.aggregate_type, e.aggregate_id"
+	" FROM idempotency.outbox_events e"
+	" WHERE e.id" EQ "ANY ($1) AND " PENDING("e"),
+	.nargs = 1, .argtypes = {INT8ARRAYOID}
+};
+
+/* $1 ids, $2 now */
+static IdemQuery publish_events = {
+	.sql = "UPDATE idempotency.outbox_events e"
+	" SET published_at = $2, locked_until = NULL"
+	" WHERE e.id" EQ "ANY ($1) AND " PENDING("e"),
+	.nargs = 2, .argtypes = {INT8ARRAYOID, TIMESTAMPTZOID}
+};
+
+/*
+ * $1 ids, $2 error, $3 now, $4 max attempts, $5 first backoff in seconds.
+ * The n-th failure waits backoff * 2^(n-1), at most an hour; failure number
+ * max attempts makes the event dead.
+ */
+static IdemQuery fail_events = {
+	.sql = "UPDATE idempotency.outbox_events e"
+	" SET attempts = e.attempts" PLUS "1, last_error = $2, locked_until = NULL,"
+	" next_attempt_at = CASE WHEN e.attempts" PLUS "1" GE "$4 THEN NULL"
+	"  ELSE $3" PLUS "pg_catalog.make_interval(secs => LEAST("
+	"  $5" TIMES "pg_catalog.power(2::pg_catalog.float8,"
+	"  LEAST(e.attempts, 30)::pg_catalog.float8), "
+	CppAsString2(OUTBOX_MAX_BACKOFF_SECS) "::pg_catalog.float8)) END,"
+	" dead_at = CASE WHEN e.attempts" PLUS "1" GE "$4 THEN $3 END"
+	" WHERE e.id" EQ "ANY ($1) AND " PENDING("e"),
+	.nargs = 5, .argtypes = {INT8ARRAYOID, TEXTOID, TIMESTAMPTZOID, INT4OID,
+	FLOAT8OID}
+};
+
+/* $1 consumer, $2 event id */
+static IdemQuery mark_processed = {
+	.sql = "INSERT INTO idempotency.processed_events (consumer, event_id)"
+	" VALUES ($1, $2) ON CONFLICT DO NOTHING",
+	.nargs = 2, .argtypes = {TEXTOID, TEXTOID}
+};
+
+/* SQL-callable functions */
+PG_FUNCTION_INFO_V1(idempotency_enqueue_event);
+PG_FUNCTION_INFO_V1(idempotency_emit_event);
+PG_FUNCTION_INFO_V1(idempotency_claim_events);
+PG_FUNCTION_INFO_V1(idempotency_mark_published);
+PG_FUNCTION_INFO_V1(idempotency_mark_failed);
+PG_FUNCTION_INFO_V1(idempotency_process_once);
+
+/*
+ * The lock bucket of an aggregate.  The type's hash seeds the id's, so
+ * ("ab", "c") and ("a", "bc") differ.
+ */
+static uint32
+aggregate_bucket(text *aggregate_type, text *aggregate_id)
+{
+	uint64		hash;
+
+	hash = hash_bytes_extended((const unsigned char *) VARDATA_ANY(aggregate_type),
+							   VARSIZE_ANY_EXHDR(aggregate_type), 0);
+	hash = hash_bytes_extended((const unsigned char *) VARDATA_ANY(aggregate_id),
+							   VARSIZE_ANY_EXHDR(aggregate_id), hash);
+	return (uint32) (hash % OUTBOX_LOCK_BUCKETS);
+}
+
+/*
+ * Take a bucket lock until the end of the transaction; with dont_wait,
+ * false when another transaction holds it in a conflicting mode.
+ */
+static bool
+lock_bucket(uint32 bucket, LOCKMODE mode, bool dont_wait)
+{
+	LOCKTAG		tag;
+
+	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, OUTBOX_LOCK_CLASS, bucket, 2);
+	return LockAcquire(&tag, mode, false, dont_wait) != LOCKACQUIRE_NOT_AVAIL;
+}
+
+/*
+ * The bucket of the aggregate in columns "typecol" and "idcol" of row
+ * "row" of the last SPI result.
+ */
+static uint32
+row_bucket(uint64 row, int typecol, int idcol)
+{
+	HeapTuple	tuple = SPI_tuptable->vals[row];
+	TupleDesc	desc = SPI_tuptable->tupdesc;
+	bool		isnull;
+	text	   *aggregate_type;
+	text	   *aggregate_id;
+
+	aggregate_type = DatumGetTextPP(SPI_getbinval(tuple, desc, typecol, &isnull));
+	aggregate_id = DatumGetTextPP(SPI_getbinval(tuple, desc, idcol, &isnull));
+	return aggregate_bucket(aggregate_type, aggregate_id);
+}
+
+/*
+ * The event arguments shared by enqueue_event and emit_event: aggregate
+ * type, aggregate id and event type (1 to 255 characters each) and a
+ * payload.  Headers may be NULL.
+ */
+static void
+event_args(FunctionCallInfo fcinfo, text **aggregate_type,
+		   text **aggregate_id, text **event_type)
+{
+	*aggregate_type = idem_arg_name(fcinfo, 0, "aggregate_type", 1,
+									IDEM_MAX_NAME_CHARS);
+	*aggregate_id = idem_arg_name(fcinfo, 1, "aggregate_id", 1,
+								  IDEM_MAX_NAME_CHARS);
+	*event_type = idem_arg_name(fcinfo, 2, "event_type", 1,
+								IDEM_MAX_NAME_CHARS);
+	idem_require_arg(fcinfo, 3, "payload");
+}
+
+/*
+ * enqueue_event(aggregate_type, aggregate_id, event_type, payload, headers)
+ * RETURNS bigint: the new event's id.  The row and the notification belong
+ * to the caller's transaction.
+ */
+Datum
+idempotency_enqueue_event(PG_FUNCTION_ARGS)
+{
+	text	   *aggregate_type;
+	text	   *aggregate_id;
+	text	   *event_type;
+	Datum		values[5];
+	char		nulls[5] = "    ";
+	bool		isnull;
+	int64		id;
+	IdemOwnerRights owner;
+
+	event_args(fcinfo, &aggregate_type, &aggregate_id, &event_type);
+	values[0] = PointerGetDatum(aggregate_type);
+	values[1] = PointerGetDatum(aggregate_id);
+	values[2] = PointerGetDatum(event_type);
+	values[3] = PG_GETARG_DATUM(3);
+	values[4] = PG_ARGISNULL(4) ? (Datum) 0 : PG_GETARG_DATUM(4);
+	if (PG_ARGISNULL(4))
+		nulls[4] = 'n';
+
+	/* Before the id is drawn: see the locking rules above. */
+	lock_bucket(aggregate_bucket(aggregate_type, aggregate_id), ShareLock,
+				false);
+
+	idem_become_owner(&owner);
+	SPI_connect();
+	idem_run(&insert_event, values, nulls, false, 0);
+	id = DatumGetInt64(idem_get_column(1, &isnull));
+	SPI_finish();
+	idem_restore_user(&owner);
+
+	/* Same payload, same notification: one per aggregate type and commit. */
+	Async_Notify(OUTBOX_CHANNEL, text_to_cstring(aggregate_type));
+	PG_RETURN_INT64(id);
+}
+
+/*
+ * Append a jsonb value as JSON text, or null.
+ */
+static void
+append_jsonb(StringInfo buf, Jsonb *value)
+{
+	if (value == NULL)
+		appendStringInfoString(buf, "null");
+	else
+		(void) JsonbToCString(buf, &value->root, VARSIZE(value));
+}
+
+/*
+ * emit_event(aggregate_type, aggregate_id, event_type, payload, headers)
+ * RETURNS pg_lsn: a transactional logical decoding message with prefix
+ * 'idempotency_outbox'; decoders see it only if the transaction commits.
+ */
+Datum
+idempotency_emit_event(PG_FUNCTION_ARGS)
+{
+	text	   *aggregate_type;
+	text	   *aggregate_id;
+	text	   *event_type;
+	StringInfoData buf;
+	XLogRecPtr	lsn;
+
+	event_args(fcinfo, &aggregate_type, &aggregate_id, &event_type);
+
+	initStringInfo(&buf);
+	appendStringInfoString(&buf, "{\"aggregate_type\": ");
+	escape_json(&buf, text_to_cstring(aggregate_type));
+	appendStringInfoString(&buf, ", \"aggregate_id\": ");
+	escape_json(&buf, text_to_cstring(aggregate_id));
+	appendStringInfoString(&buf, ", \"event_type\": ");
+	escape_json(&buf, text_to_cstring(event_type));
+	appendStringInfoString(&buf, ", \"payload\": ");
+	append_jsonb(&buf, PG_GETARG_JSONB_P(3));
+	appendStringInfoString(&buf, ", \"headers\": ");
+	append_jsonb(&buf, PG_ARGISNULL(4) ? NULL : PG_GETARG_JSONB_P(4));
+	appendStringInfoChar(&buf, '}');
+
+#if PG_VERSION_NUM >= 170000
+	lsn = LogLogicalMessage(OUTBOX_CHANNEL, buf.data, buf.len, true, false);
+#else
+	lsn = LogLogicalMessage(OUTBOX_CHANNEL, buf.data, buf.len, true);
+#endif
+	pfree(buf.data);
+	PG_RETURN_LSN(lsn);
+}
+
+/*
+ * An int8[] of the first n ids.
+ */
+static Datum
+id_array(const int64 *ids, int n)
+{
+	Datum	   *elems = palloc(sizeof(Datum) * (n + 1));
+	int			i;
+
+	for (i = 0; i < n; i++)
+		elems[i] = Int64GetDatum(ids[i]);
+	return PointerGetDatum(construct_array(elems, n, INT8OID, sizeof(int64),
+										   FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+}
+
+/*
+ * Is id among the n ascending ids?
+ */
+static bool
+id_in(int64 id, const int64 *ids, int n)
+{
+	int			low = 0;
+	int			high = n - 1;
+
+	while (low <= high)
+	{
+		int			mid = low + (high - low) / 2;
+
+		if (ids[mid] == id)
+			return true;
+		if (ids[mid] < id)
+			low = mid + 1;
+		else
+			high = mid - 1;
+	}
+	return false;
+}
+
+/*
+ * Step 1: candidates, oldest first; keep those whose bucket this
+ * transaction could lock.  Returns how many, ascending in ids[].
+ */
+static int
+lock_candidates(Datum now, int32 batch, int64 **ids)
+{
+	char		bucket_state[OUTBOX_LOCK_BUCKETS] = {0};	/* 0 untried, 1 held,
+															 * 2 busy */
+	Datum		values[2];
+	uint64		ncandidates;
+	uint64		row;
+	int			n = 0;
+
+	values[0] = now;
+	values[1] = Int32GetDatum(batch);
+	ncandidates = idem_run(&find_candidates, values, NULL, false, 0);
+	*ids = palloc(sizeof(int64) * (ncandidates + 1));
+	for (row = 0; row < ncandidates; row++)
+	{
+		uint32		bucket = row_bucket(row, 2, 3);
+		bool		isnull;
+
+		CHECK_FOR_INTERRUPTS();
+		if (bucket_state[bucket] == 0)
+			bucket_state[bucket] = lock_bucket(bucket, ExclusiveLock, true) ? 1 : 2;
+		if (bucket_state[bucket] == 1)
+			(*ids)[n++] = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[row],
+													  SPI_tuptable->tupdesc,
+													  1, &isnull));
+	}
+	return n;
+}
+
+/*
+ * Step 2, with a new snapshot: of the n locked candidates, keep in chosen[]
+ * those preceded in their aggregate only by free locked candidates.
+ * Returns how many.
+ */
+static int
+choose_events(Datum now, const int64 *ids, int n, int64 *chosen)
+{
+	Datum		values[2];
+	uint64		nrows;
+	uint64		row;
+	int64		aggregate = 0;
+	bool		blocked = false;
+	int			nchosen = 0;
+
+	values[0] = now;
+	values[1] = id_array(ids, n);
+	nrows = idem_run(&read_aggregates, values, NULL, false, 0);
+	for (row = 0; row < nrows; row++)
+	{
+		HeapTuple	tuple = SPI_tuptable->vals[row];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		bool		isnull;
+		int64		id = DatumGetInt64(SPI_getbinval(tuple, desc, 1, &isnull));
+		bool		is_free = DatumGetBool(SPI_getbinval(tuple, desc, 2, &isnull));
+		int64		last = DatumGetInt64(SPI_getbinval(tuple, desc, 3, &isnull));
+
+		CHECK_FOR_INTERRUPTS();
+		if (row == 0 || last != aggregate)
+		{
+			aggregate = last;
+			blocked = false;
+		}
+		if (!blocked && is_free && id_in(id, ids, n))
+			chosen[nchosen++] = id;
+		else
+			blocked = true;
+	}
+	return nchosen;
+}
+
+/*
+ * claim_events(batch int, lease interval) RETURNS SETOF outbox_events: up
+ * to batch free events, oldest first, leased to the caller for lease.
+ */
+Datum
+idempotency_claim_events(PG_FUNCTION_ARGS)
+{
+	int32		batch = idem_arg_positive_int(fcinfo, 0, "batch");
+	Interval   *lease = idem_arg_interval(fcinfo, 1, "lease", NULL);
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	Datum		now = TimestampTzGetDatum(GetCurrentStatementStartTimestamp());
+	int64	   *ids;
+	int64	   *chosen = NULL;
+	int			nids;
+	IdemOwnerRights owner;
+
+	if (IsolationUsesXactSnapshot())
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("claim_events requires the READ COMMITTED isolation level"),
+				 errdetail("It needs a new snapshot after it has locked the aggregates it hands out."),
+				 errhint("Call claim_events in its own READ COMMITTED transaction.")));
+
+	InitMaterializedSRF(fcinfo, 0);
+
+	idem_become_owner(&owner);
+	SPI_connect();
+	nids = lock_candidates(now, batch, &ids);
+	if (nids > 0)
+	{
+		chosen = palloc(sizeof(int64) * nids);
+		nids = choose_events(now, ids, nids, chosen);
+	}
+	if (nids > 0)
+	{
+		TupleDesc	desc = rsinfo->setDesc;
+		Datum	   *columns = palloc(sizeof(Datum) * desc->natts);
+		bool	   *nulls = palloc(sizeof(bool) * desc->natts);
+		Datum		values[3];
+		uint64		nclaimed;
+		uint64		row;
+
+		values[0] = now;
+		values[1] = id_array(chosen, nids);
+		values[2] = IntervalPGetDatum(lease);
+		nclaimed = idem_run(&lease_events, values, NULL, false, 0);
+		if (nclaimed > 0 && SPI_tuptable->tupdesc->natts != desc->natts)
+			elog(ERROR, "claim_events returned %d columns, expected %d",
+				 SPI_tuptable->tupdesc->natts, desc->natts);
+		for (row = 0; row < nclaimed; row++)
+		{
+			CHECK_FOR_INTERRUPTS();
+			heap_deform_tuple(SPI_tuptable->vals[row], SPI_tuptable->tupdesc,
+							  columns, nulls);
+			tuplestore_putvalues(rsinfo->setResult, desc, columns, nulls);
+		}
+	}
+	SPI_finish();
+	idem_restore_user(&owner);
+	return (Datum) 0;
+}
+
+/*
+ * The ids argument of mark_published and mark_failed, as a Datum.
+ */
+static Datum
+ids_arg(FunctionCallInfo fcinfo)
+{
+	idem_require_arg(fcinfo, 0, "ids");
+	return PG_GETARG_DATUM(0);
+}
+
+/*
+ * mark_published(ids bigint[]) RETURNS int: how many pending events were
+ * marked published.
+ */
+Datum
+idempotency_mark_published(PG_FUNCTION_ARGS)
+{
+	Datum		values[2];
+	int			updated;
+	IdemOwnerRights owner;
+
+	values[0] = ids_arg(fcinfo);
+	values[1] = TimestampTzGetDatum(GetCurrentStatementStartTimestamp());
+
+	idem_become_owner(&owner);
+	SPI_connect();
+	updated = idem_run(&publish_events, values, NULL, false, 0);
+	SPI_finish();
+	idem_restore_user(&owner);
+	PG_RETURN_INT32(updated);
+}
+
+/*
+ * Seconds of an interval, with months of 30 days and days of 24 hours.
+ */
+static double
+interval_seconds(const Interval *span)
+{
+	return (double) span->time / USECS_PER_SEC +
+		((double) span->month * DAYS_PER_MONTH + span->day) * SECS_PER_DAY;
+}
+
+/*
+ * mark_failed(ids bigint[], error text) RETURNS int: puts pending events
+ * back after a backoff, or makes them dead; returns how many it changed.
+ */
+Datum
+idempotency_mark_failed(PG_FUNCTION_ARGS)
+{
+	Datum		values[5];
+	uint64		naggregates;
+	uint64		row;
+	int			updated;
+	IdemOwnerRights owner;
+
+	values[0] = ids_arg(fcinfo);
+	idem_require_arg(fcinfo, 1, "error");
+	values[1] = PG_GETARG_DATUM(1);
+	values[2] = TimestampTzGetDatum(GetCurrentStatementStartTimestamp());
+	values[3] = Int32GetDatum(idem_outbox_max_attempts);
+	values[4] = Float8GetDatum(interval_seconds(&idem_outbox_retry_backoff));
+
+	idem_become_owner(&owner);
+	SPI_connect();
+
+	/* A retry wait blocks the aggregate: no claim may run on it meanwhile. */
+	naggregates = idem_run(&find_aggregates, values, NULL, false, 0);
+	for (row = 0; row < naggregates; row++)
+	{
+		CHECK_FOR_INTERRUPTS();
+		lock_bucket(row_bucket(row, 1, 2), ShareLock, false);
+	}
+
+	updated = idem_run(&fail_events, values, NULL, false, 0);
+	SPI_finish();
+	idem_restore_user(&owner);
+	PG_RETURN_INT32(updated);
+}
+
+/*
+ * process_once(consumer text, event_id text) RETURNS boolean: true the
+ * first time, false for a duplicate.  A concurrent duplicate waits for the
+ * first one's transaction and gets false if it commits, true if it aborts.
+ */
+Datum
+idempotency_process_once(PG_FUNCTION_ARGS)
+{
+	Datum		values[2];
+	bool		first;
+	IdemOwnerRights owner;
+
+	values[0] = PointerGetDatum(idem_arg_name(fcinfo, 0, "consumer", 1,
+											  IDEM_MAX_NAME_CHARS));
+	values[1] = PointerGetDatum(idem_arg_name(fcinfo, 1, "event_id", 1,
+											  IDEM_MAX_NAME_CHARS));
+
+	idem_become_owner(&owner);
+	SPI_connect();
+	first = idem_run(&mark_processed, values, NULL, false, 0) == 1;
+	SPI_finish();
+	idem_restore_user(&owner);
+	PG_RETURN_BOOL(first);
+}

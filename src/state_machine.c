@@ -1,0 +1,501 @@
+/*-------------------------------------------------------------------------
+ *
+ * state_machine.c
+ *	  Named state machines and the trigger that enforces them:
+ *	  define_state_machine(), enforce_state_machine(),
+ *	  drop_state_machine_enforcement() and state_machine_trigger().
+ *
+ * A machine is a row of idempotency.state_machines whose transitions are a
+ * jsonb object {"from": ["to", ...], ...}.  enforce_state_machine()
+ * installs, with the caller's rights, an AFTER UPDATE row trigger
+ *
+ *	  idempotency_state_machine_<attnum> ... WHEN (OLD.col IS DISTINCT FROM NEW.col)
+ *	  EXECUTE FUNCTION idempotency.state_machine_trigger('col', 'machine')
+ *
+ * so an update that leaves the state alone never calls us, and the check
+ * sees the row as every BEFORE trigger left it.  The name carries the
+ * column's attribute number, which survives renames and fits NAMEDATALEN.
+ *
+ * The trigger runs as the updating role, which has no access to our table:
+ * it reads a machine as the extension owner, once per backend, and keeps
+ * its transitions as a sorted array of (from, to) pairs.  Redefining a
+ * machine sends a relcache invalidation for idempotency.state_machines; our
+ * relcache callback then forgets every cached machine.  The callback only
+ * flags the cache: it is emptied at the next lookup, never while a trigger
+ * holds a pointer into it.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/namespace.h"
+#include "catalog/pg_type.h"
+#include "commands/trigger.h"
+#include "mb/pg_wchar.h"
+#include "utils/builtins.h"
+#include "utils/hsearch.h"
+#include "utils/inval.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+
+#include "idempotency.h"
+
+/* Prefix of the trigger names; the column's attnum follows. */
+#define TRIGGER_PREFIX "idempotency_state_machine_"
+
+/* Longest machine name in bytes, for the cache's fixed-size keys. */
+#define MACHINE_NAME_BYTES (IDEM_MAX_NAME_CHARS * MAX_MULTIBYTE_CHAR_LEN + 1)
+
+typedef struct Transition
+{
+	const char *from;
+	const char *to;
+} Transition;
+
+typedef struct MachineEntry
+{
+	char		name[MACHINE_NAME_BYTES];	/* hash key */
+	int			ntransitions;
+	Transition *transitions;	/* sorted by (from, to) */
+} MachineEntry;
+
+static HTAB *machine_cache = NULL;
+static MemoryContext MachineCacheContext = NULL;
+static bool machine_cache_stale = false;
+static bool callback_registered = false;
+static Oid	state_machines_relid = InvalidOid;
+
+/* $1 name, $2 transitions */
+static IdemQuery upsert_machine = {
+	.sql = "INSERT INTO idempotency.state_machines (name, transitions)"
+	" VALUES ($1, $2)"
+	" ON CONFLICT (name) DO UPDATE SET transitions = EXCLUDED.transitions,"
+	" updated_at = pg_catalog.now()",
+	.nargs = 2, .argtypes = {TEXTOID, JSONBOID}
+};
+
+/* $1 name */
+static IdemQuery select_machine = {
+	.sql = "SELECT transitions FROM idempotency.state_machines"
+	" WHERE name OPERATOR(pg_catalog.=) $1",
+	.nargs = 1, .argtypes = {TEXTOID}
+};
+
+/* SQL-callable functions */
+PG_FUNCTION_INFO_V1(idempotency_define_state_machine);
+PG_FUNCTION_INFO_V1(idempotency_enforce_state_machine);
+PG_FUNCTION_INFO_V1(idempotency_drop_state_machine_enforcement);
+PG_FUNCTION_INFO_V1(idempotency_state_machine_trigger);
+
+/*
+ * Relcache callback: a change to idempotency.state_machines (or a reset of
+ * the whole relcache) makes every cached machine stale.
+ */
+static void
+machine_cache_callback(Datum arg pg_attribute_unused(), Oid relid)
+{
+	if (relid == InvalidOid || relid == state_machines_relid)
+		machine_cache_stale = true;
+}
+
+/*
+ * The OID of idempotency.state_machines, looked up afresh (the extension
+ * may have been dropped and created again) and remembered for the
+ * callback.
+ */
+static Oid
+machines_table(void)
+{
+	Oid			relid = get_relname_relid("state_machines",
+										  get_namespace_oid("idempotency", false));
+
+	if (!OidIsValid(relid))
+		elog(ERROR, "relation \"idempotency.state_machines\" does not exist");
+	if (!callback_registered)
+	{
+		CacheRegisterRelcacheCallback(machine_cache_callback, (Datum) 0);
+		callback_registered = true;
+	}
+	state_machines_relid = relid;
+	return relid;
+}
+
+/*
+ * qsort and bsearch order of transitions.
+ */
+static int
+transition_cmp(const void *a, const void *b)
+{
+	const Transition *x = (const Transition *) a;
+	const Transition *y = (const Transition *) b;
+	int			c = strcmp(x->from, y->from);
+
+	return c != 0 ? c : strcmp(x->to, y->to);
+}
+
+/*
+ * A JSON string as a C string.
+ */
+static char *
+json_string(const JsonbValue *v)
+{
+	return pnstrdup(v->val.string.val, v->val.string.len);
+}
+
+/*
+ * Check the shape of a transitions object and return its pairs, sorted, in
+ * the current memory context.  A bad shape raises 22023 with a detail that
+ * names the bad part.
+ */
+static Transition *
+parse_transitions(Jsonb *transitions, int *ntransitions)
+{
+	JsonbIterator *it;
+	JsonbIteratorToken tok;
+	JsonbValue	v;
+	char	   *from = NULL;
+	int			n = 0;
+	int			size = 16;
+	Transition *result = palloc(size * sizeof(Transition));
+
+	if (!JB_ROOT_IS_OBJECT(transitions))
+	{
+		JsonbValue	root = {.type = jbvBinary};
+
+		root.val.binary.data = &transitions->root;
+		root.val.binary.len = VARSIZE(transitions) - VARHDRSZ;
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("transitions must be a JSON object"),
+				 errdetail("The transitions given are a JSON %s; the form is {\"PENDING\": [\"PAID\", \"CANCELLED\"], \"PAID\": [\"SHIPPED\"]}.",
+						   JB_ROOT_IS_SCALAR(transitions) ? "scalar" :
+						   JsonbTypeName(&root))));
+	}
+
+	it = JsonbIteratorInit(&transitions->root);
+	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+	{
+		JsonbIterator *elems;
+		int			position = 0;
+
+		if (tok == WJB_KEY)
+		{
+			from = json_string(&v);
+			continue;
+		}
+		if (tok != WJB_VALUE)
+			continue;
+		if (v.type != jbvBinary || !JsonContainerIsArray(v.val.binary.data))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("invalid transitions of state \"%s\"", from),
+					 errdetail("The value of \"%s\" is a JSON %s, not an array of state names.",
+							   from, JsonbTypeName(&v))));
+
+		elems = JsonbIteratorInit(v.val.binary.data);
+		while ((tok = JsonbIteratorNext(&elems, &v, true)) != WJB_DONE)
+		{
+			if (tok != WJB_ELEM)
+				continue;
+			position++;
+			if (v.type != jbvString)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("invalid transitions of state \"%s\"", from),
+						 errdetail("Element %d of \"%s\" is a JSON %s, not a state name.",
+								   position, from, JsonbTypeName(&v))));
+			if (n == size)
+			{
+				size *= 2;
+				result = repalloc(result, size * sizeof(Transition));
+			}
+			result[n].from = from;
+			result[n].to = json_string(&v);
+			n++;
+		}
+	}
+	qsort(result, n, sizeof(Transition), transition_cmp);
+	*ntransitions = n;
+	return result;
+}
+
+/*
+ * The transitions of the machine called "name", read as the extension
+ * owner on first use; NULL when there is no such machine.  The caller
+ * must not touch the catalogs while it uses the result: that could run
+ * the callback, and the next lookup would free the entry.
+ */
+static MachineEntry *
+lookup_machine(const char *name)
+{
+	MachineEntry *entry;
+	bool		found;
+	Datum		arg = CStringGetTextDatum(name);
+	Jsonb	   *transitions = NULL;
+	MemoryContext caller_context = CurrentMemoryContext;
+	MemoryContext old;
+	Transition *pairs;
+	int			npairs;
+	IdemOwnerRights owner;
+
+	/* Longer names cannot be defined (nor fit the key). */
+	if (strlen(name) >= MACHINE_NAME_BYTES)
+		return NULL;
+
+	/* Take in redefinitions committed since this transaction started. */
+	AcceptInvalidationMessages();
+	if (machine_cache == NULL || machine_cache_stale)
+	{
+		HASHCTL		ctl;
+
+		if (MachineCacheContext == NULL)
+			MachineCacheContext = AllocSetContextCreate(TopMemoryContext,
+														"idempotency state machines",
+														ALLOCSET_SMALL_SIZES);
+		else
+			MemoryContextReset(MachineCacheContext);
+		ctl.keysize = MACHINE_NAME_BYTES;
+		ctl.entrysize = sizeof(MachineEntry);
+		ctl.hcxt = MachineCacheContext;
+		machine_cache = hash_create("idempotency state machines", 16, &ctl,
+									HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+		machine_cache_stale = false;
+	}
+	entry = hash_search(machine_cache, name, HASH_FIND, NULL);
+	if (entry != NULL)
+		return entry;
+
+	idem_become_owner(&owner);
+	SPI_connect();
+	machines_table();
+	if (idem_run(&select_machine, &arg, NULL, true, 1) == 1)
+	{
+		bool		isnull;
+		MemoryContext old = MemoryContextSwitchTo(caller_context);
+
+		transitions = DatumGetJsonbPCopy(idem_get_column(1, &isnull));
+		MemoryContextSwitchTo(old);
+	}
+	SPI_finish();
+	idem_restore_user(&owner);
+	if (transitions == NULL)
+		return NULL;
+
+	/* The read may have taken in an invalidation: start again. */
+	if (machine_cache_stale)
+		return lookup_machine(name);
+
+	/* Parse before entering, so that an error leaves no half entry. */
+	old = MemoryContextSwitchTo(MachineCacheContext);
+	pairs = parse_transitions(transitions, &npairs);
+	MemoryContextSwitchTo(old);
+	entry = hash_search(machine_cache, name, HASH_ENTER, &found);
+	entry->transitions = pairs;
+	entry->ntransitions = npairs;
+	return entry;
+}
+
+/*
+ * The states the machine allows after "from", for the hint of an error:
+ * 'PAID', 'CANCELLED', or NULL when there are none.
+ */
+static char *
+next_states(const MachineEntry *machine, const char *from)
+{
+	StringInfoData buf;
+	int			i;
+
+	initStringInfo(&buf);
+	for (i = 0; i < machine->ntransitions; i++)
+	{
+		if (strcmp(machine->transitions[i].from, from) != 0)
+			continue;
+		if (buf.len > 0)
+			appendStringInfoString(&buf, ", ");
+		appendStringInfoString(&buf, quote_literal_cstr(machine->transitions[i].to));
+	}
+	return buf.len > 0 ? buf.data : NULL;
+}
+
+/*
+ * The name of the trigger that enforces a machine on column "attnum".
+ */
+static char *
+trigger_name(AttrNumber attnum)
+{
+	return psprintf(TRIGGER_PREFIX "%d", attnum);
+}
+
+/*
+ * Run a CREATE or DROP TRIGGER with the caller's rights.
+ */
+static void
+run_ddl(const char *sql)
+{
+	SPI_connect();
+	if (SPI_execute(sql, false, 0) != SPI_OK_UTILITY)
+		elog(ERROR, "SPI_execute failed for \"%s\"", sql);
+	SPI_finish();
+}
+
+/*
+ * define_state_machine(name text, transitions jsonb) RETURNS void
+ */
+Datum
+idempotency_define_state_machine(PG_FUNCTION_ARGS)
+{
+	text	   *name = idem_arg_name(fcinfo, 0, "name", 1, IDEM_MAX_NAME_CHARS);
+	Jsonb	   *transitions;
+	int			ntransitions;
+	Datum		values[2];
+	IdemOwnerRights owner;
+
+	idem_require_arg(fcinfo, 1, "transitions");
+	transitions = PG_GETARG_JSONB_P(1);
+	parse_transitions(transitions, &ntransitions);
+
+	values[0] = PointerGetDatum(name);
+	values[1] = JsonbPGetDatum(transitions);
+	idem_become_owner(&owner);
+	SPI_connect();
+	idem_run(&upsert_machine, values, NULL, false, 0);
+	/* Other backends forget their copy at commit, this one at its next command. */
+	CacheInvalidateRelcacheByRelid(machines_table());
+	SPI_finish();
+	idem_restore_user(&owner);
+	PG_RETURN_VOID();
+}
+
+/*
+ * enforce_state_machine(tbl regclass, state_column name, machine text)
+ * RETURNS void: create, or replace, the enforcing trigger with the
+ * caller's rights (CREATE TRIGGER asks for the TRIGGER privilege).
+ */
+Datum
+idempotency_enforce_state_machine(PG_FUNCTION_ARGS)
+{
+	Oid			relid = idem_arg_table(fcinfo, 0);
+	AttrNumber	attnum = idem_arg_column(fcinfo, 1, "state_column", relid);
+	char	   *column = NameStr(*PG_GETARG_NAME(1));
+	text	   *machine = idem_arg_name(fcinfo, 2, "machine", 1,
+										IDEM_MAX_NAME_CHARS);
+	Datum		arg = PointerGetDatum(machine);
+	IdemOwnerRights owner;
+	bool		exists;
+
+	idem_become_owner(&owner);
+	SPI_connect();
+	exists = idem_run(&select_machine, &arg, NULL, true, 1) == 1;
+	SPI_finish();
+	idem_restore_user(&owner);
+	if (!exists)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("state machine \"%s\" does not exist",
+						text_to_cstring(machine)),
+				 errhint("Define it first with idempotency.define_state_machine().")));
+
+	run_ddl(psprintf("CREATE OR REPLACE TRIGGER %s AFTER UPDATE ON %s FOR EACH ROW"
+					 " WHEN (OLD.%s IS DISTINCT FROM NEW.%s)"
+					 " EXECUTE FUNCTION idempotency.state_machine_trigger(%s, %s)",
+					 quote_identifier(trigger_name(attnum)),
+					 idem_quote_table(relid),
+					 quote_identifier(column), quote_identifier(column),
+					 quote_literal_cstr(column),
+					 quote_literal_cstr(text_to_cstring(machine))));
+	PG_RETURN_VOID();
+}
+
+/*
+ * drop_state_machine_enforcement(tbl regclass, state_column name) RETURNS
+ * void: drop the enforcing trigger of the column, if there is one.
+ */
+Datum
+idempotency_drop_state_machine_enforcement(PG_FUNCTION_ARGS)
+{
+	Oid			relid = idem_arg_table(fcinfo, 0);
+	AttrNumber	attnum = idem_arg_column(fcinfo, 1, "state_column", relid);
+	char	   *name = trigger_name(attnum);
+
+	if (OidIsValid(get_trigger_oid(relid, name, true)))
+		run_ddl(psprintf("DROP TRIGGER %s ON %s", quote_identifier(name),
+						 idem_quote_table(relid)));
+	PG_RETURN_VOID();
+}
+
+/*
+ * state_machine_trigger(): AFTER UPDATE FOR EACH ROW, arguments (state
+ * column, machine).  Raises 23514 when the state moved along a transition
+ * the machine lacks; a move from or to NULL is never one of its
+ * transitions.
+ */
+Datum
+idempotency_state_machine_trigger(PG_FUNCTION_ARGS)
+{
+	TriggerData *trigdata = (TriggerData *) fcinfo->context;
+	Relation	rel;
+	TupleDesc	tupdesc;
+	const char *column;
+	const char *machine_name;
+	AttrNumber	attnum;
+	Transition	move;
+	MachineEntry *machine;
+	char	   *hint = NULL;
+
+	if (!CALLED_AS_TRIGGER(fcinfo) ||
+		!TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event) ||
+		!TRIGGER_FIRED_FOR_ROW(trigdata->tg_event) ||
+		trigdata->tg_trigger->tgnargs != 2)
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("state_machine_trigger() must be an UPDATE row trigger with two arguments"),
+				 errhint("Install it with idempotency.enforce_state_machine().")));
+
+	rel = trigdata->tg_relation;
+	tupdesc = RelationGetDescr(rel);
+	column = trigdata->tg_trigger->tgargs[0];
+	machine_name = trigdata->tg_trigger->tgargs[1];
+	attnum = SPI_fnumber(tupdesc, column);
+	if (attnum <= 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_COLUMN),
+				 errmsg("column \"%s\" of relation \"%s\" does not exist",
+						column, RelationGetRelationName(rel)),
+				 errhint("After renaming the state column, call idempotency.enforce_state_machine() again.")));
+
+	move.from = SPI_getvalue(trigdata->tg_trigtuple, tupdesc, attnum);
+	move.to = SPI_getvalue(trigdata->tg_newtuple, tupdesc, attnum);
+	if (move.from != NULL && move.to != NULL && strcmp(move.from, move.to) == 0)
+		return PointerGetDatum(NULL);
+
+	machine = lookup_machine(machine_name);
+	if (machine == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("state machine \"%s\" does not exist", machine_name),
+				 errdetail("It is enforced on column \"%s\" of table \"%s\".",
+						   column, RelationGetRelationName(rel))));
+	if (move.from != NULL && move.to != NULL &&
+		bsearch(&move, machine->transitions, machine->ntransitions,
+				sizeof(Transition), transition_cmp) != NULL)
+		return PointerGetDatum(NULL);
+
+	if (move.from != NULL)
+		hint = next_states(machine, move.from);
+	ereport(ERROR,
+			(errcode(ERRCODE_CHECK_VIOLATION),
+			 errmsg("update of \"%s\" violates state machine \"%s\"",
+					RelationGetRelationName(rel), machine_name),
+			 errdetail("Table \"%s\" cannot change \"%s\" from %s to %s: state machine \"%s\" has no such transition.",
+					   RelationGetRelationName(rel), column,
+					   move.from ? quote_literal_cstr(move.from) : "NULL",
+					   move.to ? quote_literal_cstr(move.to) : "NULL",
+					   machine_name),
+			 hint ? errhint("From %s the machine allows %s.",
+							quote_literal_cstr(move.from), hint) :
+			 errhint("The machine allows no transition from %s.",
+					 move.from ? quote_literal_cstr(move.from) : "NULL"),
+			 errtablecol(rel, attnum)));
+	return PointerGetDatum(NULL);
+}

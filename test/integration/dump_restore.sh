@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# pg_dump / pg_restore keep the extension's rows: keys (with their stored
+# answers and fences), tokens, and the fence sequence, so that a restored
+# database replays what it replayed before and hands out larger fences.
+set -euo pipefail
+BIN=${IDEM_TEST_BIN:?}
+WORK=${IDEM_TEST_WORK:-/tmp}/dump_restore.$$
+mkdir -p "$WORK" && chown postgres: "$WORK"
+as_pg() { runuser -u postgres -- env PGHOST="$PGHOST" PGPORT="$PGPORT" PGUSER=postgres "$@"; }
+q() { as_pg "$BIN/psql" -X -q -At -v ON_ERROR_STOP=1 -d "$1" -c "$2"; }
+fail() { echo "FAIL: $*"; exit 1; }
+
+q postgres 'DROP DATABASE IF EXISTS regress_dump_src' >/dev/null
+q postgres 'DROP DATABASE IF EXISTS regress_dump_dst' >/dev/null
+q postgres 'CREATE DATABASE regress_dump_src'
+q regress_dump_src "CREATE EXTENSION idempotency"
+q regress_dump_src "
+SELECT idempotency.claim('paid', '{\"amount\":100}');
+SELECT idempotency.complete('paid', (idempotency.lookup('paid')).fence, '{\"id\":7}', 201);
+SELECT idempotency.claim('working', scope => 'shop');
+SELECT idempotency.issue_token();" >/dev/null
+token=$(q regress_dump_src "SELECT token FROM idempotency.tokens")
+rows="SELECT string_agg(format('%s|%s|%s|%s|%s|%s|%s', scope, idempotency_key, status, fence,
+        response_code, response_body, encode(request_hash, 'hex')), ';' ORDER BY scope, idempotency_key)
+      FROM idempotency.idempotency_keys"
+before=$(q regress_dump_src "$rows")
+max_fence=$(q regress_dump_src "SELECT max(fence) FROM idempotency.idempotency_keys")
+
+as_pg "$BIN/pg_dump" -Fc -d regress_dump_src -f "$WORK/src.dump"
+q postgres 'CREATE DATABASE regress_dump_dst'
+as_pg "$BIN/pg_restore" --exit-on-error -d regress_dump_dst "$WORK/src.dump"
+
+after=$(q regress_dump_dst "$rows")
+[ "$before" = "$after" ] || fail "keys differ: '$before' vs '$after'"
+[ "$(q regress_dump_dst "SELECT token FROM idempotency.tokens")" = "$token" ] || fail "token lost"
+[ "$(q regress_dump_dst "SELECT outcome || ' ' || response_code || ' ' || response_body
+      FROM idempotency.claim('paid', '{\"amount\":100}')")" = 'replay 201 {"id": 7}' ] ||
+  fail "no replay after restore"
+[ "$(q regress_dump_dst "SELECT idempotency.consume_token('$token')")" = t ] || fail "token unusable"
+new_fence=$(q regress_dump_dst "SELECT fence FROM idempotency.claim('new')")
+[ "$new_fence" -gt "$max_fence" ] || fail "fence $new_fence not above $max_fence: sequence not restored"
+[ "$(q regress_dump_dst "SELECT count(*) FROM idempotency.idempotency_keys")" = 3 ] || fail "row count"
+
+q postgres 'DROP DATABASE regress_dump_src'
+q postgres 'DROP DATABASE regress_dump_dst'
+rm -rf "$WORK"
+echo "dump/restore round trip kept keys, tokens and the fence sequence"
