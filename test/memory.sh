@@ -27,7 +27,9 @@ psql_() { runuser -u postgres -- "$BIN/psql" -h "$WORK/cluster" -p 5432 -X -q -v
 psql_ -d postgres -c 'CREATE DATABASE memory'
 psql_ -d memory -c 'CREATE EXTENSION idempotency'
 
-# name#statement run per batch (:b is the batch number)#setup
+# name#statement run per batch (:b is the batch number)#setup#function it
+# needs (cases whose function the build lacks are skipped); ONLY="name ..."
+# runs some cases.  claim_events+mark_published makes one call per batch.
 cases=(
   "fingerprint#SELECT count(idempotency.fingerprint(jsonb_build_object('n', g, 'b', :b))) FROM generate_series(1, $BATCH) g#"
   "lock_key#SELECT count(idempotency.lock_key('k' || g)) FROM generate_series(1, $BATCH) g#"
@@ -39,14 +41,23 @@ cases=(
   "checkpoint#SELECT count(idempotency.checkpoint(k, f, 'step' || :b, '1 hour')) FROM mem_fences#CREATE TABLE mem_fences AS SELECT 'p' || g AS k, (idempotency.claim('p' || g, NULL, '', '1 hour', '1 hour')).fence AS f FROM generate_series(1, $BATCH) g"
   "execute#SELECT count(idempotency.execute('e' || :b || '-' || g, NULL, 'SELECT \$1::int + 1', ARRAY[g::text])) FROM generate_series(1, $BATCH) g#"
   "issue+consume_token#SELECT count(idempotency.consume_token(idempotency.issue_token('s'), 's')) FROM generate_series(1, $BATCH) g#"
+  "process_once#SELECT count(idempotency.process_once('m', 'e' || :b || '-' || g)) FROM generate_series(1, $BATCH) g##idempotency.process_once(text,text)"
+  "enqueue_event#SELECT count(idempotency.enqueue_event('order', g::text, 'created', '{}')) FROM generate_series(1, $BATCH) g##idempotency.enqueue_event(text,text,text,jsonb,jsonb)"
+  "claim_events+mark_published#SELECT idempotency.mark_published(array_agg(id)) FROM idempotency.claim_events($BATCH)##idempotency.claim_events(integer,interval)"
+  "transition#SELECT count(idempotency.transition('mem_orders', 'id', g::text, 'state', CASE :b % 2 WHEN 1 THEN 'A' ELSE 'B' END, CASE :b % 2 WHEN 1 THEN 'B' ELSE 'A' END)) FROM generate_series(1, $BATCH) g#CREATE TABLE mem_orders AS SELECT g AS id, 'A' AS state FROM generate_series(1, $BATCH) g; ALTER TABLE mem_orders ADD PRIMARY KEY (id)#idempotency.transition(regclass,name,text,name,text,text,jsonb)"
 )
 
 measure="SELECT (SELECT sum(total_bytes) FROM pg_backend_memory_contexts) AS ctx,
   (regexp_match(pg_read_file('/proc/self/status'), 'RssAnon:\s+(\d+)'))[1]::bigint AS rss"
-printf '%-22s %14s %14s %12s %12s\n' function contexts_first contexts_last rss_kb_first rss_kb_last
+printf '%-28s %14s %14s %12s %12s\n' function contexts_first contexts_last rss_kb_first rss_kb_last
 status=0
 for c in "${cases[@]}"; do
-  IFS='#' read -r name stmt setup <<<"$c"
+  IFS='#' read -r name stmt setup needs <<<"$c"
+  if [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" $name "* ]]; then continue; fi
+  if [ -n "$needs" ] && [ "$(psql_ -d memory -Atc "SELECT to_regprocedure('$needs') IS NULL")" = t ]; then
+    printf '%-28s skipped: %s is not in this build\n' "$name" "$needs"
+    continue
+  fi
   [ -n "$setup" ] && psql_ -d memory -c "$setup"
   {
     echo "\\set b 1"
@@ -61,7 +72,7 @@ for c in "${cases[@]}"; do
   } >"$WORK/memory.sql"
   chown postgres: "$WORK/memory.sql"
   read -r c1 c2 r1 r2 < <(psql_ -d memory -f "$WORK/memory.sql" | tail -1)
-  printf '%-22s %14s %14s %12s %12s\n' "$name" "$c1" "$c2" "$r1" "$r2"
+  printf '%-28s %14s %14s %12s %12s\n' "$name" "$c1" "$c2" "$r1" "$r2"
   if [ $(((c2 - c1) / 1024)) -gt "$LIMIT_KB" ] || [ $((r2 - r1)) -gt "$LIMIT_KB" ]; then
     echo "  ^ grew by more than $LIMIT_KB kB over $CALLS calls"
     status=1
