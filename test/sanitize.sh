@@ -36,12 +36,12 @@ passed=0
 failed=0
 pid=
 
-# build FLAGS: compile against the system headers with FLAGS, install the
-# module into the private copy of the server.
+# build FLAGS: compile and link against the system headers with FLAGS
+# (PGXS's PROFILE goes to both; PG_LDFLAGS would drop the libpq link),
+# install the module into the private copy of the server.
 build() {
   make -s -C "$WORK/repo" PG_CONFIG="$PG_BIN/pg_config" clean >/dev/null 2>&1
-  make -s -C "$WORK/repo" PG_CONFIG="$PG_BIN/pg_config" \
-    PG_CFLAGS="-Wall -Wextra $1" PG_LDFLAGS="$1" >/dev/null &&
+  make -s -C "$WORK/repo" PG_CONFIG="$PG_BIN/pg_config" PROFILE="$1" >/dev/null &&
   make -s -C "$WORK/repo" PG_CONFIG="$BIN/pg_config" install >/dev/null
 }
 
@@ -132,6 +132,11 @@ for s in $SANITIZERS; do
       { block = block "\n" $0 }
       END { if (block ~ /idempotency\.so/) n++; print n + 0 }')
     echo "valgrind: $all reports in all, $ours with idempotency.so on the stack"
+    # what the others are about: the kind and the innermost frame
+    cat "$CLUSTER"/reports/*.log 2>/dev/null | awk '
+      /^==[0-9]+== [A-Z]/ && !kind { kind = substr($0, index($0, " ") + 1); next }
+      kind && /(at|by) 0x/ { sub(/^==[0-9]+== +(at|by) 0x[0-9A-F]+: /, ""); print "  " kind ": " $0; kind = "" }' |
+      sort | uniq -c | head -20
     if [ "$ours" -gt 0 ]; then
       cat "$CLUSTER"/reports/*.log | awk '
         /^==[0-9]+== $/ { if (block ~ /idempotency\.so/) print block; block = ""; next }
