@@ -53,10 +53,16 @@ start() {
   mkdir -p "$CLUSTER" "$CLUSTER/reports"; chown -R postgres: "$CLUSTER"
   runuser -u postgres -- "$BIN/initdb" -D "$CLUSTER/data" -A trust -U postgres \
     --no-sync -E UTF8 --locale=C.UTF-8 >"$CLUSTER/initdb.log" || return 1
+  # the settings of scripts/lib.sh's test cluster, which the tests expect
   cat >>"$CLUSTER/data/postgresql.conf" <<CONF
 listen_addresses = ''
 port = 5432
 unix_socket_directories = '$CLUSTER'
+shared_preload_libraries = 'pg_cron'
+cron.database_name = 'postgres'
+wal_level = logical
+max_replication_slots = 8
+max_wal_senders = 8
 max_prepared_transactions = 10
 CONF
   runuser -u postgres -- "$@" "$BIN/postgres" -D "$CLUSTER/data" >"$CLUSTER/server.log" 2>&1 &
