@@ -5,7 +5,7 @@
 #   make test                 set up everything and run every test group
 #   make bench                benchmarks against plain-SQL and Redis baselines
 #   make stress               the TAP tests with the stress run at 60 s
-#   make sanitize             regression tests under ASan/UBSan (test/sanitize.sh)
+#   make sanitize             regression tests under UBSan and valgrind (test/sanitize.sh)
 #   make memory               backend memory across 1M calls (test/memory.sh)
 #   make lint                 cppcheck and clang-tidy (test/lint.sh)
 
