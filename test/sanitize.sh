@@ -132,20 +132,26 @@ for s in $SANITIZERS; do
     regress || ok=1
     stop
     all=$(cat "$CLUSTER"/reports/*.log 2>/dev/null | grep -cE '^==[0-9]+== [A-Z][a-z]+.*(Invalid|uninitialised|Mismatched|overlap|Syscall param)')
-    # a report is a block of lines up to a blank "==PID== " line
-    ours=$(cat "$CLUSTER"/reports/*.log 2>/dev/null | awk '
-      /^==[0-9]+== $/ { if (block ~ /idempotency\.so/) n++; block = ""; next }
+    # A report is a block of lines up to a blank "==PID== " line; it is ours
+    # when a frame is in idempotency.so or, with debug symbols, in one of
+    # our source files.
+    files=$(cd "$WORK/repo/src" && ls *.c | sed 's/\./\\./' | paste -sd '|')
+    ours_re="idempotency\\.so|\\(($files):[0-9]+\\)"
+    ours=$(cat "$CLUSTER"/reports/*.log 2>/dev/null | re=$ours_re awk '
+      /^==[0-9]+== $/ { if (block ~ ENVIRON["re"]) n++; block = ""; next }
       { block = block "\n" $0 }
-      END { if (block ~ /idempotency\.so/) n++; print n + 0 }')
+      END { if (block ~ ENVIRON["re"]) n++; print n + 0 }')
     echo "valgrind: $all reports in all, $ours with idempotency.so on the stack"
-    # what the others are about: the kind and the innermost frame
+    # what the others are about: the kind and the two innermost frames
     cat "$CLUSTER"/reports/*.log 2>/dev/null | awk '
-      /^==[0-9]+== [A-Z]/ && !kind { kind = substr($0, index($0, " ") + 1); next }
-      kind && /(at|by) 0x/ { sub(/^==[0-9]+== +(at|by) 0x[0-9A-F]+: /, ""); print "  " kind ": " $0; kind = "" }' |
+      /^==[0-9]+== [A-Z]/ && !kind { kind = substr($0, index($0, " ") + 1); frames = ""; n = 0; next }
+      kind && /(at|by) 0x/ {
+        sub(/^==[0-9]+== +(at|by) 0x[0-9A-F]+: /, ""); frames = frames (n ? " < " : "") $0
+        if (++n == 2) { print "  " kind ": " frames; kind = "" } }' |
       sort | uniq -c | head -20
     if [ "$ours" -gt 0 ]; then
-      cat "$CLUSTER"/reports/*.log | awk '
-        /^==[0-9]+== $/ { if (block ~ /idempotency\.so/) print block; block = ""; next }
+      cat "$CLUSTER"/reports/*.log | re=$ours_re awk '
+        /^==[0-9]+== $/ { if (block ~ ENVIRON["re"]) print block; block = ""; next }
         { block = block "\n" $0 }' | head -150
       ok=1
     fi
