@@ -271,16 +271,8 @@ WHERE fn IS NOT NULL AND result <> 'absent' AND result <> expect ORDER BY id;
 SELECT * FROM regress_hostile_orders ORDER BY id;
 
 -- clean up what this test wrote
-DO $$
-DECLARE
-    t regclass;
-BEGIN
-    FOR t IN SELECT c.oid FROM pg_class c
-             WHERE c.relnamespace = 'idempotency'::regnamespace AND c.relkind IN ('r', 'p')
-    LOOP
-        EXECUTE format('DELETE FROM %s x WHERE x::text LIKE %L', t, '%regress-hostile%');
-    END LOOP;
-END $$;
+\i test/sql/include/forget_rows.sql
+SELECT pg_temp.forget_rows('regress-hostile');
 DROP TABLE null_probe, null_allowed, hostile_case, regress_hostile_orders;
 DROP FUNCTION regress_try(text), regress_digest(), regress_sample(regtype, text);
 DROP ROLE regress_hostile_role;

@@ -188,16 +188,8 @@ RESET ROLE;
 SELECT fn, by_user, count(*) FROM regress_evil.calls GROUP BY 1, 2 ORDER BY 1, 2;
 
 -- clean up
-DO $$
-DECLARE
-    t regclass;
-BEGIN
-    FOR t IN SELECT c.oid FROM pg_class c
-             WHERE c.relnamespace = 'idempotency'::regnamespace AND c.relkind IN ('r', 'p')
-    LOOP
-        EXECUTE format('DELETE FROM %s x WHERE x::text ~ %L', t, '(tenant-a|tenant-b|sec-)');
-    END LOOP;
-END $$;
+\i test/sql/include/forget_rows.sql
+SELECT pg_temp.forget_rows('(tenant-a|tenant-b|sec-)');
 DROP SCHEMA regress_evil CASCADE;
 DROP OWNED BY regress_sec_app, regress_sec_nobody;
 DROP ROLE regress_sec_app, regress_sec_nobody;
