@@ -4,6 +4,10 @@
 #   make run                  set up everything on a fresh machine and demo it
 #   make test                 set up everything and run every test group
 #   make bench                benchmarks against plain-SQL and Redis baselines
+#   make stress               the TAP tests with the stress run at 60 s
+#   make sanitize             regression tests under UBSan and valgrind (test/sanitize.sh)
+#   make memory               backend memory across 1M calls (test/memory.sh)
+#   make lint                 cppcheck and clang-tidy (test/lint.sh)
 
 EXTENSION = idempotency
 MODULE_big = idempotency
@@ -58,10 +62,18 @@ test/expected:
 $(DATA_built): $(sort $(wildcard sql/$(EXTVERSION)/*.sql))
 	cat $^ > $@
 
-.PHONY: run test bench
+.PHONY: run test bench stress sanitize memory lint
 run:
 	bash scripts/run.sh
 test:
 	bash test/run.sh
 bench:
 	bash bench/run.sh
+stress:
+	STRESS_SECONDS=$${STRESS_SECONDS:-60} TEST_GROUPS=tap bash test/run.sh
+sanitize:
+	bash test/sanitize.sh
+memory:
+	bash test/memory.sh
+lint:
+	bash test/lint.sh

@@ -18,8 +18,12 @@
 
 #include "idempotency.h"
 
-/* Largest ttl or lease given as an argument: 100 years. */
-#define IDEM_MAX_INTERVAL_USECS ((int64) 100 * DAYS_PER_YEAR * USECS_PER_DAY)
+/*
+ * Largest ttl or lease given as an argument: 100 years.  Interval
+ * comparison counts a year as 12 months of 30 days, so the limit is written
+ * in months; 100 years of 365.25 days would let '101 years' through.
+ */
+#define IDEM_MAX_INTERVAL_MONTHS (100 * MONTHS_PER_YEAR)
 
 /*
  * Raise 22023 when argument "argno" is NULL.
@@ -118,7 +122,7 @@ idem_arg_interval(FunctionCallInfo fcinfo, int argno, const char *argname,
 				  const Interval *default_value)
 {
 	Interval   *span;
-	Interval	limit = {.time = IDEM_MAX_INTERVAL_USECS};
+	Interval	limit = {.month = IDEM_MAX_INTERVAL_MONTHS};
 
 	if (PG_ARGISNULL(argno) && default_value != NULL)
 		return (Interval *) default_value;

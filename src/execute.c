@@ -52,6 +52,13 @@ typedef struct StatementEntry
 static HTAB *statement_cache = NULL;
 static MemoryContext StatementCacheContext = NULL;
 
+/*
+ * Number of execute() statements running in this backend.  A statement may
+ * call execute() itself; the cache is only emptied when none runs, since
+ * the running ones still use their entries and plans.
+ */
+static int	statements_running = 0;
+
 /* SQL-callable functions */
 PG_FUNCTION_INFO_V1(idempotency_execute);
 
@@ -136,7 +143,8 @@ statement_plan(const char *sql, int nparams)
 	int			i;
 
 	if (statement_cache == NULL ||
-		hash_get_num_entries(statement_cache) >= STATEMENT_CACHE_SIZE)
+		(statements_running == 0 &&
+		 hash_get_num_entries(statement_cache) >= STATEMENT_CACHE_SIZE))
 		reset_statement_cache();
 	entry = hash_search(statement_cache, &key, HASH_FIND, NULL);
 	if (entry != NULL)
@@ -208,6 +216,28 @@ statement_result(StatementEntry *entry)
 }
 
 /*
+ * Run the caller's statement, counted in statements_running while it runs.
+ */
+static int
+run_statement(StatementEntry *entry, Datum *params, const char *nulls)
+{
+	int			rc = 0;
+
+	statements_running++;
+	PG_TRY();
+	{
+		rc = SPI_execute_plan(entry->plan, params, nulls, false,
+							  entry->is_select ? 1 : 0);
+	}
+	PG_FINALLY();
+	{
+		statements_running--;
+	}
+	PG_END_TRY();
+	return rc;
+}
+
+/*
  * execute(key, request, statement, params, scope, ttl) RETURNS claim_result
  */
 Datum
@@ -257,8 +287,7 @@ idempotency_execute(PG_FUNCTION_ARGS)
 
 		for (i = 0; i < nparams; i++)
 			nulls[i] = param_nulls[i] ? 'n' : ' ';
-		rc = SPI_execute_plan(entry->plan, params, nulls, false,
-							  entry->is_select ? 1 : 0);
+		rc = run_statement(entry, params, nulls);
 		if (rc < 0)
 			elog(ERROR, "SPI_execute_plan failed: %s",
 				 SPI_result_code_string(rc));
