@@ -5,42 +5,37 @@
  *	  expired; the procedure purge_expired() repeats it, committing after
  *	  each batch.
  *
- * Each relation is purged by one statement that picks at most batch_size
- * rows in the order of an index (so no sequential scan, however large the
- * table), locks them FOR UPDATE SKIP LOCKED (so a row that a claim, a
- * consumer or a relay holds is skipped, not waited for) and deletes them
- * by ctid (a TID scan).  The outer DELETE repeats the condition, so a row
- * that changed between the two is left alone.  What is live is never
- * picked: a key past expires_at whose holder still has a lease, a token
- * neither expired nor consumed, an outbox event not yet published.
+ * Each relation is purged by a walk of the index on its time column, up to
+ * the cut-off, deleting each row directly with table_tuple_delete() and
+ * without waiting: a row that a claim, a consumer or a relay is changing
+ * or has locked is skipped, not waited for, and a row changed since the
+ * walk's snapshot is left alone.  A row is written once (its delete), not
+ * locked first, and no executor is started per batch.  What is live is
+ * never picked: a key past expires_at whose holder still has a lease, a
+ * token neither expired nor consumed, an outbox event not yet published
+ * (the partial indexes hold only consumed tokens and published events).
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
-#include "catalog/pg_type.h"
+#include "access/genam.h"
+#include "access/nbtree.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "access/xact.h"
+#include "catalog/namespace.h"
+#include "executor/tuptable.h"
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
+#include "utils/fmgroids.h"
+#include "utils/lsyscache.h"
+#include "utils/rel.h"
+#include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
 #include "idempotency.h"
-
-/*
- * The purge statement of one table: $1 is the cut-off time, $2 the batch
- * size.  "cond" selects what may go, "order" is the indexed column that
- * drives the scan.
- */
-#define LE " OPERATOR(pg_catalog.<=) "
-#define PURGE_SQL(table, cond, order) \
-	"DELETE FROM idempotency." table \
-	" WHERE ctid OPERATOR(pg_catalog.=) ANY (ARRAY(" \
-	"  SELECT ctid FROM idempotency." table " WHERE " cond \
-	"  ORDER BY " order " LIMIT $2 FOR UPDATE SKIP LOCKED))" \
-	" AND " cond
-#define PURGE_QUERY(table, cond, order) \
-	{.sql = PURGE_SQL(table, cond, order), .nargs = 2, \
-	 .argtypes = {TIMESTAMPTZOID, INT4OID}}
 
 /* The relations purge_expired_batch() reports on, in its output order. */
 enum
@@ -56,34 +51,106 @@ static const char *const relation_names[REL_COUNT] = {
 	"idempotency_keys", "tokens", "processed_events", "outbox_events"
 };
 
+/*
+ * One walk: the rows of "relation" whose "column" is at most the cut-off
+ * (now - retention; now when retention is NULL), in the order of "index",
+ * whose first column is "column".  A key also needs its lease run out.
+ */
 typedef struct Purge
 {
-	int			relation;		/* REL_* this statement deletes from */
-	const Interval *retention;	/* cut-off is now - retention; NULL: now */
-	IdemQuery	query;
+	int			relation;		/* REL_* */
+	const char *index;
+	const char *column;
+	const Interval *retention;
+	bool		lease_must_be_over; /* locked_until NULL or <= cut-off */
 } Purge;
 
-/*
- * The statements, each driven by an index: idempotency_keys_expires_at_idx,
- * tokens_expires_at_idx, tokens_consumed_at_idx (partial),
- * processed_events_processed_at_idx and outbox_events_published_at_idx
- * (partial).  A key goes once expired and not held under a live lease.
- */
-static Purge purges[] = {
-	{REL_KEYS, NULL,
-		PURGE_QUERY("idempotency_keys",
-					"expires_at" LE "$1"
-					" AND (locked_until IS NULL OR locked_until" LE "$1)",
-					"expires_at")},
-	{REL_TOKENS, NULL,
-	PURGE_QUERY("tokens", "expires_at" LE "$1", "expires_at")},
-	{REL_TOKENS, NULL,
-	PURGE_QUERY("tokens", "consumed_at" LE "$1", "consumed_at")},
-	{REL_PROCESSED, &idem_processed_retention,
-	PURGE_QUERY("processed_events", "processed_at" LE "$1", "processed_at")},
-	{REL_OUTBOX, &idem_outbox_retention,
-	PURGE_QUERY("outbox_events", "published_at" LE "$1", "published_at")},
+static const Purge purges[] = {
+	{REL_KEYS, "idempotency_keys_expires_at_idx", "expires_at", NULL, true},
+	{REL_TOKENS, "tokens_expires_at_idx", "expires_at", NULL, false},
+	{REL_TOKENS, "tokens_consumed_at_idx", "consumed_at", NULL, false},
+	{REL_PROCESSED, "processed_events_processed_at_idx", "processed_at",
+	&idem_processed_retention, false},
+	{REL_OUTBOX, "outbox_events_published_at_idx", "published_at",
+	&idem_outbox_retention, false},
 };
+
+/*
+ * Delete at most "limit" rows of one walk; returns how many went.
+ */
+static int64
+purge_walk(const Purge *purge, TimestampTz cutoff, int64 limit)
+{
+	Oid			nspid = get_namespace_oid("idempotency", false);
+	Oid			relid = get_relname_relid(relation_names[purge->relation], nspid);
+	Oid			indexid = get_relname_relid(purge->index, nspid);
+	Relation	rel;
+	Relation	index;
+	AttrNumber	column;
+	AttrNumber	locked_until = InvalidAttrNumber;
+	ScanKeyData skey;
+	IndexScanDesc scan;
+	TupleTableSlot *slot;
+	Snapshot	snapshot;
+	int64		deleted = 0;
+
+	if (!OidIsValid(relid) || !OidIsValid(indexid))
+		elog(ERROR, "relation \"idempotency.%s\" or its index \"%s\" does not exist",
+			 relation_names[purge->relation], purge->index);
+	rel = table_open(relid, RowExclusiveLock);
+	index = index_open(indexid, RowExclusiveLock);
+	column = get_attnum(relid, purge->column);
+	if (purge->lease_must_be_over)
+		locked_until = get_attnum(relid, "locked_until");
+	if (column == InvalidAttrNumber ||
+		(purge->lease_must_be_over && locked_until == InvalidAttrNumber))
+		elog(ERROR, "relation \"idempotency.%s\" lacks a purge column",
+			 relation_names[purge->relation]);
+
+	ScanKeyInit(&skey, 1, BTLessEqualStrategyNumber, F_TIMESTAMPTZ_LE,
+				TimestampTzGetDatum(cutoff));
+	CommandCounterIncrement();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	UpdateActiveSnapshotCommandId();
+	snapshot = GetActiveSnapshot();
+
+	slot = table_slot_create(rel, NULL);
+	scan = index_beginscan(rel, index, snapshot, 1, 0);
+	index_rescan(scan, &skey, 1, NULL, 0);
+	while (deleted < limit &&
+		   index_getnext_slot(scan, ForwardScanDirection, slot))
+	{
+		TM_FailureData tmfd;
+		bool		isnull;
+		Datum		value;
+
+		CHECK_FOR_INTERRUPTS();
+		/* recheck: the index entry may be of an older version of the row */
+		value = slot_getattr(slot, column, &isnull);
+		if (isnull || DatumGetTimestampTz(value) > cutoff)
+			continue;
+		if (purge->lease_must_be_over)
+		{
+			value = slot_getattr(slot, locked_until, &isnull);
+			if (!isnull && DatumGetTimestampTz(value) > cutoff)
+				continue;
+		}
+		/* a row being changed, locked or changed since the snapshot stays */
+		if (table_tuple_delete(rel, &slot->tts_tid,
+							   GetCurrentCommandId(true), snapshot,
+							   InvalidSnapshot, false, &tmfd,
+							   false) == TM_Ok)
+			deleted++;
+	}
+	index_endscan(scan);
+	ExecDropSingleTupleTableSlot(slot);
+	PopActiveSnapshot();
+	CommandCounterIncrement();
+
+	index_close(index, NoLock);
+	table_close(rel, NoLock);
+	return deleted;
+}
 
 /* SQL-callable functions */
 PG_FUNCTION_INFO_V1(idempotency_purge_expired_batch);
@@ -100,32 +167,24 @@ idempotency_purge_expired_batch(PG_FUNCTION_ARGS)
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	TimestampTz now = GetCurrentStatementStartTimestamp();
 	int64		deleted[REL_COUNT] = {0};
-	IdemOwnerRights owner;
 	int			i;
 
 	InitMaterializedSRF(fcinfo, 0);
 
-	idem_become_owner(&owner);
-	SPI_connect();
 	for (i = 0; i < (int) lengthof(purges); i++)
 	{
-		Purge	   *purge = &purges[i];
+		const Purge *purge = &purges[i];
 		int64		room = batch_size - deleted[purge->relation];
-		Datum		values[2];
+		TimestampTz cutoff = now;
 
-		CHECK_FOR_INTERRUPTS();
 		if (room <= 0)
 			continue;
-		values[0] = TimestampTzGetDatum(now);
 		if (purge->retention != NULL)
-			values[0] = DirectFunctionCall2(timestamptz_mi_interval, values[0],
-											IntervalPGetDatum(purge->retention));
-		values[1] = Int32GetDatum((int32) room);
-		deleted[purge->relation] += idem_run(&purge->query, values, NULL,
-											 false, 0);
+			cutoff = DatumGetTimestampTz(DirectFunctionCall2(timestamptz_mi_interval,
+															 TimestampTzGetDatum(now),
+															 IntervalPGetDatum(purge->retention)));
+		deleted[purge->relation] += purge_walk(purge, cutoff, room);
 	}
-	SPI_finish();
-	idem_restore_user(&owner);
 
 	for (i = 0; i < REL_COUNT; i++)
 	{
