@@ -19,20 +19,15 @@
  */
 #include "postgres.h"
 
-#include "access/genam.h"
 #include "access/nbtree.h"
-#include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
-#include "catalog/namespace.h"
-#include "executor/tuptable.h"
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
-#include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
 #include "idempotency.h"
@@ -81,44 +76,24 @@ static const Purge purges[] = {
 static int64
 purge_walk(const Purge *purge, TimestampTz cutoff, int64 limit)
 {
-	Oid			nspid = get_namespace_oid("idempotency", false);
-	Oid			relid = get_relname_relid(relation_names[purge->relation], nspid);
-	Oid			indexid = get_relname_relid(purge->index, nspid);
-	Relation	rel;
-	Relation	index;
 	AttrNumber	column;
 	AttrNumber	locked_until = InvalidAttrNumber;
 	ScanKeyData skey;
-	IndexScanDesc scan;
-	TupleTableSlot *slot;
-	Snapshot	snapshot;
+	IdemIndexScan scan;
 	int64		deleted = 0;
 
-	if (!OidIsValid(relid) || !OidIsValid(indexid))
-		elog(ERROR, "relation \"idempotency.%s\" or its index \"%s\" does not exist",
-			 relation_names[purge->relation], purge->index);
-	rel = table_open(relid, RowExclusiveLock);
-	index = index_open(indexid, RowExclusiveLock);
-	column = get_attnum(relid, purge->column);
+	ScanKeyInit(&skey, 1, BTLessEqualStrategyNumber, F_TIMESTAMPTZ_LE,
+				TimestampTzGetDatum(cutoff));
+	idem_index_scan_begin(&scan, relation_names[purge->relation],
+						  purge->index, RowExclusiveLock, &skey, 1);
+	column = get_attnum(RelationGetRelid(scan.rel), purge->column);
 	if (purge->lease_must_be_over)
-		locked_until = get_attnum(relid, "locked_until");
+		locked_until = get_attnum(RelationGetRelid(scan.rel), "locked_until");
 	if (column == InvalidAttrNumber ||
 		(purge->lease_must_be_over && locked_until == InvalidAttrNumber))
 		elog(ERROR, "relation \"idempotency.%s\" lacks a purge column",
 			 relation_names[purge->relation]);
-
-	ScanKeyInit(&skey, 1, BTLessEqualStrategyNumber, F_TIMESTAMPTZ_LE,
-				TimestampTzGetDatum(cutoff));
-	CommandCounterIncrement();
-	PushActiveSnapshot(GetTransactionSnapshot());
-	UpdateActiveSnapshotCommandId();
-	snapshot = GetActiveSnapshot();
-
-	slot = table_slot_create(rel, NULL);
-	scan = index_beginscan(rel, index, snapshot, 1, 0);
-	index_rescan(scan, &skey, 1, NULL, 0);
-	while (deleted < limit &&
-		   index_getnext_slot(scan, ForwardScanDirection, slot))
+	while (deleted < limit && idem_index_scan_next(&scan))
 	{
 		TM_FailureData tmfd;
 		bool		isnull;
@@ -126,29 +101,24 @@ purge_walk(const Purge *purge, TimestampTz cutoff, int64 limit)
 
 		CHECK_FOR_INTERRUPTS();
 		/* recheck: the index entry may be of an older version of the row */
-		value = slot_getattr(slot, column, &isnull);
+		value = slot_getattr(scan.slot, column, &isnull);
 		if (isnull || DatumGetTimestampTz(value) > cutoff)
 			continue;
 		if (purge->lease_must_be_over)
 		{
-			value = slot_getattr(slot, locked_until, &isnull);
+			value = slot_getattr(scan.slot, locked_until, &isnull);
 			if (!isnull && DatumGetTimestampTz(value) > cutoff)
 				continue;
 		}
 		/* a row being changed, locked or changed since the snapshot stays */
-		if (table_tuple_delete(rel, &slot->tts_tid,
-							   GetCurrentCommandId(true), snapshot,
+		if (table_tuple_delete(scan.rel, &scan.slot->tts_tid,
+							   GetCurrentCommandId(true), scan.snapshot,
 							   InvalidSnapshot, false, &tmfd,
 							   false) == TM_Ok)
 			deleted++;
 	}
-	index_endscan(scan);
-	ExecDropSingleTupleTableSlot(slot);
-	PopActiveSnapshot();
+	idem_index_scan_end(&scan);
 	CommandCounterIncrement();
-
-	index_close(index, NoLock);
-	table_close(rel, NoLock);
 	return deleted;
 }
 

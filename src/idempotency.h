@@ -10,7 +10,9 @@
 #define IDEMPOTENCY_H
 
 #include "fmgr.h"
+#include "access/genam.h"
 #include "executor/spi.h"
+#include "executor/tuptable.h"
 #include "utils/jsonb.h"
 #include "utils/timestamp.h"
 
@@ -112,6 +114,23 @@ extern int32 idem_arg_response_code(FunctionCallInfo fcinfo, int argno);
 /* fingerprint.c */
 extern bytea *idem_fingerprint(Jsonb *request);
 extern void idem_sha256(const char *data, size_t len, uint8 *digest);
+
+/* A direct index scan of one of the extension's tables (index_scan.c). */
+typedef struct IdemIndexScan
+{
+	Relation	rel;
+	Relation	index;
+	IndexScanDesc scan;
+	TupleTableSlot *slot;		/* the current row */
+	Snapshot	snapshot;		/* the scan's, active until the end */
+} IdemIndexScan;
+
+extern Oid	idem_relation_oid(const char *relname);
+extern void idem_index_scan_begin(IdemIndexScan *scan, const char *relname,
+								  const char *indexname, LOCKMODE lockmode,
+								  ScanKey keys, int nkeys);
+extern bool idem_index_scan_next(IdemIndexScan *scan);
+extern void idem_index_scan_end(IdemIndexScan *scan);
 
 /* plan_cache.c */
 extern int	idem_run(IdemQuery *query, Datum *values, const char *nulls,

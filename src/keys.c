@@ -38,21 +38,16 @@
 #include "postgres.h"
 
 #include "access/detoast.h"
-#include "access/genam.h"
 #include "access/htup_details.h"
 #include "access/nbtree.h"
-#include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
-#include "catalog/namespace.h"
 #include "catalog/pg_type.h"
-#include "executor/tuptable.h"
 #include "funcapi.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
-#include "utils/snapmgr.h"
 
 #include "idempotency.h"
 
@@ -232,23 +227,10 @@ resolve_read_columns(Oid relid, TupleDesc tupdesc)
 static bool
 read_key(text *scope, text *key)
 {
-	Oid			nspid = get_namespace_oid("idempotency", false);
-	Oid			relid = get_relname_relid("idempotency_keys", nspid);
-	Oid			indexid = get_relname_relid("idempotency_keys_pkey", nspid);
-	Relation	rel;
-	Relation	index;
 	ScanKeyData skey[2];
-	IndexScanDesc scan;
-	TupleTableSlot *slot;
-	HeapTuple	row = NULL;
+	IdemIndexScan scan;
+	bool		found;
 	int			col;
-
-	if (!OidIsValid(relid) || !OidIsValid(indexid))
-		elog(ERROR, "relation \"idempotency.idempotency_keys\" or its primary key does not exist");
-	rel = table_open(relid, AccessShareLock);
-	index = index_open(indexid, AccessShareLock);
-	if (relid != key_row_relid)
-		resolve_read_columns(relid, RelationGetDescr(rel));
 
 	/* both key columns are text COLLATE "C", as ScanKeyInit() assumes */
 	ScanKeyInit(&skey[0], 1, BTEqualStrategyNumber, F_TEXTEQ,
@@ -256,29 +238,23 @@ read_key(text *scope, text *key)
 	ScanKeyInit(&skey[1], 2, BTEqualStrategyNumber, F_TEXTEQ,
 				PointerGetDatum(key));
 
-	CommandCounterIncrement();
-	PushActiveSnapshot(GetTransactionSnapshot());
-	UpdateActiveSnapshotCommandId();
-
-	slot = table_slot_create(rel, NULL);
-	scan = index_beginscan(rel, index, GetActiveSnapshot(), 2, 0);
-	index_rescan(scan, skey, 2, NULL, 0);
-	if (index_getnext_slot(scan, ForwardScanDirection, slot))
+	idem_index_scan_begin(&scan, "idempotency_keys", "idempotency_keys_pkey",
+						  AccessShareLock, skey, 2);
+	if (RelationGetRelid(scan.rel) != key_row_relid)
+		resolve_read_columns(RelationGetRelid(scan.rel),
+							 RelationGetDescr(scan.rel));
+	found = idem_index_scan_next(&scan);
+	if (found)
 	{
-		row = ExecCopySlotHeapTuple(slot);
+		HeapTuple	row = ExecCopySlotHeapTuple(scan.slot);
+
 		for (col = 0; col < READ_NCOLUMNS; col++)
 			key_row_values[col] = heap_getattr(row, key_row_attnums[col],
-											   RelationGetDescr(rel),
+											   RelationGetDescr(scan.rel),
 											   &key_row_nulls[col]);
 	}
-	index_endscan(scan);
-	ExecDropSingleTupleTableSlot(slot);
-	PopActiveSnapshot();
-
-	/* like the executor, keep the locks until the end of the transaction */
-	index_close(index, NoLock);
-	table_close(rel, NoLock);
-	return row != NULL;
+	idem_index_scan_end(&scan);
+	return found;
 }
 
 /*

@@ -35,13 +35,10 @@
 static Oid
 extension_owner(void)
 {
-	Oid			nspid = get_namespace_oid("idempotency", false);
-	Oid			relid = get_relname_relid("idempotency_keys", nspid);
+	Oid			relid = idem_relation_oid("idempotency_keys");
 	HeapTuple	tuple;
 	Oid			owner;
 
-	if (!OidIsValid(relid))
-		elog(ERROR, "relation \"idempotency.idempotency_keys\" does not exist");
 	tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
 	if (!HeapTupleIsValid(tuple))
 		elog(ERROR, "cache lookup failed for relation %u", relid);

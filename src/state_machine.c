@@ -107,11 +107,8 @@ machine_cache_callback(Datum arg pg_attribute_unused(), Oid relid)
 static Oid
 machines_table(void)
 {
-	Oid			relid = get_relname_relid("state_machines",
-										  get_namespace_oid("idempotency", false));
+	Oid			relid = idem_relation_oid("state_machines");
 
-	if (!OidIsValid(relid))
-		elog(ERROR, "relation \"idempotency.state_machines\" does not exist");
 	if (!callback_registered)
 	{
 		CacheRegisterRelcacheCallback(machine_cache_callback, (Datum) 0);

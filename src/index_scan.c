@@ -1,0 +1,86 @@
+/*-------------------------------------------------------------------------
+ *
+ * index_scan.c
+ *	  Direct index scans of the extension's own tables, for the paths where
+ *	  starting an executor would cost more than the work: the key read of
+ *	  every claim and the purge walks.
+ *
+ * A scan sees what a non-read-only SPI statement would see: the effects of
+ * the earlier commands of this transaction and, under READ COMMITTED,
+ * everything committed before it starts.  Its snapshot is the active one
+ * until idem_index_scan_end(), so callers may hand it to table AM calls.
+ * Locks are kept until the end of the transaction, as the executor does.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/genam.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "access/xact.h"
+#include "catalog/namespace.h"
+#include "utils/lsyscache.h"
+#include "utils/snapmgr.h"
+
+#include "idempotency.h"
+
+/*
+ * The OID of relation "relname" of schema idempotency; an error when it is
+ * missing.
+ */
+Oid
+idem_relation_oid(const char *relname)
+{
+	Oid			relid = get_relname_relid(relname,
+										  get_namespace_oid("idempotency", false));
+
+	if (!OidIsValid(relid))
+		elog(ERROR, "relation \"idempotency.%s\" does not exist", relname);
+	return relid;
+}
+
+/*
+ * Open table "relname" and its index "indexname" with "lockmode" and start
+ * a scan with the "nkeys" keys (on index columns) in "keys".
+ */
+void
+idem_index_scan_begin(IdemIndexScan *scan, const char *relname,
+					  const char *indexname, LOCKMODE lockmode,
+					  ScanKey keys, int nkeys)
+{
+	scan->rel = table_open(idem_relation_oid(relname), lockmode);
+	scan->index = index_open(idem_relation_oid(indexname), lockmode);
+
+	CommandCounterIncrement();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	UpdateActiveSnapshotCommandId();
+	scan->snapshot = GetActiveSnapshot();
+
+	scan->slot = table_slot_create(scan->rel, NULL);
+	scan->scan = index_beginscan(scan->rel, scan->index, scan->snapshot,
+								 nkeys, 0);
+	index_rescan(scan->scan, keys, nkeys, NULL, 0);
+}
+
+/*
+ * The next visible row, in scan->slot; false at the end.
+ */
+bool
+idem_index_scan_next(IdemIndexScan *scan)
+{
+	return index_getnext_slot(scan->scan, ForwardScanDirection, scan->slot);
+}
+
+/*
+ * End the scan and close the relations, keeping their locks.
+ */
+void
+idem_index_scan_end(IdemIndexScan *scan)
+{
+	index_endscan(scan->scan);
+	ExecDropSingleTupleTableSlot(scan->slot);
+	PopActiveSnapshot();
+	index_close(scan->index, NoLock);
+	table_close(scan->rel, NoLock);
+}
