@@ -62,13 +62,15 @@ test/expected:
 $(DATA_built): $(sort $(wildcard sql/$(EXTVERSION)/*.sql))
 	cat $^ > $@
 
-.PHONY: run test bench stress sanitize memory lint
+.PHONY: run test bench profile stress sanitize memory lint
 run:
 	bash scripts/run.sh
 test:
 	bash test/run.sh
 bench:
 	bash bench/run.sh
+profile:
+	bash bench/profile.sh $(PROFILE_SCRIPTS)
 stress:
 	STRESS_SECONDS=$${STRESS_SECONDS:-60} TEST_GROUPS=tap bash test/run.sh
 sanitize:

@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# bench/profile.sh (make profile): instructions per transaction of the bench
+# workloads, counted by callgrind, which is stable where timings on a busy
+# machine are not.
+#
+# Starts a throwaway cluster whose backends run under callgrind, loads the
+# bench schema and PROFILE_ROWS completed keys, then runs each pgbench
+# script of bench/pgbench named on the command line (default: the phased
+# request, its floor, replay and execute) twice with one client, for
+# PROFILE_TX and 3 x PROFILE_TX transactions.  The difference of the two
+# backends' instruction totals, divided by 2 x PROFILE_TX, is the cost of
+# one transaction without the connection's start and end.
+#
+#   bench/profile.sh [SCRIPT.sql ...]
+#   PROFILE_KEEP=1     keep the callgrind files (annotate them with
+#                      callgrind_annotate --inclusive=yes FILE)
+set -uo pipefail
+IDEM_TOP=$(cd "$(dirname "$0")/.." && pwd)
+. "$IDEM_TOP/scripts/lib.sh"
+
+PROFILE_TX=${PROFILE_TX:-300}
+PROFILE_ROWS=${PROFILE_ROWS:-10000}
+SCRIPTS=${*:-phased.sql floor.sql replay.sql replay_pk.sql e2e_execute.sql e2e_seeds.sql}
+REQ='{"amount": 100, "currency": "EUR"}'
+
+idem_ensure_packages $IDEM_PACKAGES valgrind || exit 1
+idem_build || { echo "build failed" >&2; exit 1; }
+WORK=$(mktemp -d /tmp/idempotency-profile.XXXXXX)
+chmod 755 "$WORK"
+BIN=$(idem_private_install "$WORK") || { echo "install failed" >&2; exit 1; }
+CLUSTER=$WORK/cluster
+PGPID=
+
+cleanup() {
+  if [ -n "$PGPID" ]; then
+    runuser -u postgres -- "$BIN/pg_ctl" -D "$CLUSTER/data" -m fast -w -s stop
+    wait "$PGPID" 2>/dev/null
+  fi
+  if [ -n "${PROFILE_KEEP:-}" ]; then echo "work directory kept: $WORK" >&2; else rm -rf "$WORK"; fi
+}
+trap cleanup EXIT
+
+# A cluster as usual, loaded, then restarted under callgrind; fsync off,
+# since only instructions count here.
+idem_start_cluster "$BIN" "$CLUSTER" 5432 '' || exit 1
+printf 'fsync = off\nautovacuum = off\n' >>"$CLUSTER/data/postgresql.conf"
+q() { "$BIN/psql" -X -q -v ON_ERROR_STOP=1 -h "$CLUSTER" -U postgres -d bench "$@"; }
+"$BIN/psql" -X -q -h "$CLUSTER" -U postgres -d postgres -c 'CREATE DATABASE bench' || exit 1
+q -c 'CREATE EXTENSION idempotency' -f "$IDEM_TOP/bench/setup.sql" >/dev/null || exit 1
+q >/dev/null <<SQL || exit 1
+INSERT INTO idempotency.idempotency_keys (scope, idempotency_key, request_hash,
+    status, fence, recovery_point, response_code, response_body, expires_at)
+SELECT '', 'replay-' || i, idempotency.fingerprint('$REQ'), 'completed',
+       nextval('idempotency.fence_seq'), 'started', 200, '{"status": "paid"}',
+       now() + interval '7 days'
+  FROM generate_series(1, $PROFILE_ROWS) i;
+INSERT INTO bench.pl_keys (scope, idempotency_key, request_hash, status, fence,
+    recovery_point, response_code, response_body, expires_at)
+SELECT '', 'replay-' || i, sha256(convert_to('$REQ'::jsonb::text, 'UTF8')),
+       'completed', nextval('bench.pl_fence_seq'), 'started', 200,
+       '{"status": "paid"}', now() + interval '7 days'
+  FROM generate_series(1, $PROFILE_ROWS) i;
+INSERT INTO bench.seed_keys (idempotency_key, request_hash, status,
+    response_code, response_body, expires_at)
+SELECT 'replay-' || i, sha256(convert_to('$REQ'::jsonb::text, 'UTF8')),
+       'COMPLETED', 200, '{"status": "paid"}', now() + interval '7 days'
+  FROM generate_series(1, $PROFILE_ROWS) i;
+VACUUM ANALYZE;
+SQL
+
+runuser -u postgres -- "$BIN/pg_ctl" -D "$CLUSTER/data" -w -s stop || exit 1
+mkdir -p "$WORK/cg" && chown postgres: "$WORK/cg"
+runuser -u postgres -- valgrind --tool=callgrind --trace-children=yes \
+  --callgrind-out-file="$WORK/cg/callgrind.out.%p" --log-file="$WORK/cg/valgrind.%p.log" \
+  "$BIN/postgres" -D "$CLUSTER/data" >"$CLUSTER/server.log" 2>&1 &
+PGPID=$!
+for i in $(seq 120); do
+  "$BIN/pg_isready" -q -h "$CLUSTER" -U postgres && break
+  sleep 1
+done
+sleep 3
+
+# instructions of the backend that ran "pgbench -t TX" with SCRIPT: the
+# largest of the callgrind files that appeared meanwhile
+backend_instructions() {
+  local script=$1 tx=$2 f best=0 n
+  ls "$WORK/cg" >"$WORK/before"
+  (cd "$WORK" && "$BIN/pgbench" -n -M prepared -h "$CLUSTER" -U postgres -c 1 -t "$tx" \
+    -D n=0 -D rows="$PROFILE_ROWS" -f "$IDEM_TOP/bench/pgbench/$script" bench >"$WORK/pgbench.log" 2>&1) ||
+    { cat "$WORK/pgbench.log" >&2; echo 0; return; }
+  sleep 2
+  for f in $(ls "$WORK/cg" | grep '^callgrind.out' | grep -vxFf "$WORK/before"); do
+    for i in $(seq 60); do
+      grep -q '^totals:' "$WORK/cg/$f" && break
+      sleep 1
+    done
+    n=$(sed -n 's/^totals: *\([0-9]*\).*/\1/p' "$WORK/cg/$f")
+    [ "${n:-0}" -gt "$best" ] && best=$n
+  done
+  echo "$best"
+}
+
+printf '%-22s %14s\n' script instructions/tx
+for script in $SCRIPTS; do
+  a=$(backend_instructions "$script" "$PROFILE_TX")
+  b=$(backend_instructions "$script" $((3 * PROFILE_TX)))
+  printf '%-22s %14d\n' "$script" $(((b - a) / (2 * PROFILE_TX)))
+done
