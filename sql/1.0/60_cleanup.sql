@@ -16,17 +16,36 @@ COMMENT ON FUNCTION idempotency.purge_expired_batch(integer) IS 'one batch of pu
 
 -- No SET clause: a procedure that commits may not have one.  Every name in
 -- the body is qualified instead.
+--
+-- Every batch but the last commits with synchronous_commit off: its COMMIT
+-- does not wait for the flush of the megabytes of WAL it wrote (mostly
+-- full-page images), which would hold WALWriteLock and stall the commits of
+-- concurrent claims for milliseconds; the WAL writer flushes it in the
+-- background instead, and a crash can only bring back expired rows that the
+-- next purge deletes again.  The last batch commits with the caller's
+-- setting, flushing everything before the CALL returns; when it deleted
+-- nothing it has no commit to flush, so it takes a transaction id to get one.
 CREATE PROCEDURE idempotency.purge_expired(batch_size integer DEFAULT 10000)
 LANGUAGE plpgsql
 AS $$
 DECLARE
+    durable CONSTANT text := pg_catalog.current_setting('synchronous_commit');
     largest bigint;
+    pending boolean := false;
 BEGIN
     LOOP
+        PERFORM pg_catalog.set_config('synchronous_commit', 'off', true);
         SELECT pg_catalog.max(b.deleted) INTO largest
           FROM idempotency.purge_expired_batch(batch_size) AS b;
+        IF largest OPERATOR(pg_catalog.<) batch_size THEN
+            PERFORM pg_catalog.set_config('synchronous_commit', durable, true);
+            IF pending AND largest OPERATOR(pg_catalog.=) 0 THEN
+                PERFORM pg_catalog.txid_current();
+            END IF;
+        END IF;
         COMMIT;
         EXIT WHEN largest OPERATOR(pg_catalog.<) batch_size;
+        pending := true;
     END LOOP;
 END
 $$;
