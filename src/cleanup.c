@@ -21,6 +21,7 @@
 
 #include "access/nbtree.h"
 #include "access/tableam.h"
+#include "access/xlog.h"
 #include "access/xact.h"
 #include "funcapi.h"
 #include "miscadmin.h"
@@ -155,6 +156,17 @@ idempotency_purge_expired_batch(PG_FUNCTION_ARGS)
 															 IntervalPGetDatum(purge->retention)));
 		deleted[purge->relation] += purge_walk(purge, cutoff, room);
 	}
+
+	/*
+	 * Nothing to delete: purge_expired() is done, and it committed its
+	 * earlier batches without waiting for their WAL flush.  This session's
+	 * last commit is made durable here, so that what the procedure deleted
+	 * stays deleted after a crash once it returns (a no-op when flushed).
+	 */
+	for (i = 0; i < REL_COUNT && deleted[i] == 0; i++)
+		;
+	if (i == REL_COUNT && !XLogRecPtrIsInvalid(XactLastCommitEnd))
+		XLogFlush(XactLastCommitEnd);
 
 	for (i = 0; i < REL_COUNT; i++)
 	{

@@ -23,15 +23,14 @@ COMMENT ON FUNCTION idempotency.purge_expired_batch(integer) IS 'one batch of pu
 -- concurrent claims for milliseconds; the WAL writer flushes it in the
 -- background instead, and a crash can only bring back expired rows that the
 -- next purge deletes again.  The last batch commits with the caller's
--- setting, flushing everything before the CALL returns; when it deleted
--- nothing it has no commit to flush, so it takes a transaction id to get one.
+-- setting, which flushes everything before the CALL returns; a batch that
+-- deletes nothing flushes the earlier ones itself (see src/cleanup.c).
 CREATE PROCEDURE idempotency.purge_expired(batch_size integer DEFAULT 10000)
 LANGUAGE plpgsql
 AS $$
 DECLARE
     durable CONSTANT text := pg_catalog.current_setting('synchronous_commit');
     largest bigint;
-    pending boolean := false;
 BEGIN
     LOOP
         PERFORM pg_catalog.set_config('synchronous_commit', 'off', true);
@@ -39,13 +38,9 @@ BEGIN
           FROM idempotency.purge_expired_batch(batch_size) AS b;
         IF largest OPERATOR(pg_catalog.<) batch_size THEN
             PERFORM pg_catalog.set_config('synchronous_commit', durable, true);
-            IF pending AND largest OPERATOR(pg_catalog.=) 0 THEN
-                PERFORM pg_catalog.txid_current();
-            END IF;
         END IF;
         COMMIT;
         EXIT WHEN largest OPERATOR(pg_catalog.<) batch_size;
-        pending := true;
     END LOOP;
 END
 $$;

@@ -52,8 +52,13 @@ SELECT * FROM idempotency.purge_expired_batch(10);
 SELECT count(*) AS expired_keys_left FROM idempotency.idempotency_keys
  WHERE idempotency_key LIKE 'expired-%';
 
--- the procedure repeats batches, committing each, until nothing is left
+-- the procedure repeats batches, committing each, until nothing is left;
+-- it commits them with synchronous_commit off but leaves the caller's
+-- setting as it was
+SET synchronous_commit = remote_write;
 CALL idempotency.purge_expired(10);
+SHOW synchronous_commit;
+RESET synchronous_commit;
 SELECT idempotency_key, status FROM idempotency.idempotency_keys ORDER BY 1;
 SELECT token = live AS live_token_kept FROM idempotency.tokens, t;
 -- (consuming it makes it purgeable: the next batch takes it)
