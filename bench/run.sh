@@ -414,21 +414,27 @@ claims_during() {
 }
 
 # --- purge: a million expired keys, purge_expired() against a bare DELETE,
-# and claim latency meanwhile against without.
+# and claim latency meanwhile against without.  Up to three rounds (each
+# loads the keys again), since one stall of the shared machine decides a
+# p99; the table shows medians, the targets the medians of the per-round
+# ratios.
 purge_check() {
   has claim purge_expired || { echo "- purge skipped: idempotency.purge_expired not in this build" >>"$NOTES"; return 0; }
-  idem_log "purge: loading $BENCH_ROWS expired keys"
-  q >/dev/null <<SQL || return 0
+  local rounds=$((BENCH_ROUNDS < 3 ? BENCH_ROUNDS : 3)) r quiet ours bare left=0 f=$WORK/purge.txt
+  : >"$f"
+  for r in $(seq "$rounds"); do
+    idem_log "purge round $r: loading $BENCH_ROWS expired keys"
+    q >/dev/null <<SQL || return 0
 INSERT INTO idempotency.idempotency_keys (scope, idempotency_key, request_hash,
     status, fence, recovery_point, response_code, response_body, created_at,
     updated_at, expires_at)
-SELECT '', 'purge-' || i, idempotency.fingerprint('$REQ'), 'completed',
+SELECT '', 'purge-$r-' || i, idempotency.fingerprint('$REQ'), 'completed',
        nextval('idempotency.fence_seq'), 'started', 200, '{"status": "paid"}',
        now() - interval '2 days', now() - interval '2 days', now() - interval '1 day'
   FROM generate_series(1, $BENCH_ROWS) i;
 INSERT INTO bench.seed_keys (idempotency_key, request_hash, status,
     response_code, response_body, created_at, expires_at)
-SELECT 'purge-' || i, sha256(convert_to('$REQ'::jsonb::text, 'UTF8')),
+SELECT 'purge-$r-' || i, sha256(convert_to('$REQ'::jsonb::text, 'UTF8')),
        'COMPLETED', 200, '{"status": "paid"}', now() - interval '2 days',
        now() - interval '1 day'
   FROM generate_series(1, $BENCH_ROWS) i;
@@ -436,28 +442,33 @@ VACUUM ANALYZE idempotency.idempotency_keys;
 VACUUM ANALYZE bench.seed_keys;
 CHECKPOINT;
 SQL
-  idem_log "purge: claims alone, purge_expired, bare DELETE"
-  local quiet ours bare rps_ours rps_bare
-  quiet=$(claims_during quiet sleep "$((BENCH_SECONDS * 3))")
-  ours=$(claims_during purge q -c 'CALL idempotency.purge_expired()')
-  bare=$(claims_during delete q -c 'DELETE FROM bench.seed_keys WHERE expires_at < now()')
-  rps_ours=$(awk -v n="$BENCH_ROWS" -v s="${ours%% *}" 'BEGIN {printf "%.0f", n / s}')
-  rps_bare=$(awk -v n="$BENCH_ROWS" -v s="${bare%% *}" 'BEGIN {printf "%.0f", n / s}')
-  left=$(qv "SELECT count(*) FROM idempotency.idempotency_keys WHERE idempotency_key LIKE 'purge-%'")
+    idem_log "purge round $r: claims alone, purge_expired, bare DELETE"
+    quiet=$(claims_during quiet-$r sleep "$((BENCH_SECONDS * 2))")
+    ours=$(claims_during purge-$r q -c 'CALL idempotency.purge_expired()')
+    bare=$(claims_during delete-$r q -c 'DELETE FROM bench.seed_keys WHERE expires_at < now()')
+    # per round: seconds, p50 and p99 of the three, in that order
+    echo "$quiet $ours $bare" >>"$f"
+    left=$((left + $(qv "SELECT count(*) FROM idempotency.idempotency_keys WHERE idempotency_key LIKE 'purge-$r-%'")))
+  done
+  med() { awk -v k="$1" '{print $k}' "$f" | median; }
+  rps() { awk -v n="$BENCH_ROWS" -v s="$1" 'BEGIN {print (s + 0 > 0) ? sprintf("%.0f", n / s) : "NA"}'; }
   {
-    printf '\n### Purge of %s expired keys (one run)\n\n' "$BENCH_ROWS"
+    printf '\n### Purge of %s expired keys (medians of %s rounds)\n\n' "$BENCH_ROWS" "$rounds"
     echo "| variant | seconds | rows/s | claim p50 ms meanwhile | claim p99 ms meanwhile |"
     echo "|---|---:|---:|---:|---:|"
-    read -r s p50 p99 <<<"$quiet"; echo "| no purge (claims alone) | $s | | $p50 | $p99 |"
-    read -r s p50 p99 <<<"$ours"; echo "| CALL idempotency.purge_expired() | $s | $rps_ours | $p50 | $p99 |"
-    read -r s p50 p99 <<<"$bare"; echo "| DELETE ... WHERE expires_at < now() | $s | $rps_bare | $p50 | $p99 |"
+    echo "| no purge (claims alone) | $(med 1) | | $(med 2) | $(med 3) |"
+    echo "| CALL idempotency.purge_expired() | $(med 4) | $(rps "$(med 4)") | $(med 5) | $(med 6) |"
+    echo "| DELETE ... WHERE expires_at < now() | $(med 7) | $(rps "$(med 7)") | $(med 8) | $(med 9) |"
     echo
-    echo "Expired keys left after purge_expired(): $left."
+    echo "Expired keys left after purge_expired(): $left. Per round, claim p99"
+    echo "during purge_expired() / without: $(awk '{printf "%s%.2f", NR > 1 ? ", " : "", $3 > 0 ? $6 / $3 : 0}' "$f");"
+    echo "during the bare DELETE / without: $(awk '{printf "%s%.2f", NR > 1 ? ", " : "", $3 > 0 ? $9 / $3 : 0}' "$f")."
   } >>"$WORK/purge.md"
-  target "purge rows/s, ratio to the bare DELETE" \
-    "$(awk -v a="$rps_ours" -v b="$rps_bare" 'BEGIN {printf "%.2f", a / b}')" 0.5
-  target "claim p99 during purge, ratio to without" \
-    "$(awk -v a="$(echo "$ours" | cut -d' ' -f3)" -v b="$(echo "$quiet" | cut -d' ' -f3)" 'BEGIN {printf "%.2f", a / b}')" 2 le
+  # per-round ratio of columns A / B, median (NA when a column is)
+  rmed() { awk -v a="$1" -v b="$2" '{print ($a + 0 > 0 && $b + 0 > 0) ? $a / $b : "NA"}' "$f" |
+    median | awk '{print ($1 == "NA") ? "NA" : sprintf("%.2f", $1)}'; }
+  target "purge rows/s, ratio to the bare DELETE" "$(rmed 7 4)" 0.5
+  target "claim p99 during purge, ratio to without" "$(rmed 6 3)" 2 le
 }
 
 START=$(date +%s)
