@@ -461,8 +461,8 @@ SQL
     echo "| DELETE ... WHERE expires_at < now() | $(med 7) | $(rps "$(med 7)") | $(med 8) | $(med 9) |"
     echo
     echo "Expired keys left after purge_expired(): $left. Per round, claim p99"
-    echo "during purge_expired() / without: $(awk '{printf "%s%.2f", NR > 1 ? ", " : "", $3 > 0 ? $6 / $3 : 0}' "$f");"
-    echo "during the bare DELETE / without: $(awk '{printf "%s%.2f", NR > 1 ? ", " : "", $3 > 0 ? $9 / $3 : 0}' "$f")."
+    echo "during purge_expired() / without: $(awk '{printf "%s%.2f", (NR > 1 ? ", " : ""), ($3 > 0 ? $6 / $3 : 0)}' "$f");"
+    echo "during the bare DELETE / without: $(awk '{printf "%s%.2f", (NR > 1 ? ", " : ""), ($3 > 0 ? $9 / $3 : 0)}' "$f")."
   } >>"$WORK/purge.md"
   # per-round ratio of columns A / B, median (NA when a column is)
   rmed() { awk -v a="$1" -v b="$2" '{print ($a + 0 > 0 && $b + 0 > 0) ? $a / $b : "NA"}' "$f" |
