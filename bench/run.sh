@@ -17,7 +17,8 @@
 #   BENCH_SECONDS       seconds per pgbench run (default 2, about 20 minutes
 #                       in all; 1 is the quick run, under 5 minutes, with the
 #                       smaller defaults in brackets below)
-#   BENCH_ROUNDS        alternating rounds per workload (default 7 [3])
+#   BENCH_ROUNDS        alternating rounds per workload (default 7 [3]; the
+#                       purge: at most 3)
 #   BENCH_CLIENTS       client counts (default "1 8")
 #   BENCH_ROWS          completed keys for replay and expired keys for purge
 #                       (default 1000000 [100000])
