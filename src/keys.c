@@ -43,6 +43,7 @@
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
+#include "catalog/pg_collation.h"
 #include "catalog/pg_type.h"
 #include "commands/sequence.h"
 #include "funcapi.h"
@@ -51,6 +52,7 @@
 #include "utils/fmgroids.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
+#include "storage/bufmgr.h"
 #include "utils/rel.h"
 
 #include "idempotency.h"
@@ -125,6 +127,16 @@ typedef struct KeyRow
 	bool		nulls[KEY_NCOLUMNS];
 	ItemPointerData tid;
 } KeyRow;
+
+/*
+ * Where this backend's last direct claim put its row, and the fence it
+ * handed out: a holder call with that fence, typically the complete()
+ * that follows, fetches the row by its TID instead of searching the
+ * index.  Only a hint: the row found there is checked like one found
+ * through the index.
+ */
+static int64 last_claim_fence = 0;
+static ItemPointerData last_claim_tid;
 
 /*
  * $1 scope, $2 key, $3 request hash, $4 now, $5 ttl, $6 lease.  The WHERE
@@ -264,24 +276,72 @@ begin_key_scan(IdemIndexScan *scan, ScanKeyData *skey, text *scope,
 }
 
 /*
+ * Copy the row in the scan's slot into "row", in the current memory
+ * context: its values must outlive the slot.
+ */
+static void
+copy_key_row(IdemIndexScan *scan, KeyRow *row)
+{
+	TupleDesc	tupdesc = RelationGetDescr(scan->rel);
+	HeapTuple	copy = ExecCopySlotHeapTuple(scan->slot);
+	Datum	   *values = palloc(sizeof(Datum) * tupdesc->natts);
+	bool	   *nulls = palloc(sizeof(bool) * tupdesc->natts);
+	int			col;
+
+	/* one pass over the row, rather than a walk to each column */
+	heap_deform_tuple(copy, tupdesc, values, nulls);
+	for (col = 0; col < KEY_NCOLUMNS; col++)
+	{
+		row->values[col] = values[key_attnums[col] - 1];
+		row->nulls[col] = nulls[key_attnums[col] - 1];
+	}
+	pfree(values);
+	pfree(nulls);
+	row->tid = scan->slot->tts_tid;
+}
+
+/*
+ * True when "row" is the row of (scope, key).
+ */
+static bool
+is_key_row(const KeyRow *row, text *scope, text *key)
+{
+	return DatumGetBool(DirectFunctionCall2Coll(texteq, C_COLLATION_OID,
+												row->values[COL_KEY],
+												PointerGetDatum(key))) &&
+		DatumGetBool(DirectFunctionCall2Coll(texteq, C_COLLATION_OID,
+											 row->values[COL_SCOPE],
+											 PointerGetDatum(scope)));
+}
+
+/*
  * The next row version of the key that the scan sees, copied into "row"
  * (in the current memory context); false when there is none.
  */
 static bool
 next_key_row(IdemIndexScan *scan, KeyRow *row)
 {
-	HeapTuple	copy;
-	int			col;
-
 	if (!idem_index_scan_next(scan))
 		return false;
-	/* the values must outlive the slot: copy the row once */
-	copy = ExecCopySlotHeapTuple(scan->slot);
-	for (col = 0; col < KEY_NCOLUMNS; col++)
-		row->values[col] = heap_getattr(copy, key_attnums[col],
-										RelationGetDescr(scan->rel),
-										&row->nulls[col]);
-	row->tid = scan->slot->tts_tid;
+	copy_key_row(scan, row);
+	return true;
+}
+
+/*
+ * The row that the last direct claim inserted, when it holds "fence" and
+ * the scan's snapshot sees it: fetched by its TID into "row".  false
+ * sends the caller to the index.
+ */
+static bool
+fetch_claimed_row(IdemIndexScan *scan, int64 fence, KeyRow *row)
+{
+	if (fence != last_claim_fence ||
+		ItemPointerGetBlockNumber(&last_claim_tid) >=
+		RelationGetNumberOfBlocks(scan->rel) ||
+		!table_tuple_fetch_row_version(scan->rel, &last_claim_tid,
+									   scan->snapshot, scan->slot))
+		return false;
+	copy_key_row(scan, row);
 	return true;
 }
 
@@ -415,6 +475,11 @@ insert_key_directly(Datum *args, bool has_hash, IdemClaim *claim)
 
 	slot = idem_row_slot(rel, &key_table, row, nulls);
 	inserted = idem_insert_row(rel, slot);
+	if (inserted)
+	{
+		last_claim_fence = DatumGetInt64(row[COL_FENCE]);
+		last_claim_tid = slot->tts_tid;
+	}
 	ExecDropSingleTupleTableSlot(slot);
 	table_close(rel, NoLock);
 	if (inserted)
@@ -595,7 +660,9 @@ finish_key_directly(text *key, text *scope, int64 fence, bool completed,
 			idem_index_scan_end(&scan);
 			return FINISH_NEEDS_SQL;
 		}
-		if (!next_key_row(&scan, &row) ||
+		if (!((fetch_claimed_row(&scan, fence, &row) &&
+			   is_key_row(&row, scope, key)) ||
+			  next_key_row(&scan, &row)) ||
 			DatumGetInt64(row.values[COL_FENCE]) != fence ||
 			row.values[COL_STATUS] != key_statuses[STATUS_PROCESSING])
 		{
