@@ -30,6 +30,7 @@ extern Interval idem_outbox_retention;
 extern int	idem_max_key_length;
 extern int	idem_max_response_bytes;
 extern int	idem_outbox_max_attempts;
+extern bool idem_outbox_notify;
 
 /* Argument checks, in arguments.c; each raises 22023 with a useful hint. */
 extern void idem_require_arg(FunctionCallInfo fcinfo, int argno,

@@ -327,7 +327,8 @@ idempotency_enqueue_event(PG_FUNCTION_ARGS)
 	idem_restore_user(&owner);
 
 	/* Same payload, same notification: one per aggregate type and commit. */
-	Async_Notify(OUTBOX_CHANNEL, text_to_cstring(aggregate_type));
+	if (idem_outbox_notify)
+		Async_Notify(OUTBOX_CHANNEL, text_to_cstring(aggregate_type));
 	PG_RETURN_INT64(id);
 }
 
