@@ -788,6 +788,29 @@ transition_spi(TransitionPlan *entry, Oid relid, Datum *values,
 }
 
 /*
+ * The row type of transition()'s result, idempotency.transition_result,
+ * from the type cache, which keeps it current.  Its OID is looked up once
+ * per function OID (a re-created extension has new ones).
+ */
+static TupleDesc
+result_tupdesc(FunctionCallInfo fcinfo)
+{
+	static Oid	fn_oid = InvalidOid;
+	static Oid	result_type = InvalidOid;
+	TypeCacheEntry *typentry;
+
+	if (fcinfo->flinfo->fn_oid != fn_oid)
+	{
+		result_type = get_func_rettype(fcinfo->flinfo->fn_oid);
+		fn_oid = fcinfo->flinfo->fn_oid;
+	}
+	typentry = lookup_type_cache(result_type, TYPECACHE_TUPDESC);
+	if (typentry->tupDesc == NULL)
+		elog(ERROR, "return type must be a row type");
+	return typentry->tupDesc;
+}
+
+/*
  * transition(tbl, key_column, key, state_column, from_state, to_state,
  * set_columns) RETURNS transition_result
  */
@@ -831,9 +854,6 @@ idempotency_transition(PG_FUNCTION_ARGS)
 		values[3] = JsonbPGetDatum(jb);
 		nulls[3] = ' ';
 	}
-	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
-		elog(ERROR, "return type must be a row type");
-
 	entry = transition_entry(relid, key_attnum, state_attnum, set_columns);
 	if (set_columns != NULL ||
 		!transition_direct(entry, relid, key, from_state, to_state, no_move,
@@ -847,6 +867,8 @@ idempotency_transition(PG_FUNCTION_ARGS)
 		result[1] = PointerGetDatum(outcome.current_state);
 	else
 		result_nulls[1] = true;
-	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc),
-													  result, result_nulls)));
+	/* nothing between here and the copy takes in invalidations */
+	tupdesc = result_tupdesc(fcinfo);
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, result,
+													  result_nulls)));
 }
