@@ -48,6 +48,7 @@
 
 #include "access/htup_details.h"
 #include "access/nbtree.h"
+#include "access/relation.h"
 #include "access/relscan.h"
 #include "access/table.h"
 #include "access/tableam.h"
@@ -576,16 +577,12 @@ update_row(Relation rel, ItemPointer tid, HeapTuple newtuple,
 				insert_index_entries(rel, slot, snapshot);
 			break;
 		case TM_Updated:
-			if (IsolationUsesXactSnapshot())
-				ereport(ERROR,
-						(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
-						 errmsg("could not serialize access due to concurrent update")));
-			break;
 		case TM_Deleted:
 			if (IsolationUsesXactSnapshot())
 				ereport(ERROR,
 						(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
-						 errmsg("could not serialize access due to concurrent delete")));
+						 errmsg("could not serialize access due to concurrent %s",
+								result == TM_Updated ? "update" : "delete")));
 			break;
 		default:
 			elog(ERROR, "unexpected table_tuple_update status: %u", result);
@@ -630,8 +627,19 @@ transition_direct(TransitionPlan *entry, Oid relid, text *key,
 		table_close(rel, NoLock);
 		return false;
 	}
+	/* an index dropped or made unusable meanwhile: look again next time */
+	index = try_relation_open(entry->direct_index, RowExclusiveLock);
+	if (index == NULL || index->rd_rel->relkind != RELKIND_INDEX ||
+		index->rd_index->indrelid != relid || !index->rd_index->indisvalid ||
+		!index->rd_index->indisready || !index->rd_index->indislive)
+	{
+		if (index != NULL)
+			relation_close(index, NoLock);
+		table_close(rel, NoLock);
+		entry->direct_checked = false;
+		return false;
+	}
 	CheckCmdReplicaIdentity(rel, CMD_UPDATE);
-	index = index_open(entry->direct_index, RowExclusiveLock);
 
 	if (entry->key_type == TEXTOID)
 		key_value = PointerGetDatum(key);
