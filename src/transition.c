@@ -27,20 +27,20 @@
  * names and types.  Plans that a running call still executes (a trigger
  * calling transition() on the same table) are never freed under it.
  *
- * The direct path.  Without set_columns, on a plain heap table that has no
- * triggers, rules, row security, CHECK constraints, generated columns,
- * children or parent, whose key column (text, smallint, integer, bigint
- * or uuid) leads a valid B-tree index of its type's default operator
- * class and collation, and whose state column is text, and when the
- * caller holds SELECT and UPDATE on the whole table, the same statement
- * runs without an executor: the row is found through that index, its
- * state compared with the column's collation, and the row updated with
- * table_tuple_update() (new index entries only when the update is not
- * HOT).  That is everything the UPDATE above would do on such a table;
- * any other case, or a read-only or parallel transaction, takes the
- * statements.  A row moved by a concurrent commit is found again with a
- * fresh snapshot under READ COMMITTED, and raises 40001 under REPEATABLE
- * READ and SERIALIZABLE, as the UPDATE would.
+ * The direct path.  Without set_columns, on a plain heap table that has
+ * no triggers, rules, row security, CHECK constraints, generated columns
+ * or inheritance children and is not a partition, whose key column (text,
+ * smallint, integer, bigint or uuid) leads a valid B-tree index of its
+ * type's default operator class and collation, and whose state column is
+ * text, and when the caller holds SELECT and UPDATE on the whole table,
+ * the same statement runs without an executor: the row is found through
+ * that index, its state compared with the column's collation, and the row
+ * updated with table_tuple_update() (new index entries only when the
+ * update is not HOT).  That is everything the UPDATE above would do on
+ * such a table; any other case, or a read-only or parallel transaction,
+ * takes the statements.  A row moved by a concurrent commit is found
+ * again with a fresh snapshot under READ COMMITTED, and raises 40001
+ * under REPEATABLE READ and SERIALIZABLE, as the UPDATE would.
  *
  *-------------------------------------------------------------------------
  */
@@ -639,7 +639,9 @@ transition_direct(TransitionPlan *entry, Oid relid, text *key,
 		entry->direct_checked = false;
 		return false;
 	}
-	CheckCmdReplicaIdentity(rel, CMD_UPDATE);
+	/* the UPDATE's check, when it runs (for a published table) */
+	if (!no_move)
+		CheckCmdReplicaIdentity(rel, CMD_UPDATE);
 
 	if (entry->key_type == TEXTOID)
 		key_value = PointerGetDatum(key);
