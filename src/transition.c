@@ -419,10 +419,30 @@ check_one_row(uint64 rows, Oid relid, AttrNumber key_attnum)
 }
 
 /*
+ * Whether the UPDATE on "rel" would do no more than update the row and
+ * its index entries: a plain heap table, alone in its hierarchy, without
+ * triggers, rules, row security, CHECK constraints or generated columns.
+ */
+static bool
+direct_table_ok(Relation rel)
+{
+	Form_pg_class form = rel->rd_rel;
+	TupleConstr *constr = RelationGetDescr(rel)->constr;
+
+	return form->relkind == RELKIND_RELATION &&
+		form->relam == HEAP_TABLE_AM_OID &&
+		!form->relhassubclass && !form->relispartition &&
+		!form->relrowsecurity &&
+		rel->trigdesc == NULL && rel->rd_rules == NULL &&
+		(constr == NULL ||
+		 (constr->num_check == 0 && !constr->has_generated_stored));
+}
+
+/*
  * Fill the direct-path data of an entry from its open table: the B-tree
  * index to find the row by, the key's equality and input functions and
  * the collations of the comparisons.  direct_index stays InvalidOid when
- * the columns rule the direct path out.
+ * the table or the columns rule the direct path out.
  */
 static void
 direct_setup(TransitionPlan *entry, Relation rel)
@@ -437,7 +457,8 @@ direct_setup(TransitionPlan *entry, Relation rel)
 
 	entry->direct_checked = true;
 	entry->direct_index = InvalidOid;
-	if (keyatt->attisdropped || stateatt->attisdropped ||
+	if (!direct_table_ok(rel) ||
+		keyatt->attisdropped || stateatt->attisdropped ||
 		stateatt->atttypid != TEXTOID)
 		return;
 	/* types whose cast from text is their input function, or none */
@@ -476,26 +497,6 @@ direct_setup(TransitionPlan *entry, Relation rel)
 	entry->state_collation = stateatt->attcollation;
 	getTypeInputInfo(keyatt->atttypid, &typinput, &entry->key_ioparam);
 	fmgr_info_cxt(typinput, &entry->key_input, PlanCacheContext);
-}
-
-/*
- * Whether the UPDATE on "rel" would do no more than update the row and
- * its index entries: a plain heap table, alone in its hierarchy, without
- * triggers, rules, row security, CHECK constraints or generated columns.
- */
-static bool
-direct_table_ok(Relation rel)
-{
-	Form_pg_class form = rel->rd_rel;
-	TupleConstr *constr = RelationGetDescr(rel)->constr;
-
-	return form->relkind == RELKIND_RELATION &&
-		form->relam == HEAP_TABLE_AM_OID &&
-		!form->relhassubclass && !form->relispartition &&
-		!form->relrowsecurity &&
-		rel->trigdesc == NULL && rel->rd_rules == NULL &&
-		(constr == NULL ||
-		 (constr->num_check == 0 && !constr->has_generated_stored));
 }
 
 /*
@@ -609,10 +610,21 @@ transition_direct(TransitionPlan *entry, Oid relid, text *key,
 	TupleTableSlot *slot;
 	int			attempt;
 
-	if (XactReadOnly || IsInParallelMode() ||
-		ExecutorCheckPerms_hook != NULL ||
-		get_rel_relkind(relid) != RELKIND_RELATION)
+	if (XactReadOnly || IsInParallelMode() || ExecutorCheckPerms_hook != NULL)
 		return false;
+	/*
+	 * A table found unfit stays so until an invalidation resets its entry
+	 * (a relation never becomes a table).
+	 */
+	if (entry->valid && entry->direct_checked &&
+		!OidIsValid(entry->direct_index))
+		return false;
+	if (get_rel_relkind(relid) != RELKIND_RELATION)
+	{
+		entry->direct_checked = true;
+		entry->direct_index = InvalidOid;
+		return false;
+	}
 	rel = table_open(relid, RowExclusiveLock);
 	/* The lock took in invalidations: a changed table resets the entry. */
 	if (!entry->valid)

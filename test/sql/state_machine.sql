@@ -283,6 +283,12 @@ ROLLBACK;
 ALTER TABLE tickets ADD CONSTRAINT no_bad CHECK (state <> 'bad');
 SELECT pg_temp.error_of($$SELECT idempotency.transition('tickets', 'id', '2', 'state', 'b', 'bad')$$);
 ALTER TABLE tickets DROP CONSTRAINT no_bad;
+-- so does a trigger installed after plain calls
+SELECT idempotency.define_state_machine('ticket', '{"b": ["c2"]}');
+SELECT idempotency.enforce_state_machine('tickets', 'state', 'ticket');
+SELECT pg_temp.error_of($$SELECT idempotency.transition('tickets', 'id', '2', 'state', 'b', 'q')$$);
+SELECT idempotency.drop_state_machine_enforcement('tickets', 'state');
+DELETE FROM idempotency.state_machines WHERE name = 'ticket';
 -- a key matching two rows: the UPDATE's rule (two to move, or none and two to read)
 CREATE TABLE lines2 (order_no text, status text);
 CREATE INDEX ON lines2 (order_no);
