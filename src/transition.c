@@ -619,7 +619,9 @@ transition_direct(TransitionPlan *entry, Oid relid, text *key,
 	if (entry->valid && entry->direct_checked &&
 		!OidIsValid(entry->direct_index))
 		return false;
-	if (get_rel_relkind(relid) != RELKIND_RELATION)
+	/* a table known fit is a table (re-checked once it is locked) */
+	if (!(entry->valid && entry->direct_checked) &&
+		get_rel_relkind(relid) != RELKIND_RELATION)
 	{
 		entry->direct_checked = true;
 		entry->direct_index = InvalidOid;
@@ -673,7 +675,6 @@ transition_direct(TransitionPlan *entry, Oid relid, text *key,
 		ItemPointerData tid;
 		uint64		rows = 0;
 		uint64		movable = 0;
-		bool		first_null = true;
 
 		CHECK_FOR_INTERRUPTS();
 		/* what a statement of its own would see */
@@ -691,11 +692,6 @@ transition_direct(TransitionPlan *entry, Oid relid, text *key,
 			Datum		state = slot_getattr(slot, state_attnum, &isnull);
 
 			CHECK_FOR_INTERRUPTS();
-			if (rows++ == 0 && !isnull)
-			{
-				result->current_state = DatumGetTextPCopy(state);
-				first_null = false;
-			}
 			if (!no_move && !isnull &&
 				state_equals(state, from_state, entry->state_collation))
 			{
@@ -704,6 +700,9 @@ transition_direct(TransitionPlan *entry, Oid relid, text *key,
 				newtuple = new_version(slot, state_attnum, to_state);
 				tid = slot->tts_tid;
 			}
+			else if (rows == 0 && !isnull)
+				result->current_state = DatumGetTextPCopy(state);
+			rows++;
 		}
 		index_endscan(scan);
 
@@ -721,7 +720,7 @@ transition_direct(TransitionPlan *entry, Oid relid, text *key,
 			check_one_row(rows, relid, entry->key.key_attnum);
 			if (rows == 0)
 				result->outcome = "not_found";
-			else if (!first_null &&
+			else if (result->current_state != NULL &&
 					 state_equals(PointerGetDatum(result->current_state),
 								  to_state, entry->state_collation))
 				result->outcome = "already";
