@@ -203,6 +203,7 @@ hotkey pk_select base pgbench hotkey_pk.sql -
 inbox process_once ours pgbench process_once.sql process_once
 inbox insert_on_conflict base pgbench inbox.sql -
 outbox enqueue_event ours pgbench enqueue_event.sql enqueue_event
+outbox enqueue_event_notify_off ours pgbench enqueue_event.sql enqueue_event -c%20idempotency.outbox_notify=off
 outbox insert base pgbench outbox.sql -
 transition transition ours pgbench transition.sql transition
 transition update_then_select base pgbench transition_raw.sql -
