@@ -110,25 +110,7 @@ start_redis noaof --appendonly no || exit 1
 # --- the data the workloads read: a million completed keys, in the
 # extension's table and in both baseline tables.
 idem_log "loading $BENCH_ROWS completed keys"
-q >/dev/null <<SQL || exit 1
-INSERT INTO idempotency.idempotency_keys (scope, idempotency_key, request_hash,
-    status, fence, recovery_point, response_code, response_body, expires_at)
-SELECT '', 'replay-' || i, idempotency.fingerprint('$REQ'), 'completed',
-       nextval('idempotency.fence_seq'), 'started', 200, '{"status": "paid"}',
-       now() + interval '7 days'
-  FROM generate_series(1, $BENCH_ROWS) i;
-INSERT INTO bench.pl_keys (scope, idempotency_key, request_hash, status, fence,
-    recovery_point, response_code, response_body, expires_at)
-SELECT '', 'replay-' || i, sha256(convert_to('$REQ'::jsonb::text, 'UTF8')),
-       'completed', nextval('bench.pl_fence_seq'), 'started', 200,
-       '{"status": "paid"}', now() + interval '7 days'
-  FROM generate_series(1, $BENCH_ROWS) i;
-INSERT INTO bench.seed_keys (idempotency_key, request_hash, status,
-    response_code, response_body, expires_at)
-SELECT 'replay-' || i, sha256(convert_to('$REQ'::jsonb::text, 'UTF8')),
-       'COMPLETED', 200, '{"status": "paid"}', now() + interval '7 days'
-  FROM generate_series(1, $BENCH_ROWS) i;
-SQL
+q -v rows="$BENCH_ROWS" -v req="$REQ" -f "$IDEM_TOP/bench/load.sql" >/dev/null || exit 1
 q -c 'VACUUM ANALYZE' -c 'CHECKPOINT' || exit 1
 
 # has FUNC...: true when every function exists in this build.
