@@ -4,31 +4,35 @@
  *	  Request keys: claim, the holder calls (complete, fail, checkpoint,
  *	  release) and lookup.
  *
- * A claim is decided by a read and at most two cached statements, all run
- * as the extension owner:
+ * A claim is decided by a read and at most one write, run as the extension
+ * owner:
  *
  *	1. a read of the key, a direct probe of the primary key index (every
  *	   claim takes this step, so it skips the executor).  A completed key
  *	   (replay), another request under the key (mismatch) or a live lease
- *	   (in_progress) is answered from it, writing nothing.  Those answers cannot be made stale by a
- *	   concurrent transaction: completed keys only change once they expire,
- *	   and a live lease is only taken over once it runs out.
- *	2. otherwise one INSERT ... ON CONFLICT DO UPDATE ... WHERE <may take
- *	   over> takes the key atomically: a fresh key, an expired key, a crashed
- *	   holder's key or a retryable failure.  A concurrent claim of the same
- *	   key waits on the index entry or row lock and then sees our outcome.
- *	   A key the read found absent is first tried with a plain INSERT ... ON
- *	   CONFLICT DO NOTHING, whose plan starts at a fraction of the upsert's
- *	   cost (no SET list, no WHERE); only a concurrent insert of the same
- *	   key sends it on to the upsert.
- *	3. when the upsert declines, ON CONFLICT has locked the row it
- *	   conflicted with, and a second read, with a new snapshot, classifies
- *	   it.
+ *	   (in_progress) is answered from it, writing nothing.  Those answers
+ *	   cannot be made stale by a concurrent transaction: completed keys only
+ *	   change once they expire, and a live lease is only taken over once it
+ *	   runs out.
+ *	2. a key the read found absent is inserted directly, by a speculative
+ *	   insertion (row_write.c) that declines when a concurrent transaction
+ *	   inserted the key first.
+ *	3. otherwise one cached INSERT ... ON CONFLICT DO UPDATE ... WHERE <may
+ *	   take over> takes the key atomically: an expired key, a crashed
+ *	   holder's key, a retryable failure, or the key a concurrent insert
+ *	   won.  It waits for a concurrent holder of the index entry or row
+ *	   lock; when it declines, it has locked the row, and a second read,
+ *	   with a new snapshot, classifies it.
  *
- * Every holder call is one UPDATE or DELETE guarded by the fence that the
- * claim handed out; fences come from one sequence, so a later holder always
- * has a larger fence than any earlier one, even after the key was purged
- * and created again.  No row means the caller no longer holds the key.
+ * complete() and fail() find the key's row (by the TID of this backend's
+ * last claim, or through the index) and update it directly when the fence
+ * still holds it, reading it again when a concurrent transaction changed
+ * it first; checkpoint() and release() are one cached UPDATE or DELETE
+ * guarded by the fence.  Fences come from one sequence, so a later holder
+ * always has a larger fence than any earlier one, even after the key was
+ * purged and created again.  No row means the caller no longer holds the
+ * key.  A table that was given a trigger, a constraint or a column takes
+ * the cached statements for every write.
  *
  * All times are the statement's start time, passed as a parameter, so that
  * the C decisions and the SQL agree on "now".
