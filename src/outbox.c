@@ -641,7 +641,7 @@ idempotency_mark_failed(PG_FUNCTION_ARGS)
  * direct probe of the primary key.
  */
 static bool
-seen_processed(Datum *values)
+seen_processed(const Datum *values)
 {
 	ScanKeyData skey[2];
 	IdemIndexScan scan;
@@ -662,7 +662,7 @@ seen_processed(Datum *values)
  * already holds it; false when one might (the caller then asks SQL).
  */
 static bool
-mark_processed_directly(Datum *values)
+mark_processed_directly(const Datum *values)
 {
 	Relation	rel = table_open(idem_relation_oid("processed_events"),
 								 RowExclusiveLock);
