@@ -47,26 +47,8 @@ printf 'fsync = off\nautovacuum = off\n' >>"$CLUSTER/data/postgresql.conf"
 q() { "$BIN/psql" -X -q -v ON_ERROR_STOP=1 -h "$CLUSTER" -U postgres -d bench "$@"; }
 "$BIN/psql" -X -q -h "$CLUSTER" -U postgres -d postgres -c 'CREATE DATABASE bench' || exit 1
 q -c 'CREATE EXTENSION idempotency' -f "$IDEM_TOP/bench/setup.sql" >/dev/null || exit 1
-q >/dev/null <<SQL || exit 1
-INSERT INTO idempotency.idempotency_keys (scope, idempotency_key, request_hash,
-    status, fence, recovery_point, response_code, response_body, expires_at)
-SELECT '', 'replay-' || i, idempotency.fingerprint('$REQ'), 'completed',
-       nextval('idempotency.fence_seq'), 'started', 200, '{"status": "paid"}',
-       now() + interval '7 days'
-  FROM generate_series(1, $PROFILE_ROWS) i;
-INSERT INTO bench.pl_keys (scope, idempotency_key, request_hash, status, fence,
-    recovery_point, response_code, response_body, expires_at)
-SELECT '', 'replay-' || i, sha256(convert_to('$REQ'::jsonb::text, 'UTF8')),
-       'completed', nextval('bench.pl_fence_seq'), 'started', 200,
-       '{"status": "paid"}', now() + interval '7 days'
-  FROM generate_series(1, $PROFILE_ROWS) i;
-INSERT INTO bench.seed_keys (idempotency_key, request_hash, status,
-    response_code, response_body, expires_at)
-SELECT 'replay-' || i, sha256(convert_to('$REQ'::jsonb::text, 'UTF8')),
-       'COMPLETED', 200, '{"status": "paid"}', now() + interval '7 days'
-  FROM generate_series(1, $PROFILE_ROWS) i;
-VACUUM ANALYZE;
-SQL
+q -v rows="$PROFILE_ROWS" -v req="$REQ" -f "$IDEM_TOP/bench/load.sql" >/dev/null || exit 1
+q -c "VACUUM ANALYZE" || exit 1
 
 runuser -u postgres -- "$BIN/pg_ctl" -D "$CLUSTER/data" -w -s stop || exit 1
 mkdir -p "$WORK/cg" && chown postgres: "$WORK/cg"

@@ -111,25 +111,7 @@ start_redis noaof --appendonly no || exit 1
 # --- the data the workloads read: a million completed keys, in the
 # extension's table and in both baseline tables.
 idem_log "loading $BENCH_ROWS completed keys"
-q >/dev/null <<SQL || exit 1
-INSERT INTO idempotency.idempotency_keys (scope, idempotency_key, request_hash,
-    status, fence, recovery_point, response_code, response_body, expires_at)
-SELECT '', 'replay-' || i, idempotency.fingerprint('$REQ'), 'completed',
-       nextval('idempotency.fence_seq'), 'started', 200, '{"status": "paid"}',
-       now() + interval '7 days'
-  FROM generate_series(1, $BENCH_ROWS) i;
-INSERT INTO bench.pl_keys (scope, idempotency_key, request_hash, status, fence,
-    recovery_point, response_code, response_body, expires_at)
-SELECT '', 'replay-' || i, sha256(convert_to('$REQ'::jsonb::text, 'UTF8')),
-       'completed', nextval('bench.pl_fence_seq'), 'started', 200,
-       '{"status": "paid"}', now() + interval '7 days'
-  FROM generate_series(1, $BENCH_ROWS) i;
-INSERT INTO bench.seed_keys (idempotency_key, request_hash, status,
-    response_code, response_body, expires_at)
-SELECT 'replay-' || i, sha256(convert_to('$REQ'::jsonb::text, 'UTF8')),
-       'COMPLETED', 200, '{"status": "paid"}', now() + interval '7 days'
-  FROM generate_series(1, $BENCH_ROWS) i;
-SQL
+q -v rows="$BENCH_ROWS" -v req="$REQ" -f "$IDEM_TOP/bench/load.sql" >/dev/null || exit 1
 q -c 'VACUUM ANALYZE' -c 'CHECKPOINT' || exit 1
 
 # has FUNC...: true when every function exists in this build.
@@ -204,6 +186,7 @@ hotkey pk_select base pgbench hotkey_pk.sql -
 inbox process_once ours pgbench process_once.sql process_once
 inbox insert_on_conflict base pgbench inbox.sql -
 outbox enqueue_event ours pgbench enqueue_event.sql enqueue_event
+outbox enqueue_event_notify_off ours pgbench enqueue_event.sql enqueue_event -c%20idempotency.outbox_notify=off
 outbox insert base pgbench outbox.sql -
 transition transition ours pgbench transition.sql transition
 transition update_then_select base pgbench transition_raw.sql -

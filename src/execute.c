@@ -198,6 +198,8 @@ statement_result(StatementEntry *entry)
 		return idem_null_jsonb();
 
 	type = SPI_gettypeid(SPI_tuptable->tupdesc, 1);
+	if (type == JSONBOID)
+		return value;			/* to_jsonb() of jsonb is the value itself */
 	if (type != entry->result_type)
 	{
 		/* to_jsonb(anyelement) learns its argument type from fn_expr */

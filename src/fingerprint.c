@@ -12,7 +12,6 @@
  */
 #include "postgres.h"
 
-#include "common/cryptohash.h"
 #include "common/sha2.h"
 #include "utils/jsonb.h"
 
@@ -21,23 +20,127 @@
 PG_FUNCTION_INFO_V1(idempotency_fingerprint);
 
 /*
- * SHA-256 of "len" bytes at "data", into digest[PG_SHA256_DIGEST_LENGTH],
- * with PostgreSQL's own cryptohash API (OpenSSL when built with it).
+ * SHA-256 (FIPS 180-4), computed here rather than through pg_cryptohash:
+ * with OpenSSL 3 every pg_cryptohash_create() fetches the algorithm from a
+ * provider and allocates a context, which costs several times the hash of
+ * a request body of a few hundred bytes, on every claim.
+ */
+static const uint32 sha256_k[64] = {
+	0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1,
+	0x923f82a4, 0xab1c5ed5, 0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3,
+	0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174, 0xe49b69c1, 0xefbe4786,
+	0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
+	0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147,
+	0x06ca6351, 0x14292967, 0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13,
+	0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85, 0xa2bfe8a1, 0xa81a664b,
+	0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
+	0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a,
+	0x5b9cca4f, 0x682e6ff3, 0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208,
+	0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2
+};
+
+#define ROTR(x, n) (((x) >> (n)) | ((x) << (32 - (n))))
+
+/*
+ * Process one 64-byte block into the hash state "h".
+ */
+static void
+sha256_block(uint32 *h, const uint8 *block)
+{
+	uint32		w[64];
+	uint32		a,
+				b,
+				c,
+				d,
+				e,
+				f,
+				g,
+				k;
+	int			i;
+
+	for (i = 0; i < 16; i++)
+		w[i] = ((uint32) block[4 * i] << 24) | ((uint32) block[4 * i + 1] << 16) |
+			((uint32) block[4 * i + 2] << 8) | (uint32) block[4 * i + 3];
+	for (i = 16; i < 64; i++)
+	{
+		uint32		s0 = ROTR(w[i - 15], 7) ^ ROTR(w[i - 15], 18) ^ (w[i - 15] >> 3);
+		uint32		s1 = ROTR(w[i - 2], 17) ^ ROTR(w[i - 2], 19) ^ (w[i - 2] >> 10);
+
+		w[i] = w[i - 16] + s0 + w[i - 7] + s1;
+	}
+
+	a = h[0];
+	b = h[1];
+	c = h[2];
+	d = h[3];
+	e = h[4];
+	f = h[5];
+	g = h[6];
+	k = h[7];
+	for (i = 0; i < 64; i++)
+	{
+		uint32		t1 = k + (ROTR(e, 6) ^ ROTR(e, 11) ^ ROTR(e, 25)) +
+			((e & f) ^ (~e & g)) + sha256_k[i] + w[i];
+		uint32		t2 = (ROTR(a, 2) ^ ROTR(a, 13) ^ ROTR(a, 22)) +
+			((a & b) ^ (a & c) ^ (b & c));
+
+		k = g;
+		g = f;
+		f = e;
+		e = d + t1;
+		d = c;
+		c = b;
+		b = a;
+		a = t1 + t2;
+	}
+	h[0] += a;
+	h[1] += b;
+	h[2] += c;
+	h[3] += d;
+	h[4] += e;
+	h[5] += f;
+	h[6] += g;
+	h[7] += k;
+}
+
+/*
+ * SHA-256 of "len" bytes at "data", into digest[PG_SHA256_DIGEST_LENGTH].
  */
 void
 idem_sha256(const char *data, size_t len, uint8 *digest)
 {
-	pg_cryptohash_ctx *ctx = pg_cryptohash_create(PG_SHA256);
+	uint32		h[8] = {
+		0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
+		0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19
+	};
+	const uint8 *p = (const uint8 *) data;
+	size_t		left = len;
+	uint8		tail[128];
+	size_t		tail_len;
+	uint64		bits = (uint64) len * 8;
+	int			i;
 
-	if (ctx == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_OUT_OF_MEMORY),
-				 errmsg("out of memory")));
-	if (pg_cryptohash_init(ctx) < 0 ||
-		pg_cryptohash_update(ctx, (const uint8 *) data, len) < 0 ||
-		pg_cryptohash_final(ctx, digest, PG_SHA256_DIGEST_LENGTH) < 0)
-		elog(ERROR, "could not compute SHA-256: %s", pg_cryptohash_error(ctx));
-	pg_cryptohash_free(ctx);
+	for (; left >= 64; p += 64, left -= 64)
+		sha256_block(h, p);
+
+	/* the rest, a 1 bit, zeros, and the length in bits: one or two blocks */
+	memcpy(tail, p, left);
+	tail[left] = 0x80;
+	tail_len = left + 9 <= 64 ? 64 : 128;
+	memset(tail + left + 1, 0, tail_len - left - 1);
+	for (i = 0; i < 8; i++)
+		tail[tail_len - 1 - i] = (uint8) (bits >> (8 * i));
+	sha256_block(h, tail);
+	if (tail_len == 128)
+		sha256_block(h, tail + 64);
+
+	for (i = 0; i < 8; i++)
+	{
+		digest[4 * i] = (uint8) (h[i] >> 24);
+		digest[4 * i + 1] = (uint8) (h[i] >> 16);
+		digest[4 * i + 2] = (uint8) (h[i] >> 8);
+		digest[4 * i + 3] = (uint8) h[i];
+	}
 }
 
 /*

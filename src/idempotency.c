@@ -33,6 +33,7 @@ Interval	idem_outbox_retention;
 int			idem_max_key_length = IDEM_MAX_NAME_CHARS;
 int			idem_max_response_bytes = 1024 * 1024;
 int			idem_outbox_max_attempts = 10;
+bool		idem_outbox_notify = true;
 
 /* The text values behind the interval settings; the GUC machinery owns them. */
 static char *default_ttl_text;
@@ -221,6 +222,11 @@ _PG_init(void)
 							NULL,
 							&idem_outbox_max_attempts, 10, 1, 1000,
 							PGC_USERSET, 0, NULL, NULL, NULL);
+	DefineCustomBoolVariable("idempotency.outbox_notify",
+							 "Wakes listeners of channel idempotency_outbox when a transaction that enqueued events commits.",
+							 "NOTIFY serializes the commits of all notifying transactions of the cluster; producers at high concurrency may turn it off and let relays poll.",
+							 &idem_outbox_notify, true,
+							 PGC_USERSET, 0, NULL, NULL, NULL);
 
 	MarkGUCPrefixReserved("idempotency");
 }

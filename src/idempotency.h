@@ -11,6 +11,7 @@
 
 #include "fmgr.h"
 #include "access/genam.h"
+#include "access/tableam.h"
 #include "executor/spi.h"
 #include "executor/tuptable.h"
 #include "utils/jsonb.h"
@@ -29,6 +30,7 @@ extern Interval idem_outbox_retention;
 extern int	idem_max_key_length;
 extern int	idem_max_response_bytes;
 extern int	idem_outbox_max_attempts;
+extern bool idem_outbox_notify;
 
 /* Argument checks, in arguments.c; each raises 22023 with a useful hint. */
 extern void idem_require_arg(FunctionCallInfo fcinfo, int argno,
@@ -131,6 +133,28 @@ extern void idem_index_scan_begin(IdemIndexScan *scan, const char *relname,
 								  ScanKey keys, int nkeys);
 extern bool idem_index_scan_next(IdemIndexScan *scan);
 extern void idem_index_scan_end(IdemIndexScan *scan);
+
+/*
+ * Direct writes to the extension's own tables (row_write.c).  A layout
+ * names the columns a C file writes; idem_learn_table() finds them in the
+ * table and decides whether its rows may be written directly.
+ */
+typedef struct IdemTableLayout
+{
+	int			ncolumns;
+	const char *const *columns;
+	AttrNumber *attnums;		/* ncolumns entries */
+	Oid			relid;			/* InvalidOid until learnt */
+	bool		direct_writes;
+} IdemTableLayout;
+
+extern void idem_learn_table(IdemTableLayout *layout, Relation rel);
+extern TupleTableSlot *idem_row_slot(Relation rel,
+									 const IdemTableLayout *layout,
+									 const Datum *values, const bool *nulls);
+extern bool idem_insert_row(Relation rel, TupleTableSlot *slot);
+extern TM_Result idem_update_row(Relation rel, ItemPointer tid,
+								 TupleTableSlot *slot, Snapshot snapshot);
 
 /* plan_cache.c */
 extern int	idem_run(IdemQuery *query, Datum *values, const char *nulls,

@@ -20,10 +20,38 @@
 #include "access/tableam.h"
 #include "access/xact.h"
 #include "catalog/namespace.h"
+#include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/snapmgr.h"
+#include "utils/syscache.h"
 
 #include "idempotency.h"
+
+/*
+ * The OIDs of the extension's relations by name, looked up once and
+ * forgotten whenever pg_class changes (the extension may have been dropped
+ * and created again, or a relation renamed).  The names are string
+ * constants of the C files, so comparing pointers would do; strcmp() keeps
+ * it safe for any caller.
+ */
+#define RELATION_CACHE_SIZE 16
+
+typedef struct CachedRelation
+{
+	const char *relname;
+	Oid			relid;
+} CachedRelation;
+
+static CachedRelation relation_cache[RELATION_CACHE_SIZE];
+static int	relation_cache_used = 0;
+static bool relation_cache_callback_set = false;
+
+static void
+forget_relations(Datum arg pg_attribute_unused(), int cacheid pg_attribute_unused(),
+				 uint32 hashvalue pg_attribute_unused())
+{
+	relation_cache_used = 0;
+}
 
 /*
  * The OID of relation "relname" of schema idempotency; an error when it is
@@ -32,11 +60,28 @@
 Oid
 idem_relation_oid(const char *relname)
 {
-	Oid			relid = get_relname_relid(relname,
-										  get_namespace_oid("idempotency", false));
+	Oid			relid;
+	int			i;
 
+	for (i = 0; i < relation_cache_used; i++)
+		if (strcmp(relation_cache[i].relname, relname) == 0)
+			return relation_cache[i].relid;
+
+	relid = get_relname_relid(relname,
+							  get_namespace_oid("idempotency", false));
 	if (!OidIsValid(relid))
 		elog(ERROR, "relation \"idempotency.%s\" does not exist", relname);
+	if (!relation_cache_callback_set)
+	{
+		CacheRegisterSyscacheCallback(RELNAMENSP, forget_relations, (Datum) 0);
+		relation_cache_callback_set = true;
+	}
+	if (relation_cache_used < RELATION_CACHE_SIZE)
+	{
+		relation_cache[relation_cache_used].relname = relname;
+		relation_cache[relation_cache_used].relid = relid;
+		relation_cache_used++;
+	}
 	return relid;
 }
 

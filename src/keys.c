@@ -4,31 +4,35 @@
  *	  Request keys: claim, the holder calls (complete, fail, checkpoint,
  *	  release) and lookup.
  *
- * A claim is decided by a read and at most two cached statements, all run
- * as the extension owner:
+ * A claim is decided by a read and at most one write, run as the extension
+ * owner:
  *
  *	1. a read of the key, a direct probe of the primary key index (every
  *	   claim takes this step, so it skips the executor).  A completed key
  *	   (replay), another request under the key (mismatch) or a live lease
- *	   (in_progress) is answered from it, writing nothing.  Those answers cannot be made stale by a
- *	   concurrent transaction: completed keys only change once they expire,
- *	   and a live lease is only taken over once it runs out.
- *	2. otherwise one INSERT ... ON CONFLICT DO UPDATE ... WHERE <may take
- *	   over> takes the key atomically: a fresh key, an expired key, a crashed
- *	   holder's key or a retryable failure.  A concurrent claim of the same
- *	   key waits on the index entry or row lock and then sees our outcome.
- *	   A key the read found absent is first tried with a plain INSERT ... ON
- *	   CONFLICT DO NOTHING, whose plan starts at a fraction of the upsert's
- *	   cost (no SET list, no WHERE); only a concurrent insert of the same
- *	   key sends it on to the upsert.
- *	3. when the upsert declines, ON CONFLICT has locked the row it
- *	   conflicted with, and a second read, with a new snapshot, classifies
- *	   it.
+ *	   (in_progress) is answered from it, writing nothing.  Those answers
+ *	   cannot be made stale by a concurrent transaction: completed keys only
+ *	   change once they expire, and a live lease is only taken over once it
+ *	   runs out.
+ *	2. a key the read found absent is inserted directly, by a speculative
+ *	   insertion (row_write.c) that declines when a concurrent transaction
+ *	   inserted the key first.
+ *	3. otherwise one cached INSERT ... ON CONFLICT DO UPDATE ... WHERE <may
+ *	   take over> takes the key atomically: an expired key, a crashed
+ *	   holder's key, a retryable failure, or the key a concurrent insert
+ *	   won.  It waits for a concurrent holder of the index entry or row
+ *	   lock; when it declines, it has locked the row, and a second read,
+ *	   with a new snapshot, classifies it.
  *
- * Every holder call is one UPDATE or DELETE guarded by the fence that the
- * claim handed out; fences come from one sequence, so a later holder always
- * has a larger fence than any earlier one, even after the key was purged
- * and created again.  No row means the caller no longer holds the key.
+ * complete() and fail() find the key's row (by the TID of this backend's
+ * last claim, or through the index) and update it directly when the fence
+ * still holds it, reading it again when a concurrent transaction changed
+ * it first; checkpoint() and release() are one cached UPDATE or DELETE
+ * guarded by the fence.  Fences come from one sequence, so a later holder
+ * always has a larger fence than any earlier one, even after the key was
+ * purged and created again.  No row means the caller no longer holds the
+ * key.  A table that was given a trigger, a constraint or a column takes
+ * the cached statements for every write.
  *
  * All times are the statement's start time, passed as a parameter, so that
  * the C decisions and the SQL agree on "now".
@@ -40,13 +44,19 @@
 #include "access/detoast.h"
 #include "access/htup_details.h"
 #include "access/nbtree.h"
+#include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
+#include "catalog/pg_collation.h"
 #include "catalog/pg_type.h"
+#include "commands/sequence.h"
 #include "funcapi.h"
+#include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
+#include "utils/inval.h"
 #include "utils/lsyscache.h"
+#include "storage/bufmgr.h"
 #include "utils/rel.h"
 
 #include "idempotency.h"
@@ -59,37 +69,78 @@
 #define KEY_IS_ARG "scope" EQ "$1 AND idempotency_key" EQ "$2"
 
 /*
- * Columns that a claim reads from the key's row, and their names in
- * idempotency.idempotency_keys.
+ * The columns of idempotency.idempotency_keys that the C code knows.
  */
 enum
 {
-	READ_STATUS,
-	READ_REQUEST_HASH,
-	READ_ATTEMPTS,
-	READ_RECOVERY_POINT,
-	READ_RESPONSE_CODE,
-	READ_RESPONSE_BODY,
-	READ_RETRYABLE,
-	READ_LOCKED_UNTIL,
-	READ_EXPIRES_AT,
-	READ_NCOLUMNS
+	COL_SCOPE,
+	COL_KEY,
+	COL_REQUEST_HASH,
+	COL_STATUS,
+	COL_FENCE,
+	COL_ATTEMPTS,
+	COL_RECOVERY_POINT,
+	COL_RESPONSE_CODE,
+	COL_RESPONSE_BODY,
+	COL_RETRYABLE,
+	COL_LOCKED_UNTIL,
+	COL_CREATED_AT,
+	COL_UPDATED_AT,
+	COL_EXPIRES_AT,
+	KEY_NCOLUMNS
 };
 
-static const char *const read_column_names[READ_NCOLUMNS] = {
-	"status", "request_hash", "attempts", "recovery_point", "response_code",
-	"response_body", "retryable", "locked_until", "expires_at"
+static const char *const key_column_names[KEY_NCOLUMNS] = {
+	"scope", "idempotency_key", "request_hash", "status", "fence", "attempts",
+	"recovery_point", "response_code", "response_body", "retryable",
+	"locked_until", "created_at", "updated_at", "expires_at"
+};
+
+/* The values of idempotency.key_status. */
+enum
+{
+	STATUS_PROCESSING,
+	STATUS_COMPLETED,
+	STATUS_FAILED,
+	NSTATUSES
+};
+
+static const char *const status_names[NSTATUSES] = {
+	"processing", "completed", "failed"
 };
 
 /*
- * The columns of the key's row as the last read_key() found it, and the
- * attribute numbers of read_column_names in the table of key_row_relid
- * (resolved once per backend and table).
+ * Where the columns of the table of keys are and whether its rows may be
+ * written directly (row_write.c), and the OIDs of the status labels,
+ * learnt for the table of "statuses_relid".
  */
-static Datum key_row_values[READ_NCOLUMNS];
-static bool key_row_nulls[READ_NCOLUMNS];
-static Oid	key_row_relid = InvalidOid;
-static AttrNumber key_row_attnums[READ_NCOLUMNS];
+static AttrNumber key_attnums[KEY_NCOLUMNS];
+static IdemTableLayout key_table = {
+	.ncolumns = KEY_NCOLUMNS, .columns = key_column_names, .attnums = key_attnums
+};
+static Datum key_statuses[NSTATUSES];
+static Oid	key_statuses_relid = InvalidOid;
+
+/*
+ * The key's row as the last read_key() found it: its known columns and
+ * where it is.
+ */
+typedef struct KeyRow
+{
+	Datum		values[KEY_NCOLUMNS];
+	bool		nulls[KEY_NCOLUMNS];
+	ItemPointerData tid;
+} KeyRow;
+
+/*
+ * Where this backend's last direct claim put its row, and the fence it
+ * handed out: a holder call with that fence, typically the complete()
+ * that follows, fetches the row by its TID instead of searching the
+ * index.  Only a hint: the row found there is checked like one found
+ * through the index.
+ */
+static int64 last_claim_fence = 0;
+static ItemPointerData last_claim_tid;
 
 /*
  * $1 scope, $2 key, $3 request hash, $4 now, $5 ttl, $6 lease.  The WHERE
@@ -188,137 +239,182 @@ PG_FUNCTION_INFO_V1(idempotency_release);
 PG_FUNCTION_INFO_V1(idempotency_lookup);
 
 /*
- * Resolve the attribute numbers of read_column_names in "tupdesc".
+ * Learn the layout of the table of keys, "rel", unless known.
  */
 static void
-resolve_read_columns(Oid relid, TupleDesc tupdesc)
+learn_key_table(Relation rel)
 {
-	int			col;
 	int			i;
 
-	for (col = 0; col < READ_NCOLUMNS; col++)
-	{
-		key_row_attnums[col] = InvalidAttrNumber;
-		for (i = 0; i < tupdesc->natts; i++)
-		{
-			Form_pg_attribute attr = TupleDescAttr(tupdesc, i);
-
-			if (!attr->attisdropped &&
-				strcmp(NameStr(attr->attname), read_column_names[col]) == 0)
-				key_row_attnums[col] = attr->attnum;
-		}
-		if (key_row_attnums[col] == InvalidAttrNumber)
-			elog(ERROR, "column \"%s\" of relation \"idempotency.idempotency_keys\" does not exist",
-				 read_column_names[col]);
-	}
-	key_row_relid = relid;
+	idem_learn_table(&key_table, rel);
+	if (key_statuses_relid == key_table.relid)
+		return;
+	for (i = 0; i < NSTATUSES; i++)
+		key_statuses[i] =
+			DirectFunctionCall2(enum_in, CStringGetDatum(status_names[i]),
+								ObjectIdGetDatum(TupleDescAttr(RelationGetDescr(rel),
+															   key_attnums[COL_STATUS] - 1)->atttypid));
+	key_statuses_relid = key_table.relid;
 }
 
 /*
- * Read the key's row into key_row; false when there is none.
+ * Start a direct probe of the primary key index for the key: the table is
+ * opened with "lockmode" and its layout learnt.
  *
- * This runs on every claim, so it probes the primary key index directly
- * instead of starting an executor for a SELECT.  It sees what a
- * non-read-only SPI statement would see: the effects of the earlier
- * commands of this transaction and, under READ COMMITTED, everything
- * committed before it starts.  The copy of the row lives in the current
- * (SPI) memory context; read_column() returns its columns.
+ * It sees what a non-read-only SPI statement would see: the effects of the
+ * earlier commands of this transaction and, under READ COMMITTED,
+ * everything committed before it starts.
  */
-static bool
-read_key(text *scope, text *key)
+static void
+begin_key_scan(IdemIndexScan *scan, ScanKeyData *skey, text *scope,
+			   text *key, LOCKMODE lockmode)
 {
-	ScanKeyData skey[2];
-	IdemIndexScan scan;
-	bool		found;
-	int			col;
-
 	/* both key columns are text COLLATE "C", as ScanKeyInit() assumes */
 	ScanKeyInit(&skey[0], 1, BTEqualStrategyNumber, F_TEXTEQ,
 				PointerGetDatum(scope));
 	ScanKeyInit(&skey[1], 2, BTEqualStrategyNumber, F_TEXTEQ,
 				PointerGetDatum(key));
+	idem_index_scan_begin(scan, "idempotency_keys", "idempotency_keys_pkey",
+						  lockmode, skey, 2);
+	learn_key_table(scan->rel);
+}
 
-	idem_index_scan_begin(&scan, "idempotency_keys", "idempotency_keys_pkey",
-						  AccessShareLock, skey, 2);
-	if (RelationGetRelid(scan.rel) != key_row_relid)
-		resolve_read_columns(RelationGetRelid(scan.rel),
-							 RelationGetDescr(scan.rel));
-	found = idem_index_scan_next(&scan);
-	if (found)
+/*
+ * Copy the row in the scan's slot into "row", in the current memory
+ * context: its values must outlive the slot.
+ */
+static void
+copy_key_row(IdemIndexScan *scan, KeyRow *row)
+{
+	TupleDesc	tupdesc = RelationGetDescr(scan->rel);
+	HeapTuple	copy = ExecCopySlotHeapTuple(scan->slot);
+	Datum	   *values = palloc(sizeof(Datum) * tupdesc->natts);
+	bool	   *nulls = palloc(sizeof(bool) * tupdesc->natts);
+	int			col;
+
+	/* one pass over the row, rather than a walk to each column */
+	heap_deform_tuple(copy, tupdesc, values, nulls);
+	for (col = 0; col < KEY_NCOLUMNS; col++)
 	{
-		HeapTuple	row = ExecCopySlotHeapTuple(scan.slot);
-
-		for (col = 0; col < READ_NCOLUMNS; col++)
-			key_row_values[col] = heap_getattr(row, key_row_attnums[col],
-											   RelationGetDescr(scan.rel),
-											   &key_row_nulls[col]);
+		row->values[col] = values[key_attnums[col] - 1];
+		row->nulls[col] = nulls[key_attnums[col] - 1];
 	}
+	pfree(values);
+	pfree(nulls);
+	row->tid = scan->slot->tts_tid;
+}
+
+/*
+ * True when "row" is the row of (scope, key).
+ */
+static bool
+is_key_row(const KeyRow *row, text *scope, text *key)
+{
+	return DatumGetBool(DirectFunctionCall2Coll(texteq, C_COLLATION_OID,
+												row->values[COL_KEY],
+												PointerGetDatum(key))) &&
+		DatumGetBool(DirectFunctionCall2Coll(texteq, C_COLLATION_OID,
+											 row->values[COL_SCOPE],
+											 PointerGetDatum(scope)));
+}
+
+/*
+ * The next row version of the key that the scan sees, copied into "row"
+ * (in the current memory context); false when there is none.
+ */
+static bool
+next_key_row(IdemIndexScan *scan, KeyRow *row)
+{
+	if (!idem_index_scan_next(scan))
+		return false;
+	copy_key_row(scan, row);
+	return true;
+}
+
+/*
+ * The row that the last direct claim inserted, when it holds "fence" and
+ * the scan's snapshot sees it: fetched by its TID into "row".  false
+ * sends the caller to the index.
+ */
+static bool
+fetch_claimed_row(IdemIndexScan *scan, int64 fence, KeyRow *row)
+{
+	if (fence != last_claim_fence ||
+		ItemPointerGetBlockNumber(&last_claim_tid) >=
+		RelationGetNumberOfBlocks(scan->rel) ||
+		!table_tuple_fetch_row_version(scan->rel, &last_claim_tid,
+									   scan->snapshot, scan->slot))
+		return false;
+	copy_key_row(scan, row);
+	return true;
+}
+
+/*
+ * Read the key's row into "row"; false when there is none.  This runs on
+ * every claim, so it probes the index directly instead of starting an
+ * executor for a SELECT.
+ */
+static bool
+read_key(text *scope, text *key, KeyRow *row)
+{
+	ScanKeyData skey[2];
+	IdemIndexScan scan;
+	bool		found;
+
+	begin_key_scan(&scan, skey, scope, key, AccessShareLock);
+	found = next_key_row(&scan, row);
 	idem_index_scan_end(&scan);
 	return found;
 }
 
 /*
- * Column "col" (READ_*) of the row that the last read_key() found.
- */
-static Datum
-read_column(int col, bool *isnull)
-{
-	*isnull = key_row_nulls[col];
-	return key_row_values[col];
-}
-
-/*
- * Answer a claim from the key's row, as the last read_key() found it, when
- * the row decides it (replay, in_progress, mismatch).  Returns false when
- * the claim may take the key over.
+ * Answer a claim from the key's row when the row decides it (replay,
+ * in_progress, mismatch).  Returns false when the claim may take the key
+ * over.
  */
 static bool
-answer_from_row(bytea *request_hash, TimestampTz now, IdemClaim *claim)
+answer_from_row(const KeyRow *row, bytea *request_hash, TimestampTz now,
+				IdemClaim *claim)
 {
-	bool		isnull;
-	Datum		stored_hash;
-	char	   *status;
-	TimestampTz locked_until;
+	Datum		status = row->values[COL_STATUS];
 
-	if (DatumGetTimestampTz(read_column(READ_EXPIRES_AT, &isnull)) <= now)
+	if (DatumGetTimestampTz(row->values[COL_EXPIRES_AT]) <= now)
 		return false;
 
-	claim->values[CLAIM_STATUS] = read_column(READ_STATUS, &isnull);
+	claim->values[CLAIM_STATUS] = status;
 	claim->nulls[CLAIM_STATUS] = false;
-	stored_hash = read_column(READ_REQUEST_HASH, &isnull);
-	if (!isnull && request_hash != NULL &&
-		!DatumGetBool(DirectFunctionCall2(byteaeq, stored_hash,
+	if (!row->nulls[COL_REQUEST_HASH] && request_hash != NULL &&
+		!DatumGetBool(DirectFunctionCall2(byteaeq,
+										  row->values[COL_REQUEST_HASH],
 										  PointerGetDatum(request_hash))))
 	{
 		claim->outcome = "mismatch";
 		return true;
 	}
 
-	claim->values[CLAIM_ATTEMPTS] = read_column(READ_ATTEMPTS,
-												&claim->nulls[CLAIM_ATTEMPTS]);
-	claim->values[CLAIM_RECOVERY_POINT] =
-		read_column(READ_RECOVERY_POINT, &claim->nulls[CLAIM_RECOVERY_POINT]);
+	claim->values[CLAIM_ATTEMPTS] = row->values[COL_ATTEMPTS];
+	claim->values[CLAIM_RECOVERY_POINT] = row->values[COL_RECOVERY_POINT];
+	claim->nulls[CLAIM_ATTEMPTS] = claim->nulls[CLAIM_RECOVERY_POINT] = false;
 
-	status = DatumGetCString(DirectFunctionCall1(enum_out,
-												 claim->values[CLAIM_STATUS]));
-	if (strcmp(status, "completed") == 0 ||
-		(strcmp(status, "failed") == 0 &&
-		 !DatumGetBool(read_column(READ_RETRYABLE, &isnull))))
+	if (status == key_statuses[STATUS_COMPLETED] ||
+		(status == key_statuses[STATUS_FAILED] &&
+		 !DatumGetBool(row->values[COL_RETRYABLE])))
 	{
 		claim->outcome = "replay";
-		claim->values[CLAIM_RESPONSE_CODE] =
-			read_column(READ_RESPONSE_CODE, &claim->nulls[CLAIM_RESPONSE_CODE]);
-		claim->values[CLAIM_RESPONSE_BODY] =
-			read_column(READ_RESPONSE_BODY, &claim->nulls[CLAIM_RESPONSE_BODY]);
+		claim->values[CLAIM_RESPONSE_CODE] = row->values[COL_RESPONSE_CODE];
+		claim->nulls[CLAIM_RESPONSE_CODE] = row->nulls[COL_RESPONSE_CODE];
+		claim->values[CLAIM_RESPONSE_BODY] = row->values[COL_RESPONSE_BODY];
+		claim->nulls[CLAIM_RESPONSE_BODY] = row->nulls[COL_RESPONSE_BODY];
 		return true;
 	}
 
-	locked_until = DatumGetTimestampTz(read_column(READ_LOCKED_UNTIL, &isnull));
-	if (strcmp(status, "processing") == 0 && !isnull && locked_until > now)
+	if (status == key_statuses[STATUS_PROCESSING] &&
+		!row->nulls[COL_LOCKED_UNTIL] &&
+		DatumGetTimestampTz(row->values[COL_LOCKED_UNTIL]) > now)
 	{
 		claim->outcome = "in_progress";
 		claim->values[CLAIM_RETRY_AFTER] =
-			DirectFunctionCall2(timestamp_mi, TimestampTzGetDatum(locked_until),
+			DirectFunctionCall2(timestamp_mi, row->values[COL_LOCKED_UNTIL],
 								TimestampTzGetDatum(now));
 		claim->nulls[CLAIM_RETRY_AFTER] = false;
 		return true;
@@ -327,28 +423,106 @@ answer_from_row(bytea *request_hash, TimestampTz now, IdemClaim *claim)
 }
 
 /*
- * Fill "claim" from the row that insert_key or take_key returned: the key
- * is ours, claimed or resumed.
+ * Fill "claim" for a key that is now ours.
  */
 static void
-claim_from_row(IdemClaim *claim)
+claimed(IdemClaim *claim, Datum status, Datum fence, Datum attempts,
+		Datum recovery_point)
 {
-	bool		isnull;
-
-	claim->values[CLAIM_STATUS] = idem_get_column(1, &isnull);
-	claim->values[CLAIM_FENCE] = idem_get_column(2, &isnull);
-	claim->values[CLAIM_ATTEMPTS] = idem_get_column(3, &isnull);
-	claim->values[CLAIM_RECOVERY_POINT] = idem_get_column(4, &isnull);
+	claim->values[CLAIM_STATUS] = status;
+	claim->values[CLAIM_FENCE] = fence;
+	claim->values[CLAIM_ATTEMPTS] = attempts;
+	claim->values[CLAIM_RECOVERY_POINT] = recovery_point;
 	claim->nulls[CLAIM_STATUS] = claim->nulls[CLAIM_FENCE] =
 		claim->nulls[CLAIM_ATTEMPTS] =
 		claim->nulls[CLAIM_RECOVERY_POINT] = false;
-	claim->outcome = DatumGetInt32(claim->values[CLAIM_ATTEMPTS]) == 1 ?
-		"claimed" : "resumed";
+	claim->outcome = DatumGetInt32(attempts) == 1 ? "claimed" : "resumed";
+}
+
+/*
+ * Insert the row of a newly claimed key directly ($1 to $6 of the
+ * statements below in "args"); false, having written nothing, when
+ * another transaction holds the key already.
+ */
+static bool
+insert_key_directly(Datum *args, bool has_hash, IdemClaim *claim)
+{
+	Relation	rel = table_open(key_table.relid, RowExclusiveLock);
+	TupleTableSlot *slot;
+	Datum		row[KEY_NCOLUMNS];
+	bool		nulls[KEY_NCOLUMNS] = {false};
+	bool		inserted;
+
+	/* a trigger or column added since the read sends us to SQL */
+	learn_key_table(rel);
+	if (!key_table.direct_writes)
+	{
+		table_close(rel, NoLock);
+		return false;
+	}
+	row[COL_SCOPE] = args[0];
+	row[COL_KEY] = args[1];
+	row[COL_REQUEST_HASH] = args[2];
+	nulls[COL_REQUEST_HASH] = !has_hash;
+	row[COL_STATUS] = key_statuses[STATUS_PROCESSING];
+	row[COL_FENCE] = Int64GetDatum(nextval_internal(idem_relation_oid("fence_seq"),
+													false));
+	row[COL_ATTEMPTS] = Int32GetDatum(1);
+	row[COL_RECOVERY_POINT] = CStringGetTextDatum("started");
+	nulls[COL_RESPONSE_CODE] = nulls[COL_RESPONSE_BODY] =
+		nulls[COL_RETRYABLE] = true;
+	row[COL_LOCKED_UNTIL] = DirectFunctionCall2(timestamptz_pl_interval,
+												args[3], args[5]);
+	row[COL_CREATED_AT] = row[COL_UPDATED_AT] = args[3];
+	row[COL_EXPIRES_AT] = DirectFunctionCall2(timestamptz_pl_interval,
+											  args[3], args[4]);
+
+	slot = idem_row_slot(rel, &key_table, row, nulls);
+	inserted = idem_insert_row(rel, slot);
+	if (inserted)
+	{
+		last_claim_fence = DatumGetInt64(row[COL_FENCE]);
+		last_claim_tid = slot->tts_tid;
+	}
+	ExecDropSingleTupleTableSlot(slot);
+	table_close(rel, NoLock);
+	if (inserted)
+		claimed(claim, row[COL_STATUS], row[COL_FENCE], row[COL_ATTEMPTS],
+				row[COL_RECOVERY_POINT]);
+	return inserted;
+}
+
+/*
+ * Run one of the claiming statements below; true when it returned the
+ * row of a key that is now ours.  It connects to SPI for the statement
+ * only, and copies what it returns into the caller's memory.
+ */
+static bool
+run_claim_statement(IdemQuery *query, Datum *args, const char *nulls,
+					IdemClaim *claim)
+{
+	MemoryContext caller = CurrentMemoryContext;
+	bool		took = false;
+
+	SPI_connect();
+	if (idem_run(query, args, nulls, false, 1) == 1)
+	{
+		bool		isnull;
+		Datum		recovery_point = idem_get_column(4, &isnull);
+
+		took = true;
+		MemoryContextSwitchTo(caller);
+		claimed(claim, idem_get_column(1, &isnull),
+				idem_get_column(2, &isnull), idem_get_column(3, &isnull),
+				PointerGetDatum(DatumGetTextPCopy(recovery_point)));
+	}
+	SPI_finish();
+	return took;
 }
 
 /*
  * Claim a key: fill "claim" with the outcome and the columns it reveals.
- * Only the holder learns the fence.
+ * Only the holder learns the fence.  Runs as the extension owner.
  */
 void
 idem_claim_key(text *key, text *scope, Jsonb *request, Interval *ttl,
@@ -358,6 +532,7 @@ idem_claim_key(text *key, text *scope, Jsonb *request, Interval *ttl,
 	bytea	   *request_hash = request ? idem_fingerprint(request) : NULL;
 	Datum		values[6];
 	char		nulls[6] = {' ', ' ', request_hash ? ' ' : 'n', ' ', ' ', ' '};
+	KeyRow		row;
 	int			attempt;
 	bool		found;
 
@@ -369,15 +544,24 @@ idem_claim_key(text *key, text *scope, Jsonb *request, Interval *ttl,
 	values[4] = IntervalPGetDatum(ttl);
 	values[5] = IntervalPGetDatum(lease);
 
-	found = read_key(scope, key);
-	if (found && answer_from_row(request_hash, now, claim))
+	found = read_key(scope, key, &row);
+	if (found && answer_from_row(&row, request_hash, now, claim))
 		return;
 
-	/* An absent key is most likely still absent: insert it. */
-	if (!found && idem_run(&insert_key, values, nulls, false, 1) == 1)
+	/*
+	 * An absent key is most likely still absent: insert it, directly when
+	 * the table allows.  When another transaction inserted it meanwhile,
+	 * the direct insert declines and the upsert below decides.
+	 */
+	if (!found)
 	{
-		claim_from_row(claim);
-		return;
+		if (key_table.direct_writes)
+		{
+			if (insert_key_directly(values, request_hash != NULL, claim))
+				return;
+		}
+		else if (run_claim_statement(&insert_key, values, nulls, claim))
+			return;
 	}
 
 	/*
@@ -388,12 +572,10 @@ idem_claim_key(text *key, text *scope, Jsonb *request, Interval *ttl,
 	 */
 	for (attempt = 0; attempt < 3; attempt++)
 	{
-		if (idem_run(&take_key, values, nulls, false, 1) == 1)
-		{
-			claim_from_row(claim);
+		if (run_claim_statement(&take_key, values, nulls, claim))
 			return;
-		}
-		if (read_key(scope, key) && answer_from_row(request_hash, now, claim))
+		if (read_key(scope, key, &row) &&
+			answer_from_row(&row, request_hash, now, claim))
 			return;
 	}
 	elog(ERROR, "could not claim idempotency key \"%s\"", text_to_cstring(key));
@@ -411,18 +593,27 @@ idem_claim_runs_work(const IdemClaim *claim)
 
 /*
  * The claim as an idempotency.claim_result datum, in the caller's memory.
+ * The row type is looked up once per call site and kept in fn_extra.
  */
 Datum
 idem_claim_datum(FunctionCallInfo fcinfo, IdemClaim *claim)
 {
-	TupleDesc	tupdesc;
+	TupleDesc	tupdesc = (TupleDesc) fcinfo->flinfo->fn_extra;
 
-	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
-		elog(ERROR, "return type must be a row type");
+	if (tupdesc == NULL)
+	{
+		MemoryContext old = MemoryContextSwitchTo(fcinfo->flinfo->fn_mcxt);
+
+		if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+			elog(ERROR, "return type must be a row type");
+		tupdesc = BlessTupleDesc(tupdesc);
+		MemoryContextSwitchTo(old);
+		fcinfo->flinfo->fn_extra = tupdesc;
+	}
 	claim->values[CLAIM_OUTCOME] = CStringGetTextDatum(claim->outcome);
 	claim->nulls[CLAIM_OUTCOME] = false;
-	return HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc),
-											 claim->values, claim->nulls));
+	return HeapTupleGetDatum(heap_form_tuple(tupdesc, claim->values,
+											 claim->nulls));
 }
 
 /*
@@ -440,9 +631,74 @@ lease_lost(text *key, text *scope, int64 fence)
 			 errhint("Abandon this attempt; a retry of the request claims the key again.")));
 }
 
+typedef enum FinishResult
+{
+	FINISH_DONE,
+	FINISH_LEASE_LOST,
+	FINISH_NEEDS_SQL			/* the table does not allow direct writes */
+} FinishResult;
+
+/*
+ * Store the outcome of a held key directly: a read of its row and an
+ * update of it when the fence still holds it.  "status" receives the
+ * key's new status.
+ */
+static FinishResult
+finish_key_directly(text *key, text *scope, int64 fence, bool completed,
+					Datum body, bool body_isnull, int32 response_code,
+					bool retryable, Datum *status)
+{
+	TimestampTz now = GetCurrentStatementStartTimestamp();
+
+	for (;;)
+	{
+		ScanKeyData skey[2];
+		IdemIndexScan scan;
+		KeyRow		row;
+		TupleTableSlot *slot;
+		TM_Result	result;
+
+		begin_key_scan(&scan, skey, scope, key, RowExclusiveLock);
+		if (!key_table.direct_writes)
+		{
+			idem_index_scan_end(&scan);
+			return FINISH_NEEDS_SQL;
+		}
+		if (!((fetch_claimed_row(&scan, fence, &row) &&
+			   is_key_row(&row, scope, key)) ||
+			  next_key_row(&scan, &row)) ||
+			DatumGetInt64(row.values[COL_FENCE]) != fence ||
+			row.values[COL_STATUS] != key_statuses[STATUS_PROCESSING])
+		{
+			idem_index_scan_end(&scan);
+			return FINISH_LEASE_LOST;
+		}
+
+		*status = key_statuses[completed ? STATUS_COMPLETED : STATUS_FAILED];
+		row.values[COL_STATUS] = *status;
+		row.values[COL_RESPONSE_CODE] = Int32GetDatum(response_code);
+		row.nulls[COL_RESPONSE_CODE] = false;
+		row.values[COL_RESPONSE_BODY] = body;
+		row.nulls[COL_RESPONSE_BODY] = body_isnull;
+		row.values[COL_RETRYABLE] = BoolGetDatum(retryable);
+		row.nulls[COL_RETRYABLE] = completed;
+		row.nulls[COL_LOCKED_UNTIL] = true;
+		row.values[COL_UPDATED_AT] = TimestampTzGetDatum(now);
+
+		slot = idem_row_slot(scan.rel, &key_table, row.values, row.nulls);
+		result = idem_update_row(scan.rel, &row.tid, slot, scan.snapshot);
+		ExecDropSingleTupleTableSlot(slot);
+		idem_index_scan_end(&scan);
+		if (result == TM_Ok)
+			return FINISH_DONE;
+		/* changed by a concurrent transaction: read it again */
+		CHECK_FOR_INTERRUPTS();
+	}
+}
+
 /*
  * Store the final or retryable outcome of a held key; returns its new
- * status.
+ * status.  Runs as the extension owner.
  */
 Datum
 idem_finish_key(text *key, text *scope, int64 fence, bool completed,
@@ -452,7 +708,22 @@ idem_finish_key(text *key, text *scope, int64 fence, bool completed,
 	Datum		values[8];
 	char		nulls[8] = {' ', ' ', ' ', ' ', body_isnull ? 'n' : ' ', ' ', ' ',
 	completed ? 'n' : ' '};
+	Datum		status = (Datum) 0;
 	bool		isnull;
+	bool		held;
+
+	switch (finish_key_directly(key, scope, fence, completed, body,
+								body_isnull, response_code, retryable,
+								&status))
+	{
+		case FINISH_DONE:
+			return status;
+		case FINISH_LEASE_LOST:
+			lease_lost(key, scope, fence);
+			break;
+		case FINISH_NEEDS_SQL:
+			break;
+	}
 
 	values[0] = PointerGetDatum(scope);
 	values[1] = PointerGetDatum(key);
@@ -463,9 +734,14 @@ idem_finish_key(text *key, text *scope, int64 fence, bool completed,
 	values[6] = BoolGetDatum(completed);
 	values[7] = BoolGetDatum(retryable);
 
-	if (idem_run(&finish_key, values, nulls, false, 0) != 1)
+	SPI_connect();
+	held = idem_run(&finish_key, values, nulls, false, 0) == 1;
+	if (held)
+		status = idem_get_column(1, &isnull);
+	SPI_finish();
+	if (!held)
 		lease_lost(key, scope, fence);
-	return idem_get_column(1, &isnull);
+	return status;
 }
 
 /*
@@ -530,20 +806,14 @@ idempotency_claim(PG_FUNCTION_ARGS)
 	Interval   *ttl = idem_arg_interval(fcinfo, 3, "ttl", &idem_default_ttl);
 	Interval   *lease = idem_arg_interval(fcinfo, 4, "lease",
 										  &idem_lease_timeout);
-	MemoryContext caller_context = CurrentMemoryContext;
 	IdemOwnerRights owner;
 	IdemClaim	claim;
-	Datum		result;
 
 	idem_check_ttl_covers_lease(ttl, lease);
 	idem_become_owner(&owner);
-	SPI_connect();
 	idem_claim_key(key, scope, request, ttl, lease, &claim);
-	MemoryContextSwitchTo(caller_context);
-	result = idem_claim_datum(fcinfo, &claim);
-	SPI_finish();
 	idem_restore_user(&owner);
-	PG_RETURN_DATUM(result);
+	PG_RETURN_DATUM(idem_claim_datum(fcinfo, &claim));
 }
 
 /*
@@ -562,10 +832,8 @@ finish_held_key(FunctionCallInfo fcinfo, int body_arg, int code_arg,
 	IdemOwnerRights owner;
 
 	idem_become_owner(&owner);
-	SPI_connect();
 	idem_finish_key(key, scope, fence, completed, JsonbPGetDatum(body),
 					body == NULL, code, retryable);
-	SPI_finish();
 	idem_restore_user(&owner);
 }
 

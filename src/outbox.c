@@ -46,6 +46,8 @@
 #include "postgres.h"
 
 #include "access/htup_details.h"
+#include "access/nbtree.h"
+#include "access/table.h"
 #include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "commands/async.h"
@@ -56,6 +58,7 @@
 #include "replication/message.h"
 #include "storage/lock.h"
 #include "utils/builtins.h"
+#include "utils/fmgroids.h"
 #include "utils/json.h"
 #include "utils/pg_lsn.h"
 #include "utils/tuplestore.h"
@@ -192,6 +195,27 @@ static IdemQuery mark_processed = {
 	.nargs = 2, .argtypes = {TEXTOID, TEXTOID}
 };
 
+/*
+ * The columns of idempotency.processed_events, for the direct insert of
+ * process_once().
+ */
+enum
+{
+	PROCESSED_CONSUMER,
+	PROCESSED_EVENT_ID,
+	PROCESSED_AT,
+	PROCESSED_NCOLUMNS
+};
+
+static const char *const processed_columns[PROCESSED_NCOLUMNS] = {
+	"consumer", "event_id", "processed_at"
+};
+static AttrNumber processed_attnums[PROCESSED_NCOLUMNS];
+static IdemTableLayout processed_table = {
+	.ncolumns = PROCESSED_NCOLUMNS, .columns = processed_columns,
+	.attnums = processed_attnums
+};
+
 /* SQL-callable functions */
 PG_FUNCTION_INFO_V1(idempotency_enqueue_event);
 PG_FUNCTION_INFO_V1(idempotency_emit_event);
@@ -303,7 +327,8 @@ idempotency_enqueue_event(PG_FUNCTION_ARGS)
 	idem_restore_user(&owner);
 
 	/* Same payload, same notification: one per aggregate type and commit. */
-	Async_Notify(OUTBOX_CHANNEL, text_to_cstring(aggregate_type));
+	if (idem_outbox_notify)
+		Async_Notify(OUTBOX_CHANNEL, text_to_cstring(aggregate_type));
 	PG_RETURN_INT64(id);
 }
 
@@ -612,9 +637,66 @@ idempotency_mark_failed(PG_FUNCTION_ARGS)
 }
 
 /*
+ * True when this transaction sees the mark of (consumer, event id): a
+ * direct probe of the primary key.
+ */
+static bool
+seen_processed(const Datum *values)
+{
+	ScanKeyData skey[2];
+	IdemIndexScan scan;
+	bool		found;
+
+	/* both key columns are text COLLATE "C", as ScanKeyInit() assumes */
+	ScanKeyInit(&skey[0], 1, BTEqualStrategyNumber, F_TEXTEQ, values[0]);
+	ScanKeyInit(&skey[1], 2, BTEqualStrategyNumber, F_TEXTEQ, values[1]);
+	idem_index_scan_begin(&scan, "processed_events", "processed_events_pkey",
+						  AccessShareLock, skey, 2);
+	found = idem_index_scan_next(&scan);
+	idem_index_scan_end(&scan);
+	return found;
+}
+
+/*
+ * Insert the mark of (consumer, event id) directly, unless another row
+ * already holds it; false when one might (the caller then asks SQL).
+ */
+static bool
+mark_processed_directly(const Datum *values)
+{
+	Relation	rel = table_open(idem_relation_oid("processed_events"),
+								 RowExclusiveLock);
+	bool		inserted = false;
+
+	idem_learn_table(&processed_table, rel);
+	if (processed_table.direct_writes)
+	{
+		Datum		row[PROCESSED_NCOLUMNS];
+		bool		nulls[PROCESSED_NCOLUMNS] = {false};
+		TupleTableSlot *slot;
+
+		row[PROCESSED_CONSUMER] = values[0];
+		row[PROCESSED_EVENT_ID] = values[1];
+		row[PROCESSED_AT] = TimestampTzGetDatum(GetCurrentTransactionStartTimestamp());
+		slot = idem_row_slot(rel, &processed_table, row, nulls);
+		inserted = idem_insert_row(rel, slot);
+		ExecDropSingleTupleTableSlot(slot);
+	}
+	table_close(rel, NoLock);
+	return inserted;
+}
+
+/*
  * process_once(consumer text, event_id text) RETURNS boolean: true the
  * first time, false for a duplicate.  A concurrent duplicate waits for the
  * first one's transaction and gets false if it commits, true if it aborts.
+ *
+ * A duplicate that this transaction sees is answered by a direct probe,
+ * writing nothing; the first time is a direct insert.  When the insert
+ * finds the pair taken by a row the probe did not see, the INSERT ... ON
+ * CONFLICT DO NOTHING decides: it waits for a transaction that is still
+ * running, and raises a serialization failure where the isolation level
+ * requires one.
  */
 Datum
 idempotency_process_once(PG_FUNCTION_ARGS)
@@ -629,9 +711,18 @@ idempotency_process_once(PG_FUNCTION_ARGS)
 											  IDEM_MAX_NAME_CHARS));
 
 	idem_become_owner(&owner);
-	SPI_connect();
-	first = idem_run(&mark_processed, values, NULL, false, 0) == 1;
-	SPI_finish();
+	if (seen_processed(values))
+		first = false;
+	else
+	{
+		first = mark_processed_directly(values);
+		if (!first)
+		{
+			SPI_connect();
+			first = idem_run(&mark_processed, values, NULL, false, 0) == 1;
+			SPI_finish();
+		}
+	}
 	idem_restore_user(&owner);
 	PG_RETURN_BOOL(first);
 }

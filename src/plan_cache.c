@@ -21,6 +21,7 @@
 #include "catalog/pg_class.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
+#include "utils/inval.h"
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
@@ -29,22 +30,40 @@
 #include "idempotency.h"
 
 /*
- * The owner of the extension's tables, which is the extension owner: three
- * syscache lookups, cheap enough to repeat on every call and always current.
+ * The owner of the extension's tables, which is the extension owner.  It
+ * is looked up once and forgotten whenever a pg_class row changes (ALTER
+ * EXTENSION ... OWNER TO changes the tables' owner).
  */
+static Oid	cached_owner = InvalidOid;
+static bool owner_callback_set = false;
+
+static void
+forget_owner(Datum arg pg_attribute_unused(), int cacheid pg_attribute_unused(),
+			 uint32 hashvalue pg_attribute_unused())
+{
+	cached_owner = InvalidOid;
+}
+
 static Oid
 extension_owner(void)
 {
-	Oid			relid = idem_relation_oid("idempotency_keys");
+	Oid			relid;
 	HeapTuple	tuple;
-	Oid			owner;
 
+	if (OidIsValid(cached_owner))
+		return cached_owner;
+	relid = idem_relation_oid("idempotency_keys");
 	tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
 	if (!HeapTupleIsValid(tuple))
 		elog(ERROR, "cache lookup failed for relation %u", relid);
-	owner = ((Form_pg_class) GETSTRUCT(tuple))->relowner;
+	if (!owner_callback_set)
+	{
+		CacheRegisterSyscacheCallback(RELOID, forget_owner, (Datum) 0);
+		owner_callback_set = true;
+	}
+	cached_owner = ((Form_pg_class) GETSTRUCT(tuple))->relowner;
 	ReleaseSysCache(tuple);
-	return owner;
+	return cached_owner;
 }
 
 /*

@@ -25,3 +25,10 @@ SELECT provolatile, proparallel, proisstrict FROM pg_proc
 -- this should fail
 \set VERBOSITY sqlstate
 SELECT idempotency.fingerprint(NULL);
+-- the hash agrees with sha256() at every length around the block
+-- boundaries (55, 56, 63, 64, 119, 120 bytes and beyond)
+SELECT bool_and(idempotency.fingerprint(to_jsonb(repeat('x', n))) =
+                sha256(convert_to(to_jsonb(repeat('x', n))::text, 'UTF8'))) AS agrees_everywhere
+  FROM generate_series(0, 300) n;
+SELECT idempotency.fingerprint(to_jsonb(repeat('é', 5000))) =
+       sha256(convert_to(to_jsonb(repeat('é', 5000))::text, 'UTF8')) AS agrees_long;
