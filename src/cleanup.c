@@ -54,21 +54,21 @@ static const char *const relation_names[REL_COUNT] = {
  */
 typedef struct Purge
 {
-	int			relation;		/* REL_* */
 	const char *index;
 	const char *column;
 	const Interval *retention;
+	int			relation;		/* REL_* */
 	bool		lease_must_be_over; /* locked_until NULL or <= cut-off */
 } Purge;
 
 static const Purge purges[] = {
-	{REL_KEYS, "idempotency_keys_expires_at_idx", "expires_at", NULL, true},
-	{REL_TOKENS, "tokens_expires_at_idx", "expires_at", NULL, false},
-	{REL_TOKENS, "tokens_consumed_at_idx", "consumed_at", NULL, false},
-	{REL_PROCESSED, "processed_events_processed_at_idx", "processed_at",
-	&idem_processed_retention, false},
-	{REL_OUTBOX, "outbox_events_published_at_idx", "published_at",
-	&idem_outbox_retention, false},
+	{"idempotency_keys_expires_at_idx", "expires_at", NULL, REL_KEYS, true},
+	{"tokens_expires_at_idx", "expires_at", NULL, REL_TOKENS, false},
+	{"tokens_consumed_at_idx", "consumed_at", NULL, REL_TOKENS, false},
+	{"processed_events_processed_at_idx", "processed_at",
+	&idem_processed_retention, REL_PROCESSED, false},
+	{"outbox_events_published_at_idx", "published_at",
+	&idem_outbox_retention, REL_OUTBOX, false},
 };
 
 /*
