@@ -228,7 +228,7 @@ run_group() {
     fi
     run+=("$name $role $runner $arg ${opts:-}")
   done <<<"$VARIANTS"
-  printf '%s\n' "${run[@]}" | grep -q ' ours ' || return 0
+  [[ " ${run[*]} " == *" ours "* ]] || return 0
   clients=$BENCH_CLIENTS
   [ "$group" = hotkey ] && clients=$(echo $BENCH_CLIENTS | tr ' ' '\n' | sort -n | tail -1)
   n=${#run[@]}
@@ -274,7 +274,9 @@ fmt() {
 # table GROUP: the markdown table of one group.
 table() {
   local group=$1 bases v c header sep row b
-  awk -v g="$group" '$1 == g' "$RESULTS" | grep -q . || return 0
+  # (awk's exit status, not "| grep -q": with pipefail, grep's early exit
+  # could fail the pipeline and drop the table)
+  awk -v g="$group" '$1 == g {f = 1; exit} END {exit !f}' "$RESULTS" || return 0
   bases=$(awk -v g="$group" '$1 == g && $3 == "base" && !s[$2]++ {print $2}' "$RESULTS")
   header="| variant | clients | TPS | p50 ms | p99 ms |"
   sep="|---|---:|---:|---:|---:|"
@@ -312,7 +314,7 @@ target() {
 
 # ratio_target GROUP OURS BASE CLIENTS THRESHOLD DESCRIPTION
 ratio_target() {
-  awk -v g="$1" -v v="$2" -v c="$4" '$1 == g && $2 == v && $4 == c' "$RESULTS" | grep -q . || return 0
+  awk -v g="$1" -v v="$2" -v c="$4" '$1 == g && $2 == v && $4 == c {f = 1; exit} END {exit !f}' "$RESULTS" || return 0
   target "$6, $4 client$([ "$4" = 1 ] || echo s) (p50 latency ratio $(ratio "$1" "$2" "$3" "$4" p50))" \
     "$(ratio "$1" "$2" "$3" "$4")" "$5"
 }
