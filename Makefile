@@ -56,6 +56,9 @@ all:
 	      "which install them, or install postgresql-server-dev-15" >&2; exit 1
 endif
 
+# every C file includes the shared header: a change to it rebuilds them all
+$(OBJS): src/idempotency.h
+
 test/expected:
 	ln -s ../expected $@
 

@@ -122,7 +122,9 @@ typedef struct IdemIndexScan
 {
 	Relation	rel;
 	Relation	index;
-	IndexScanDesc scan;
+	IndexScanDesc scan;			/* NULL until the first row is asked for */
+	ScanKey		keys;			/* the caller's, kept until then */
+	int			nkeys;
 	TupleTableSlot *slot;		/* the current row */
 	Snapshot	snapshot;		/* the scan's, active until the end */
 } IdemIndexScan;

@@ -87,7 +87,8 @@ idem_relation_oid(const char *relname)
 
 /*
  * Open table "relname" and its index "indexname" with "lockmode" and start
- * a scan with the "nkeys" keys (on index columns) in "keys".
+ * a scan with the "nkeys" keys (on index columns) in "keys", which must
+ * stay valid until the scan ends.
  */
 void
 idem_index_scan_begin(IdemIndexScan *scan, const char *relname,
@@ -103,9 +104,10 @@ idem_index_scan_begin(IdemIndexScan *scan, const char *relname,
 	scan->snapshot = GetActiveSnapshot();
 
 	scan->slot = table_slot_create(scan->rel, NULL);
-	scan->scan = index_beginscan(scan->rel, scan->index, scan->snapshot,
-								 nkeys, 0);
-	index_rescan(scan->scan, keys, nkeys, NULL, 0);
+	/* the index scan itself starts with the first row asked for */
+	scan->scan = NULL;
+	scan->keys = keys;
+	scan->nkeys = nkeys;
 }
 
 /*
@@ -114,6 +116,12 @@ idem_index_scan_begin(IdemIndexScan *scan, const char *relname,
 bool
 idem_index_scan_next(IdemIndexScan *scan)
 {
+	if (scan->scan == NULL)
+	{
+		scan->scan = index_beginscan(scan->rel, scan->index, scan->snapshot,
+									 scan->nkeys, 0);
+		index_rescan(scan->scan, scan->keys, scan->nkeys, NULL, 0);
+	}
 	return index_getnext_slot(scan->scan, ForwardScanDirection, scan->slot);
 }
 
@@ -123,7 +131,8 @@ idem_index_scan_next(IdemIndexScan *scan)
 void
 idem_index_scan_end(IdemIndexScan *scan)
 {
-	index_endscan(scan->scan);
+	if (scan->scan != NULL)
+		index_endscan(scan->scan);
 	ExecDropSingleTupleTableSlot(scan->slot);
 	PopActiveSnapshot();
 	index_close(scan->index, NoLock);
