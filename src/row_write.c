@@ -4,7 +4,7 @@
  *	  Direct writes to the extension's own tables, for the hot paths where
  *	  starting an executor for one row would cost more than the write: the
  *	  insert of a claimed key or a processed event, and the update that
- *	  completes a key.
+ *	  completes a key (which transition() also uses on plain tables).
  *
  * An insert is a speculative insertion, as INSERT ... ON CONFLICT DO
  * NOTHING makes it: the heap tuple is inserted under a speculative token,
@@ -14,10 +14,12 @@
  * caller then takes the slow path (a cached SQL statement), which waits
  * for the other transaction and decides.
  *
- * An update replaces a row that a direct index read found; the caller
- * retries with a new read when a concurrent transaction changed the row
- * first, as READ COMMITTED's re-check does, or raises a serialization
- * failure under REPEATABLE READ and SERIALIZABLE.
+ * An update replaces a row that a direct read found; a version that is not
+ * HOT gets its index entries through the executor's own routine, which
+ * checks unique and exclusion constraints.  When a concurrent transaction
+ * changed the row first, the caller reads it again and decides again, as
+ * READ COMMITTED's re-check does; under REPEATABLE READ and SERIALIZABLE
+ * that is a serialization failure.
  *
  * Both maintain every index of the table.  They do not fire triggers,
  * evaluate CHECK constraints or index expressions, nor fill in defaults:
@@ -34,6 +36,7 @@
 #include "access/tableam.h"
 #include "access/xact.h"
 #include "catalog/index.h"
+#include "executor/executor.h"
 #include "nodes/execnodes.h"
 #include "storage/lmgr.h"
 #include "utils/inval.h"
@@ -249,6 +252,25 @@ idem_insert_row(Relation rel, TupleTableSlot *slot)
 }
 
 /*
+ * The index entries of a new row version that is not HOT, with the checks
+ * of unique and exclusion constraints, as the executor makes them.
+ */
+static void
+insert_index_entries(Relation rel, TupleTableSlot *slot, Snapshot snapshot)
+{
+	EState	   *estate = CreateExecutorState();
+	ResultRelInfo *rri = makeNode(ResultRelInfo);
+
+	estate->es_snapshot = snapshot;
+	estate->es_output_cid = GetCurrentCommandId(true);
+	InitResultRelInfo(rri, rel, 0, NULL, 0);
+	ExecOpenIndices(rri, false);
+	(void) ExecInsertIndexTuples(rri, slot, estate, false, false, NULL, NIL);
+	ExecCloseIndices(rri);
+	FreeExecutorState(estate);
+}
+
+/*
  * Replace the row at "tid", which "snapshot" sees, with the row in "slot".
  * Returns TM_Ok, or TM_Updated or TM_Deleted when a concurrent transaction
  * changed the row first: under READ COMMITTED the caller reads the row
@@ -270,29 +292,21 @@ idem_update_row(Relation rel, ItemPointer tid, TupleTableSlot *slot,
 	switch (result)
 	{
 		case TM_Ok:
+			/* a HOT update leaves the index entries as they are */
+			if (update_indexes)
+				insert_index_entries(rel, slot, snapshot);
 			break;
 		case TM_Updated:
 		case TM_Deleted:
 			if (IsolationUsesXactSnapshot())
 				ereport(ERROR,
 						(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
-						 errmsg("could not serialize access due to concurrent update")));
-			return result;
+						 errmsg("could not serialize access due to concurrent %s",
+								result == TM_Updated ? "update" : "delete")));
+			break;
 		default:
 			elog(ERROR, "unexpected result %d updating a row of \"%s\"",
 				 (int) result, RelationGetRelationName(rel));
 	}
-
-	/* a HOT update leaves the index entries as they are */
-	if (update_indexes)
-	{
-		RowIndexes	ri;
-		int			i;
-
-		open_row_indexes(rel, &ri);
-		for (i = 0; i < ri.count; i++)
-			insert_index_entry(rel, &ri, i, slot, UNIQUE_CHECK_YES, true);
-		close_row_indexes(&ri);
-	}
-	return TM_Ok;
+	return result;
 }

@@ -533,25 +533,6 @@ new_version(TupleTableSlot *slot, AttrNumber state_attnum, text *to_state)
 }
 
 /*
- * The index entries of a new row version that is not HOT, with the checks
- * of unique and exclusion constraints, as the executor makes them.
- */
-static void
-insert_index_entries(Relation rel, TupleTableSlot *slot, Snapshot snapshot)
-{
-	EState	   *estate = CreateExecutorState();
-	ResultRelInfo *rri = makeNode(ResultRelInfo);
-
-	estate->es_snapshot = snapshot;
-	estate->es_output_cid = GetCurrentCommandId(true);
-	InitResultRelInfo(rri, rel, 0, NULL, 0);
-	ExecOpenIndices(rri, false);
-	(void) ExecInsertIndexTuples(rri, slot, estate, false, false, NULL, NIL);
-	ExecCloseIndices(rri);
-	FreeExecutorState(estate);
-}
-
-/*
  * Update the row at "tid" to "newtuple".  Returns false when a concurrent
  * commit moved the row under READ COMMITTED (find it again); raises 40001
  * under REPEATABLE READ and SERIALIZABLE.
@@ -562,32 +543,10 @@ update_row(Relation rel, ItemPointer tid, HeapTuple newtuple,
 {
 	TupleTableSlot *slot = MakeSingleTupleTableSlot(RelationGetDescr(rel),
 													&TTSOpsHeapTuple);
-	TM_FailureData tmfd;
-	LockTupleMode lockmode;
-	bool		update_indexes;
 	TM_Result	result;
 
 	ExecStoreHeapTuple(newtuple, slot, true);
-	result = table_tuple_update(rel, tid, slot, GetCurrentCommandId(true),
-								snapshot, InvalidSnapshot, true, &tmfd,
-								&lockmode, &update_indexes);
-	switch (result)
-	{
-		case TM_Ok:
-			if (update_indexes)
-				insert_index_entries(rel, slot, snapshot);
-			break;
-		case TM_Updated:
-		case TM_Deleted:
-			if (IsolationUsesXactSnapshot())
-				ereport(ERROR,
-						(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
-						 errmsg("could not serialize access due to concurrent %s",
-								result == TM_Updated ? "update" : "delete")));
-			break;
-		default:
-			elog(ERROR, "unexpected table_tuple_update status: %u", result);
-	}
+	result = idem_update_row(rel, tid, slot, snapshot);
 	ExecDropSingleTupleTableSlot(slot);
 	return result == TM_Ok;
 }
