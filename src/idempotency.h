@@ -130,6 +130,7 @@ typedef struct IdemIndexScan
 } IdemIndexScan;
 
 extern Oid	idem_relation_oid(const char *relname);
+extern Snapshot idem_push_statement_snapshot(void);
 extern void idem_index_scan_begin(IdemIndexScan *scan, const char *relname,
 								  const char *indexname, LOCKMODE lockmode,
 								  ScanKey keys, int nkeys);

@@ -86,6 +86,21 @@ idem_relation_oid(const char *relname)
 }
 
 /*
+ * Make the active snapshot the one a statement of its own would take here:
+ * the effects of the earlier commands of this transaction and, under READ
+ * COMMITTED, everything committed before now.  Pop it with
+ * PopActiveSnapshot().
+ */
+Snapshot
+idem_push_statement_snapshot(void)
+{
+	CommandCounterIncrement();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	UpdateActiveSnapshotCommandId();
+	return GetActiveSnapshot();
+}
+
+/*
  * Open table "relname" and its index "indexname" with "lockmode" and start
  * a scan with the "nkeys" keys (on index columns) in "keys", which must
  * stay valid until the scan ends.
@@ -98,10 +113,7 @@ idem_index_scan_begin(IdemIndexScan *scan, const char *relname,
 	scan->rel = table_open(idem_relation_oid(relname), lockmode);
 	scan->index = index_open(idem_relation_oid(indexname), lockmode);
 
-	CommandCounterIncrement();
-	PushActiveSnapshot(GetTransactionSnapshot());
-	UpdateActiveSnapshotCommandId();
-	scan->snapshot = GetActiveSnapshot();
+	scan->snapshot = idem_push_statement_snapshot();
 
 	scan->slot = table_slot_create(scan->rel, NULL);
 	/* the index scan itself starts with the first row asked for */

@@ -83,24 +83,21 @@ close_row_indexes(RowIndexes *ri)
 }
 
 /*
- * Add the index entries of the row in "slot" (already in the heap) to
- * index "i", or to every index but the unique ones when "i" is -1.  With
- * "partial", a unique index is only extended when no other row holds the
- * value (UNIQUE_CHECK_PARTIAL); returns false when one might.
+ * Add the entry of the row in "slot" (already in the heap) to index "i".
+ * A unique index is only extended when no other live or in-progress row
+ * holds the value (UNIQUE_CHECK_PARTIAL); returns false when one might.
  */
 static bool
-insert_index_entry(Relation rel, RowIndexes *ri, int i,
-				   TupleTableSlot *slot, IndexUniqueCheck check,
-				   bool unchanged)
+insert_index_entry(Relation rel, RowIndexes *ri, int i, TupleTableSlot *slot)
 {
 	Datum		values[INDEX_MAX_KEYS];
 	bool		isnull[INDEX_MAX_KEYS];
 
 	FormIndexDatum(ri->infos[i], slot, NULL, values, isnull);
 	return index_insert(ri->indexes[i], values, isnull, &slot->tts_tid, rel,
-						ri->indexes[i]->rd_index->indisunique ? check :
-						UNIQUE_CHECK_NO,
-						unchanged, ri->infos[i]);
+						ri->indexes[i]->rd_index->indisunique ?
+						UNIQUE_CHECK_PARTIAL : UNIQUE_CHECK_NO,
+						false, ri->infos[i]);
 }
 
 /*
@@ -240,11 +237,10 @@ idem_insert_row(Relation rel, TupleTableSlot *slot)
 								   NULL, token);
 	for (i = 0; i < ri.count && unique; i++)
 		if (ri.indexes[i]->rd_index->indisunique)
-			unique = insert_index_entry(rel, &ri, i, slot,
-										UNIQUE_CHECK_PARTIAL, false);
+			unique = insert_index_entry(rel, &ri, i, slot);
 	for (i = 0; i < ri.count && unique; i++)
 		if (!ri.indexes[i]->rd_index->indisunique)
-			insert_index_entry(rel, &ri, i, slot, UNIQUE_CHECK_NO, false);
+			insert_index_entry(rel, &ri, i, slot);
 	table_tuple_complete_speculative(rel, slot, token, unique);
 	SpeculativeInsertionLockRelease(xid);
 	close_row_indexes(&ri);

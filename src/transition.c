@@ -637,10 +637,7 @@ transition_direct(TransitionPlan *entry, Oid relid, text *key,
 
 		CHECK_FOR_INTERRUPTS();
 		/* what a statement of its own would see */
-		CommandCounterIncrement();
-		PushActiveSnapshot(GetTransactionSnapshot());
-		UpdateActiveSnapshotCommandId();
-		snapshot = GetActiveSnapshot();
+		snapshot = idem_push_statement_snapshot();
 		result->current_state = NULL;
 
 		scan = index_beginscan(rel, index, snapshot, 1, 0);
