@@ -5,30 +5,38 @@
  *	  expired; the procedure purge_expired() repeats it, committing after
  *	  each batch.
  *
- * Each relation is purged by a walk of the index on its time column, up to
- * the cut-off, deleting each row directly with table_tuple_delete() and
- * without waiting: a row that a claim, a consumer or a relay is changing
- * or has locked is skipped, not waited for, and a row changed since the
- * walk's snapshot is left alone.  A row is written once (its delete), not
- * locked first, and no executor is started per batch.  What is live is
- * never picked: a key past expires_at whose holder still has a lease, a
- * token neither expired nor consumed, an outbox event not yet published
- * (the partial indexes hold only consumed tokens and published events).
+ * Each relation is purged by one cached statement per walk:
+ *
+ *	  DELETE FROM rel WHERE ctid = ANY (ARRAY(SELECT ctid FROM rel
+ *		WHERE <may go> ORDER BY <time column> LIMIT n FOR UPDATE SKIP LOCKED))
+ *
+ * run through SPI as the extension owner, so the executor fires the
+ * table's DELETE triggers, applies its rules and checks or cascades the
+ * foreign keys that reference it, and refuses in a read-only transaction.
+ * A row that a claim, a consumer or a relay is changing or has locked is
+ * skipped, not waited for.  What is live is never picked: a key past
+ * expires_at whose holder still has a lease, a token neither expired nor
+ * consumed, an outbox event not yet published.
+ *
+ * A batch whose delete fails on one row (an application table's foreign
+ * key without ON DELETE CASCADE still references it, or a user's trigger
+ * raises) is rolled back to a savepoint and done again row by row, each
+ * delete in a subtransaction of its own: the rows that fail stay, are
+ * counted in a WARNING, and the others go.  So one such row never stops
+ * the scheduled job; it is tried again by every later purge.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
-#include "access/nbtree.h"
-#include "access/tableam.h"
 #include "access/xlog.h"
 #include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
-#include "utils/fmgroids.h"
-#include "utils/lsyscache.h"
-#include "utils/rel.h"
+#include "utils/resowner.h"
 #include "utils/timestamp.h"
 
 #include "idempotency.h"
@@ -47,79 +55,202 @@ static const char *const relation_names[REL_COUNT] = {
 	"idempotency_keys", "tokens", "processed_events", "outbox_events"
 };
 
+/* Shorthands for the qualified operators of the statements below. */
+#define LE " OPERATOR(pg_catalog.<=) "
+#define CANDIDATES(rel, where, column) \
+	"SELECT ctid FROM idempotency." rel " WHERE " where \
+	" ORDER BY " column " LIMIT $2 FOR UPDATE SKIP LOCKED"
+#define DELETE_BATCH(rel, where, column) \
+	"DELETE FROM idempotency." rel \
+	" WHERE ctid OPERATOR(pg_catalog.=) ANY (ARRAY(" \
+	CANDIDATES(rel, where, column) "))"
+#define PURGE_ARGTYPES {TIMESTAMPTZOID, INT8OID}
+
 /*
- * One walk: the rows of "relation" whose "column" is at most the cut-off
- * (now - retention; now when retention is NULL), in the order of "index",
- * whose first column is "column".  A key also needs its lease run out.
+ * One walk: the rows of "relation" that may go, up to the cut-off $1 (now
+ * - retention; now when retention is NULL), oldest first, at most $2 of
+ * them.  "batch" deletes them in one statement; "candidates" lists them
+ * for the row-by-row fallback.
  */
 typedef struct Purge
 {
-	const char *index;
-	const char *column;
-	const Interval *retention;
 	int			relation;		/* REL_* */
-	bool		lease_must_be_over; /* locked_until NULL or <= cut-off */
+	const Interval *retention;
+	IdemQuery	batch;
+	IdemQuery	candidates;
 } Purge;
 
-static const Purge purges[] = {
-	{"idempotency_keys_expires_at_idx", "expires_at", NULL, REL_KEYS, true},
-	{"tokens_expires_at_idx", "expires_at", NULL, REL_TOKENS, false},
-	{"tokens_consumed_at_idx", "consumed_at", NULL, REL_TOKENS, false},
-	{"processed_events_processed_at_idx", "processed_at",
-	&idem_processed_retention, REL_PROCESSED, false},
-	{"outbox_events_published_at_idx", "published_at",
-	&idem_outbox_retention, REL_OUTBOX, false},
+#define PURGE(relation, retention, rel, where, column) \
+	{relation, retention, \
+	 {.sql = DELETE_BATCH(rel, where, column), .nargs = 2, .argtypes = PURGE_ARGTYPES}, \
+	 {.sql = CANDIDATES(rel, where, column), .nargs = 2, .argtypes = PURGE_ARGTYPES}}
+
+static Purge purges[] = {
+	PURGE(REL_KEYS, NULL, "idempotency_keys",
+		  "expires_at" LE "$1 AND (locked_until IS NULL OR locked_until" LE "$1)",
+		  "expires_at"),
+	PURGE(REL_TOKENS, NULL, "tokens", "expires_at" LE "$1", "expires_at"),
+	PURGE(REL_TOKENS, NULL, "tokens",
+		  "consumed_at IS NOT NULL AND consumed_at" LE "$1", "consumed_at"),
+	PURGE(REL_PROCESSED, &idem_processed_retention, "processed_events",
+		  "processed_at" LE "$1", "processed_at"),
+	PURGE(REL_OUTBOX, &idem_outbox_retention, "outbox_events",
+		  "published_at IS NOT NULL AND published_at" LE "$1", "published_at"),
 };
+
+/* $1 the row's ctid, for the row-by-row fallback; one per relation */
+static IdemQuery delete_row[REL_COUNT] = {
+	{.sql = "DELETE FROM idempotency.idempotency_keys WHERE ctid OPERATOR(pg_catalog.=) $1",
+	.nargs = 1, .argtypes = {TIDOID}},
+	{.sql = "DELETE FROM idempotency.tokens WHERE ctid OPERATOR(pg_catalog.=) $1",
+	.nargs = 1, .argtypes = {TIDOID}},
+	{.sql = "DELETE FROM idempotency.processed_events WHERE ctid OPERATOR(pg_catalog.=) $1",
+	.nargs = 1, .argtypes = {TIDOID}},
+	{.sql = "DELETE FROM idempotency.outbox_events WHERE ctid OPERATOR(pg_catalog.=) $1",
+	.nargs = 1, .argtypes = {TIDOID}},
+};
+
+/*
+ * True for the errors that a row-by-row purge skips the row for: a
+ * violated constraint (a foreign key that still references the row) and
+ * an error raised by a user's trigger or rule.  Anything else (a cancel,
+ * a serialization failure, a read-only transaction, running out of
+ * resources, an internal error) ends the purge.
+ */
+static bool
+row_error_is_skippable(int sqlerrcode)
+{
+	switch (ERRCODE_TO_CATEGORY(sqlerrcode))
+	{
+		case ERRCODE_INTEGRITY_CONSTRAINT_VIOLATION:
+		case ERRCODE_TRIGGERED_ACTION_EXCEPTION:
+		case ERRCODE_TRIGGERED_DATA_CHANGE_VIOLATION:
+		case ERRCODE_PLPGSQL_ERROR:
+			return true;
+		default:
+			return false;
+	}
+}
+
+/*
+ * Run "query" with "args" in a subtransaction of its own; returns the
+ * number of rows it processed, or -1, having rolled it back, when it
+ * failed with an error that row_error_is_skippable() accepts (a copy of
+ * the error, in the caller's memory, is left in "*error" unless one is
+ * there already).  The caller is connected to SPI.
+ */
+static int64
+run_in_subtransaction(IdemQuery *query, Datum *args, ErrorData **error)
+{
+	MemoryContext caller = CurrentMemoryContext;
+	ResourceOwner owner = CurrentResourceOwner;
+	volatile int64 processed = -1;
+
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(caller);
+	PG_TRY();
+	{
+		processed = idem_run(query, args, NULL, false, 0);
+		ReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(caller);
+		CurrentResourceOwner = owner;
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(caller);
+		edata = CopyErrorData();
+		if (!row_error_is_skippable(edata->sqlerrcode))
+			PG_RE_THROW();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(caller);
+		CurrentResourceOwner = owner;
+		if (*error == NULL)
+			*error = edata;
+		else
+			FreeErrorData(edata);
+		processed = -1;
+	}
+	PG_END_TRY();
+	return processed;
+}
+
+/*
+ * Delete the rows of one walk one by one, each in a subtransaction, until
+ * "limit" went or none is left; a row whose delete fails stays.  Returns
+ * how many went.
+ */
+static int64
+purge_row_by_row(Purge *purge, Datum *args, int64 limit)
+{
+	ErrorData  *error = NULL;
+	Portal		portal;
+	int64		deleted = 0;
+	int64		skipped = 0;
+
+	/* every row that may go: the limit counts deletes, not candidates */
+	args[1] = Int64GetDatum(PG_INT64_MAX);
+	if (purge->candidates.plan == NULL)
+		(void) idem_run(&purge->candidates, args, NULL, true, 0);	/* prepare */
+	portal = SPI_cursor_open(NULL, purge->candidates.plan, args, NULL, false);
+	while (deleted < limit)
+	{
+		uint64		i;
+		uint64		fetched;
+		SPITupleTable *rows;
+
+		SPI_cursor_fetch(portal, true, 100);
+		fetched = SPI_processed;
+		rows = SPI_tuptable;
+		if (fetched == 0)
+			break;
+		for (i = 0; i < fetched && deleted < limit; i++)
+		{
+			bool		isnull;
+			Datum		ctid = SPI_getbinval(rows->vals[i], rows->tupdesc, 1,
+											 &isnull);
+
+			CHECK_FOR_INTERRUPTS();
+			if (run_in_subtransaction(&delete_row[purge->relation], &ctid,
+									  &error) < 0)
+				skipped++;
+			else
+				deleted++;
+		}
+		SPI_freetuptable(rows);
+	}
+	SPI_cursor_close(portal);
+	if (skipped > 0)
+		ereport(WARNING,
+				(errmsg("purge kept %lld rows of \"idempotency.%s\" that could not be deleted",
+						(long long) skipped, relation_names[purge->relation]),
+				 errdetail("The first row failed with: %s", error->message),
+				 errhint("A foreign key without ON DELETE CASCADE or SET NULL that references these rows, or a trigger that raises an error, keeps them; every later purge tries them again.")));
+	return deleted;
+}
 
 /*
  * Delete at most "limit" rows of one walk; returns how many went.
  */
 static int64
-purge_walk(const Purge *purge, TimestampTz cutoff, int64 limit)
+purge_walk(Purge *purge, TimestampTz cutoff, int64 limit)
 {
-	AttrNumber	column;
-	AttrNumber	locked_until = InvalidAttrNumber;
-	ScanKeyData skey;
-	IdemIndexScan scan;
-	int64		deleted = 0;
+	ErrorData  *error = NULL;
+	Datum		args[2];
+	int64		deleted;
 
-	ScanKeyInit(&skey, 1, BTLessEqualStrategyNumber, F_TIMESTAMPTZ_LE,
-				TimestampTzGetDatum(cutoff));
-	idem_index_scan_begin(&scan, relation_names[purge->relation],
-						  purge->index, RowExclusiveLock, &skey, 1);
-	column = get_attnum(RelationGetRelid(scan.rel), purge->column);
-	if (purge->lease_must_be_over)
-		locked_until = get_attnum(RelationGetRelid(scan.rel), "locked_until");
-	if (column == InvalidAttrNumber ||
-		(purge->lease_must_be_over && locked_until == InvalidAttrNumber))
-		elog(ERROR, "relation \"idempotency.%s\" lacks a purge column",
-			 relation_names[purge->relation]);
-	while (deleted < limit && idem_index_scan_next(&scan))
+	args[0] = TimestampTzGetDatum(cutoff);
+	args[1] = Int64GetDatum(limit);
+	SPI_connect();
+	deleted = run_in_subtransaction(&purge->batch, args, &error);
+	if (deleted < 0)
 	{
-		TM_FailureData tmfd;
-		bool		isnull;
-		Datum		value;
-
-		CHECK_FOR_INTERRUPTS();
-		/* recheck: the index entry may be of an older version of the row */
-		value = slot_getattr(scan.slot, column, &isnull);
-		if (isnull || DatumGetTimestampTz(value) > cutoff)
-			continue;
-		if (purge->lease_must_be_over)
-		{
-			value = slot_getattr(scan.slot, locked_until, &isnull);
-			if (!isnull && DatumGetTimestampTz(value) > cutoff)
-				continue;
-		}
-		/* a row being changed, locked or changed since the snapshot stays */
-		if (table_tuple_delete(scan.rel, &scan.slot->tts_tid,
-							   GetCurrentCommandId(true), scan.snapshot,
-							   InvalidSnapshot, false, &tmfd,
-							   false) == TM_Ok)
-			deleted++;
+		FreeErrorData(error);
+		deleted = purge_row_by_row(purge, args, limit);
 	}
-	idem_index_scan_end(&scan);
-	CommandCounterIncrement();
+	SPI_finish();
 	return deleted;
 }
 
@@ -138,13 +269,16 @@ idempotency_purge_expired_batch(PG_FUNCTION_ARGS)
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	TimestampTz now = GetCurrentStatementStartTimestamp();
 	int64		deleted[REL_COUNT] = {0};
+	IdemOwnerRights owner;
 	int			i;
 
+	PreventCommandIfReadOnly("idempotency.purge_expired_batch()");
 	InitMaterializedSRF(fcinfo, 0);
 
+	idem_become_owner(&owner);
 	for (i = 0; i < (int) lengthof(purges); i++)
 	{
-		const Purge *purge = &purges[i];
+		Purge	   *purge = &purges[i];
 		int64		room = batch_size - deleted[purge->relation];
 		TimestampTz cutoff = now;
 
@@ -156,6 +290,7 @@ idempotency_purge_expired_batch(PG_FUNCTION_ARGS)
 															 IntervalPGetDatum(purge->retention)));
 		deleted[purge->relation] += purge_walk(purge, cutoff, room);
 	}
+	idem_restore_user(&owner);
 
 	/*
 	 * Nothing to delete: purge_expired() is done, and it committed its

@@ -333,9 +333,11 @@ idempotency_schedule_cleanup(PG_FUNCTION_ARGS)
 {
 	text	   *schedule = idem_arg_name(fcinfo, 0, "schedule", 1,
 										 IDEM_MAX_NAME_CHARS);
-	char	   *jobid = in_cron_session(schedule_job,
-										text_to_cstring(schedule));
+	char	   *jobid;
 
+	/* the job is written by another session: check this one first */
+	PreventCommandIfReadOnly("idempotency.schedule_cleanup()");
+	jobid = in_cron_session(schedule_job, text_to_cstring(schedule));
 	if (jobid == NULL)
 		elog(ERROR, "cron.schedule_in_database returned no job id");
 	PG_RETURN_INT64(pg_strtoint64(jobid));
@@ -348,5 +350,6 @@ idempotency_schedule_cleanup(PG_FUNCTION_ARGS)
 Datum
 idempotency_unschedule_cleanup(PG_FUNCTION_ARGS)
 {
+	PreventCommandIfReadOnly("idempotency.unschedule_cleanup()");
 	PG_RETURN_BOOL(in_cron_session(unschedule_job, NULL) != NULL);
 }

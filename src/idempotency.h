@@ -138,26 +138,21 @@ extern bool idem_index_scan_next(IdemIndexScan *scan);
 extern void idem_index_scan_end(IdemIndexScan *scan);
 
 /*
- * Direct writes to the extension's own tables (row_write.c).  A layout
- * names the columns a C file writes; idem_learn_table() finds them in the
- * table and decides whether its rows may be written directly.
+ * Where the columns a C file reads are in one of the extension's tables
+ * (index_scan.c).  idem_learn_columns() finds them by name and checks their
+ * types (InvalidOid: any); "relid" is cleared by a relcache invalidation
+ * of the table, so a changed table is learnt again.
  */
-typedef struct IdemTableLayout
+typedef struct IdemColumns
 {
 	int			ncolumns;
-	const char *const *columns;
+	const char *const *names;
+	const Oid  *types;
 	AttrNumber *attnums;		/* ncolumns entries */
 	Oid			relid;			/* InvalidOid until learnt */
-	bool		direct_writes;
-} IdemTableLayout;
+} IdemColumns;
 
-extern void idem_learn_table(IdemTableLayout *layout, Relation rel);
-extern TupleTableSlot *idem_row_slot(Relation rel,
-									 const IdemTableLayout *layout,
-									 const Datum *values, const bool *nulls);
-extern bool idem_insert_row(Relation rel, TupleTableSlot *slot);
-extern TM_Result idem_update_row(Relation rel, ItemPointer tid,
-								 TupleTableSlot *slot, Snapshot snapshot);
+extern bool idem_learn_columns(IdemColumns *columns, Relation rel);
 
 /* plan_cache.c */
 extern int	idem_run(IdemQuery *query, Datum *values, const char *nulls,

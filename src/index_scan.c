@@ -20,6 +20,8 @@
 #include "access/tableam.h"
 #include "access/xact.h"
 #include "catalog/namespace.h"
+#include "utils/builtins.h"
+#include "utils/rel.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/snapmgr.h"
@@ -149,4 +151,84 @@ idem_index_scan_end(IdemIndexScan *scan)
 	PopActiveSnapshot();
 	index_close(scan->index, NoLock);
 	table_close(scan->rel, NoLock);
+}
+
+/*
+ * The column sets learnt so far, forgotten on a relcache invalidation of
+ * their table (a column added, dropped or retyped, or a drop of the
+ * extension).
+ */
+#define MAX_COLUMN_SETS 8
+static IdemColumns *column_sets[MAX_COLUMN_SETS];
+static int	ncolumn_sets = 0;
+
+static void
+forget_columns(Datum arg pg_attribute_unused(), Oid relid)
+{
+	int			i;
+
+	for (i = 0; i < ncolumn_sets; i++)
+		if (relid == InvalidOid || relid == column_sets[i]->relid)
+			column_sets[i]->relid = InvalidOid;
+}
+
+/*
+ * Find the columns of "columns" in "rel", the table they belong to, unless
+ * known; returns true when they were known already.  The caller holds a
+ * lock on "rel", so its columns cannot change meanwhile; an invalidation
+ * that arrives while they are learnt (any change to the table) clears
+ * "relid" again, so the next call learns them anew.
+ */
+bool
+idem_learn_columns(IdemColumns *columns, Relation rel)
+{
+	TupleDesc	tupdesc = RelationGetDescr(rel);
+	int			col;
+	int			i;
+
+	if (columns->relid == RelationGetRelid(rel))
+		return true;
+	if (ncolumn_sets == 0)
+		CacheRegisterRelcacheCallback(forget_columns, (Datum) 0);
+	for (i = 0; i < ncolumn_sets && column_sets[i] != columns; i++)
+		;
+	if (i == ncolumn_sets)
+	{
+		if (ncolumn_sets == MAX_COLUMN_SETS)
+			elog(ERROR, "too many column sets");
+		column_sets[ncolumn_sets++] = columns;
+	}
+
+	/* set first: an invalidation processed below clears it again */
+	columns->relid = RelationGetRelid(rel);
+	for (col = 0; col < columns->ncolumns; col++)
+	{
+		columns->attnums[col] = InvalidAttrNumber;
+		for (i = 0; i < tupdesc->natts; i++)
+		{
+			Form_pg_attribute attr = TupleDescAttr(tupdesc, i);
+
+			if (!attr->attisdropped &&
+				strcmp(NameStr(attr->attname), columns->names[col]) == 0)
+			{
+				if (OidIsValid(columns->types[col]) &&
+					attr->atttypid != columns->types[col])
+				{
+					columns->relid = InvalidOid;
+					elog(ERROR, "column \"%s\" of relation \"%s\" has type %s, not %s",
+						 columns->names[col], RelationGetRelationName(rel),
+						 format_type_be(attr->atttypid),
+						 format_type_be(columns->types[col]));
+				}
+				columns->attnums[col] = attr->attnum;
+			}
+		}
+		if (columns->attnums[col] == InvalidAttrNumber)
+		{
+			columns->relid = InvalidOid;
+			elog(ERROR, "column \"%s\" of relation \"%s\" does not exist",
+				 columns->names[col], RelationGetRelationName(rel));
+		}
+	}
+	return false;
 }

@@ -14,8 +14,8 @@
  *	   cannot be made stale by a concurrent transaction: completed keys only
  *	   change once they expire, and a live lease is only taken over once it
  *	   runs out.
- *	2. a key the read found absent is inserted directly, by a speculative
- *	   insertion (row_write.c) that declines when a concurrent transaction
+ *	2. a key the read found absent is inserted by a cached INSERT ... ON
+ *	   CONFLICT DO NOTHING, which declines when a concurrent transaction
  *	   inserted the key first.
  *	3. otherwise one cached INSERT ... ON CONFLICT DO UPDATE ... WHERE <may
  *	   take over> takes the key atomically: an expired key, a crashed
@@ -24,15 +24,17 @@
  *	   lock; when it declines, it has locked the row, and a second read,
  *	   with a new snapshot, classifies it.
  *
- * complete() and fail() find the key's row (by the TID of this backend's
- * last claim, or through the index) and update it directly when the fence
- * still holds it, reading it again when a concurrent transaction changed
- * it first; checkpoint() and release() are one cached UPDATE or DELETE
- * guarded by the fence.  Fences come from one sequence, so a later holder
- * always has a larger fence than any earlier one, even after the key was
- * purged and created again.  No row means the caller no longer holds the
- * key.  A table that was given a trigger, a constraint or a column takes
- * the cached statements for every write.
+ * complete(), fail(), checkpoint() and release() are each one cached
+ * UPDATE or DELETE guarded by the fence.  Fences come from one sequence, so
+ * a later holder always has a larger fence than any earlier one, even after
+ * the key was purged and created again.  No row means the caller no longer
+ * holds the key.
+ *
+ * Every write is a statement run through SPI, so the executor applies every
+ * rule a user may add to the table (triggers, constraints, indexes being
+ * built, row security) and refuses to write in a read-only transaction or
+ * on a hot standby (25006).  Only the read of step 1 skips the executor: a
+ * claim that it answers writes nothing, and works on a standby.
  *
  * All times are the statement's start time, passed as a parameter, so that
  * the C decisions and the SQL agree on "now".
@@ -109,38 +111,33 @@ static const char *const status_names[NSTATUSES] = {
 	"processing", "completed", "failed"
 };
 
+/* Their types; the status is of the extension's enum, checked below. */
+static const Oid key_column_types[KEY_NCOLUMNS] = {
+	TEXTOID, TEXTOID, BYTEAOID, InvalidOid, INT8OID, INT4OID,
+	TEXTOID, INT4OID, JSONBOID, BOOLOID,
+	TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID
+};
+
 /*
- * Where the columns of the table of keys are and whether its rows may be
- * written directly (row_write.c), and the OIDs of the status labels,
- * learnt for the table of "statuses_relid".
+ * Where the columns of the table of keys are, and the OIDs of the status
+ * labels, learnt for the table of "statuses_relid".
  */
 static AttrNumber key_attnums[KEY_NCOLUMNS];
-static IdemTableLayout key_table = {
-	.ncolumns = KEY_NCOLUMNS, .columns = key_column_names, .attnums = key_attnums
+static IdemColumns key_table = {
+	.ncolumns = KEY_NCOLUMNS, .names = key_column_names,
+	.types = key_column_types, .attnums = key_attnums
 };
 static Datum key_statuses[NSTATUSES];
 static Oid	key_statuses_relid = InvalidOid;
 
 /*
- * The key's row as the last read_key() found it: its known columns and
- * where it is.
+ * The key's row as the last read_key() found it: its known columns.
  */
 typedef struct KeyRow
 {
 	Datum		values[KEY_NCOLUMNS];
 	bool		nulls[KEY_NCOLUMNS];
-	ItemPointerData tid;
 } KeyRow;
-
-/*
- * Where this backend's last direct claim put its row, and the fence it
- * handed out: a holder call with that fence, typically the complete()
- * that follows, fetches the row by its TID instead of searching the
- * index.  Only a hint: the row found there is checked like one found
- * through the index.
- */
-static int64 last_claim_fence = 0;
-static ItemPointerData last_claim_tid;
 
 /*
  * $1 scope, $2 key, $3 request hash, $4 now, $5 ttl, $6 lease.  The WHERE
@@ -244,17 +241,22 @@ PG_FUNCTION_INFO_V1(idempotency_lookup);
 static void
 learn_key_table(Relation rel)
 {
+	Oid			status_type;
 	int			i;
 
-	idem_learn_table(&key_table, rel);
-	if (key_statuses_relid == key_table.relid)
+	if (idem_learn_columns(&key_table, rel) &&
+		key_statuses_relid == RelationGetRelid(rel))
 		return;
+	status_type = TupleDescAttr(RelationGetDescr(rel),
+								key_attnums[COL_STATUS] - 1)->atttypid;
+	if (get_typtype(status_type) != TYPTYPE_ENUM)
+		elog(ERROR, "column \"status\" of relation \"%s\" is not of type idempotency.key_status",
+			 RelationGetRelationName(rel));
 	for (i = 0; i < NSTATUSES; i++)
 		key_statuses[i] =
 			DirectFunctionCall2(enum_in, CStringGetDatum(status_names[i]),
-								ObjectIdGetDatum(TupleDescAttr(RelationGetDescr(rel),
-															   key_attnums[COL_STATUS] - 1)->atttypid));
-	key_statuses_relid = key_table.relid;
+								ObjectIdGetDatum(status_type));
+	key_statuses_relid = RelationGetRelid(rel);
 }
 
 /*
@@ -301,21 +303,6 @@ copy_key_row(IdemIndexScan *scan, KeyRow *row)
 	}
 	pfree(values);
 	pfree(nulls);
-	row->tid = scan->slot->tts_tid;
-}
-
-/*
- * True when "row" is the row of (scope, key).
- */
-static bool
-is_key_row(const KeyRow *row, text *scope, text *key)
-{
-	return DatumGetBool(DirectFunctionCall2Coll(texteq, C_COLLATION_OID,
-												row->values[COL_KEY],
-												PointerGetDatum(key))) &&
-		DatumGetBool(DirectFunctionCall2Coll(texteq, C_COLLATION_OID,
-											 row->values[COL_SCOPE],
-											 PointerGetDatum(scope)));
 }
 
 /*
@@ -326,24 +313,6 @@ static bool
 next_key_row(IdemIndexScan *scan, KeyRow *row)
 {
 	if (!idem_index_scan_next(scan))
-		return false;
-	copy_key_row(scan, row);
-	return true;
-}
-
-/*
- * The row that the last direct claim inserted, when it holds "fence" and
- * the scan's snapshot sees it: fetched by its TID into "row".  false
- * sends the caller to the index.
- */
-static bool
-fetch_claimed_row(IdemIndexScan *scan, int64 fence, KeyRow *row)
-{
-	if (fence != last_claim_fence ||
-		ItemPointerGetBlockNumber(&last_claim_tid) >=
-		RelationGetNumberOfBlocks(scan->rel) ||
-		!table_tuple_fetch_row_version(scan->rel, &last_claim_tid,
-									   scan->snapshot, scan->slot))
 		return false;
 	copy_key_row(scan, row);
 	return true;
@@ -440,59 +409,6 @@ claimed(IdemClaim *claim, Datum status, Datum fence, Datum attempts,
 }
 
 /*
- * Insert the row of a newly claimed key directly ($1 to $6 of the
- * statements below in "args"); false, having written nothing, when
- * another transaction holds the key already.
- */
-static bool
-insert_key_directly(Datum *args, bool has_hash, IdemClaim *claim)
-{
-	Relation	rel = table_open(key_table.relid, RowExclusiveLock);
-	TupleTableSlot *slot;
-	Datum		row[KEY_NCOLUMNS];
-	bool		nulls[KEY_NCOLUMNS] = {false};
-	bool		inserted;
-
-	/* a trigger or column added since the read sends us to SQL */
-	learn_key_table(rel);
-	if (!key_table.direct_writes)
-	{
-		table_close(rel, NoLock);
-		return false;
-	}
-	row[COL_SCOPE] = args[0];
-	row[COL_KEY] = args[1];
-	row[COL_REQUEST_HASH] = args[2];
-	nulls[COL_REQUEST_HASH] = !has_hash;
-	row[COL_STATUS] = key_statuses[STATUS_PROCESSING];
-	row[COL_FENCE] = Int64GetDatum(nextval_internal(idem_relation_oid("fence_seq"),
-													false));
-	row[COL_ATTEMPTS] = Int32GetDatum(1);
-	row[COL_RECOVERY_POINT] = CStringGetTextDatum("started");
-	nulls[COL_RESPONSE_CODE] = nulls[COL_RESPONSE_BODY] =
-		nulls[COL_RETRYABLE] = true;
-	row[COL_LOCKED_UNTIL] = DirectFunctionCall2(timestamptz_pl_interval,
-												args[3], args[5]);
-	row[COL_CREATED_AT] = row[COL_UPDATED_AT] = args[3];
-	row[COL_EXPIRES_AT] = DirectFunctionCall2(timestamptz_pl_interval,
-											  args[3], args[4]);
-
-	slot = idem_row_slot(rel, &key_table, row, nulls);
-	inserted = idem_insert_row(rel, slot);
-	if (inserted)
-	{
-		last_claim_fence = DatumGetInt64(row[COL_FENCE]);
-		last_claim_tid = slot->tts_tid;
-	}
-	ExecDropSingleTupleTableSlot(slot);
-	table_close(rel, NoLock);
-	if (inserted)
-		claimed(claim, row[COL_STATUS], row[COL_FENCE], row[COL_ATTEMPTS],
-				row[COL_RECOVERY_POINT]);
-	return inserted;
-}
-
-/*
  * Run one of the claiming statements below; true when it returned the
  * row of a key that is now ours.  It connects to SPI for the statement
  * only, and copies what it returns into the caller's memory.
@@ -548,21 +464,16 @@ idem_claim_key(text *key, text *scope, Jsonb *request, Interval *ttl,
 	if (found && answer_from_row(&row, request_hash, now, claim))
 		return;
 
+	/* from here on the claim writes: not in a read-only transaction */
+	PreventCommandIfReadOnly("idempotency.claim()");
+
 	/*
-	 * An absent key is most likely still absent: insert it, directly when
-	 * the table allows.  When another transaction inserted it meanwhile,
-	 * the direct insert declines and the upsert below decides.
+	 * An absent key is most likely still absent: insert it.  When another
+	 * transaction inserted it meanwhile, the insert declines and the upsert
+	 * below decides.
 	 */
-	if (!found)
-	{
-		if (key_table.direct_writes)
-		{
-			if (insert_key_directly(values, request_hash != NULL, claim))
-				return;
-		}
-		else if (run_claim_statement(&insert_key, values, nulls, claim))
-			return;
-	}
+	if (!found && run_claim_statement(&insert_key, values, nulls, claim))
+		return;
 
 	/*
 	 * The row read may be gone or changed by now; the upsert decides.  When
@@ -631,71 +542,6 @@ lease_lost(text *key, text *scope, int64 fence)
 			 errhint("Abandon this attempt; a retry of the request claims the key again.")));
 }
 
-typedef enum FinishResult
-{
-	FINISH_DONE,
-	FINISH_LEASE_LOST,
-	FINISH_NEEDS_SQL			/* the table does not allow direct writes */
-} FinishResult;
-
-/*
- * Store the outcome of a held key directly: a read of its row and an
- * update of it when the fence still holds it.  "status" receives the
- * key's new status.
- */
-static FinishResult
-finish_key_directly(text *key, text *scope, int64 fence, bool completed,
-					Datum body, bool body_isnull, int32 response_code,
-					bool retryable, Datum *status)
-{
-	TimestampTz now = GetCurrentStatementStartTimestamp();
-
-	for (;;)
-	{
-		ScanKeyData skey[2];
-		IdemIndexScan scan;
-		KeyRow		row;
-		TupleTableSlot *slot;
-		TM_Result	result;
-
-		begin_key_scan(&scan, skey, scope, key, RowExclusiveLock);
-		if (!key_table.direct_writes)
-		{
-			idem_index_scan_end(&scan);
-			return FINISH_NEEDS_SQL;
-		}
-		if (!((fetch_claimed_row(&scan, fence, &row) &&
-			   is_key_row(&row, scope, key)) ||
-			  next_key_row(&scan, &row)) ||
-			DatumGetInt64(row.values[COL_FENCE]) != fence ||
-			row.values[COL_STATUS] != key_statuses[STATUS_PROCESSING])
-		{
-			idem_index_scan_end(&scan);
-			return FINISH_LEASE_LOST;
-		}
-
-		*status = key_statuses[completed ? STATUS_COMPLETED : STATUS_FAILED];
-		row.values[COL_STATUS] = *status;
-		row.values[COL_RESPONSE_CODE] = Int32GetDatum(response_code);
-		row.nulls[COL_RESPONSE_CODE] = false;
-		row.values[COL_RESPONSE_BODY] = body;
-		row.nulls[COL_RESPONSE_BODY] = body_isnull;
-		row.values[COL_RETRYABLE] = BoolGetDatum(retryable);
-		row.nulls[COL_RETRYABLE] = completed;
-		row.nulls[COL_LOCKED_UNTIL] = true;
-		row.values[COL_UPDATED_AT] = TimestampTzGetDatum(now);
-
-		slot = idem_row_slot(scan.rel, &key_table, row.values, row.nulls);
-		result = idem_update_row(scan.rel, &row.tid, slot, scan.snapshot);
-		ExecDropSingleTupleTableSlot(slot);
-		idem_index_scan_end(&scan);
-		if (result == TM_Ok)
-			return FINISH_DONE;
-		/* changed by a concurrent transaction: read it again */
-		CHECK_FOR_INTERRUPTS();
-	}
-}
-
 /*
  * Store the final or retryable outcome of a held key; returns its new
  * status.  Runs as the extension owner.
@@ -711,19 +557,6 @@ idem_finish_key(text *key, text *scope, int64 fence, bool completed,
 	Datum		status = (Datum) 0;
 	bool		isnull;
 	bool		held;
-
-	switch (finish_key_directly(key, scope, fence, completed, body,
-								body_isnull, response_code, retryable,
-								&status))
-	{
-		case FINISH_DONE:
-			return status;
-		case FINISH_LEASE_LOST:
-			lease_lost(key, scope, fence);
-			break;
-		case FINISH_NEEDS_SQL:
-			break;
-	}
 
 	values[0] = PointerGetDatum(scope);
 	values[1] = PointerGetDatum(key);
@@ -831,6 +664,7 @@ finish_held_key(FunctionCallInfo fcinfo, int body_arg, int code_arg,
 	text	   *scope = idem_arg_scope(fcinfo, scope_arg);
 	IdemOwnerRights owner;
 
+	PreventCommandIfReadOnly(completed ? "idempotency.complete()" : "idempotency.fail()");
 	idem_become_owner(&owner);
 	idem_finish_key(key, scope, fence, completed, JsonbPGetDatum(body),
 					body == NULL, code, retryable);
@@ -883,6 +717,7 @@ idempotency_checkpoint(PG_FUNCTION_ARGS)
 	values[4] = TimestampTzGetDatum(GetCurrentStatementStartTimestamp());
 	values[5] = IntervalPGetDatum(lease);
 
+	PreventCommandIfReadOnly("idempotency.checkpoint()");
 	idem_become_owner(&owner);
 	SPI_connect();
 	if (idem_run(&checkpoint_key, values, nulls, false, 0) != 1)
@@ -908,6 +743,7 @@ idempotency_release(PG_FUNCTION_ARGS)
 	values[1] = PointerGetDatum(key);
 	values[2] = Int64GetDatum(fence);
 
+	PreventCommandIfReadOnly("idempotency.release()");
 	idem_become_owner(&owner);
 	SPI_connect();
 	if (idem_run(&release_key, values, NULL, false, 0) != 1)

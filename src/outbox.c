@@ -195,27 +195,6 @@ static IdemQuery mark_processed = {
 	.nargs = 2, .argtypes = {TEXTOID, TEXTOID}
 };
 
-/*
- * The columns of idempotency.processed_events, for the direct insert of
- * process_once().
- */
-enum
-{
-	PROCESSED_CONSUMER,
-	PROCESSED_EVENT_ID,
-	PROCESSED_AT,
-	PROCESSED_NCOLUMNS
-};
-
-static const char *const processed_columns[PROCESSED_NCOLUMNS] = {
-	"consumer", "event_id", "processed_at"
-};
-static AttrNumber processed_attnums[PROCESSED_NCOLUMNS];
-static IdemTableLayout processed_table = {
-	.ncolumns = PROCESSED_NCOLUMNS, .columns = processed_columns,
-	.attnums = processed_attnums
-};
-
 /* SQL-callable functions */
 PG_FUNCTION_INFO_V1(idempotency_enqueue_event);
 PG_FUNCTION_INFO_V1(idempotency_emit_event);
@@ -319,6 +298,7 @@ idempotency_enqueue_event(PG_FUNCTION_ARGS)
 	lock_bucket(aggregate_bucket(aggregate_type, aggregate_id), ShareLock,
 				false);
 
+	PreventCommandIfReadOnly("idempotency.enqueue_event()");
 	idem_become_owner(&owner);
 	SPI_connect();
 	idem_run(&insert_event, values, nulls, false, 0);
@@ -359,6 +339,8 @@ idempotency_emit_event(PG_FUNCTION_ARGS)
 	XLogRecPtr	lsn;
 
 	event_args(fcinfo, &aggregate_type, &aggregate_id, &event_type);
+	/* the message is WAL: a read-only transaction may not write it */
+	PreventCommandIfReadOnly("idempotency.emit_event()");
 
 	initStringInfo(&buf);
 	appendStringInfoString(&buf, "{\"aggregate_type\": ");
@@ -520,6 +502,7 @@ idempotency_claim_events(PG_FUNCTION_ARGS)
 
 	InitMaterializedSRF(fcinfo, 0);
 
+	PreventCommandIfReadOnly("idempotency.claim_events()");
 	idem_become_owner(&owner);
 	SPI_connect();
 	nids = lock_candidates(now, batch, &ids);
@@ -581,6 +564,7 @@ idempotency_mark_published(PG_FUNCTION_ARGS)
 	values[0] = ids_arg(fcinfo);
 	values[1] = TimestampTzGetDatum(GetCurrentStatementStartTimestamp());
 
+	PreventCommandIfReadOnly("idempotency.mark_published()");
 	idem_become_owner(&owner);
 	SPI_connect();
 	updated = idem_run(&publish_events, values, NULL, false, 0);
@@ -619,6 +603,7 @@ idempotency_mark_failed(PG_FUNCTION_ARGS)
 	values[3] = Int32GetDatum(idem_outbox_max_attempts);
 	values[4] = Float8GetDatum(interval_seconds(&idem_outbox_retry_backoff));
 
+	PreventCommandIfReadOnly("idempotency.mark_failed()");
 	idem_become_owner(&owner);
 	SPI_connect();
 
@@ -658,45 +643,16 @@ seen_processed(const Datum *values)
 }
 
 /*
- * Insert the mark of (consumer, event id) directly, unless another row
- * already holds it; false when one might (the caller then asks SQL).
- */
-static bool
-mark_processed_directly(const Datum *values)
-{
-	Relation	rel = table_open(idem_relation_oid("processed_events"),
-								 RowExclusiveLock);
-	bool		inserted = false;
-
-	idem_learn_table(&processed_table, rel);
-	if (processed_table.direct_writes)
-	{
-		Datum		row[PROCESSED_NCOLUMNS];
-		bool		nulls[PROCESSED_NCOLUMNS] = {false};
-		TupleTableSlot *slot;
-
-		row[PROCESSED_CONSUMER] = values[0];
-		row[PROCESSED_EVENT_ID] = values[1];
-		row[PROCESSED_AT] = TimestampTzGetDatum(GetCurrentTransactionStartTimestamp());
-		slot = idem_row_slot(rel, &processed_table, row, nulls);
-		inserted = idem_insert_row(rel, slot);
-		ExecDropSingleTupleTableSlot(slot);
-	}
-	table_close(rel, NoLock);
-	return inserted;
-}
-
-/*
  * process_once(consumer text, event_id text) RETURNS boolean: true the
  * first time, false for a duplicate.  A concurrent duplicate waits for the
  * first one's transaction and gets false if it commits, true if it aborts.
  *
  * A duplicate that this transaction sees is answered by a direct probe,
- * writing nothing; the first time is a direct insert.  When the insert
- * finds the pair taken by a row the probe did not see, the INSERT ... ON
- * CONFLICT DO NOTHING decides: it waits for a transaction that is still
- * running, and raises a serialization failure where the isolation level
- * requires one.
+ * writing nothing; otherwise a cached INSERT ... ON CONFLICT DO NOTHING
+ * decides: it waits for a transaction that still holds the pair, and
+ * raises a serialization failure where the isolation level requires one.
+ * Being a write, it raises 25006 in a read-only transaction, even for a
+ * duplicate.
  */
 Datum
 idempotency_process_once(PG_FUNCTION_ARGS)
@@ -710,18 +666,15 @@ idempotency_process_once(PG_FUNCTION_ARGS)
 	values[1] = PointerGetDatum(idem_arg_name(fcinfo, 1, "event_id", 1,
 											  IDEM_MAX_NAME_CHARS));
 
+	PreventCommandIfReadOnly("idempotency.process_once()");
 	idem_become_owner(&owner);
 	if (seen_processed(values))
 		first = false;
 	else
 	{
-		first = mark_processed_directly(values);
-		if (!first)
-		{
-			SPI_connect();
-			first = idem_run(&mark_processed, values, NULL, false, 0) == 1;
-			SPI_finish();
-		}
+		SPI_connect();
+		first = idem_run(&mark_processed, values, NULL, false, 0) == 1;
+		SPI_finish();
 	}
 	idem_restore_user(&owner);
 	PG_RETURN_BOOL(first);

@@ -32,6 +32,7 @@
 #include "catalog/pg_type.h"
 #include "commands/trigger.h"
 #include "mb/pg_wchar.h"
+#include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/hsearch.h"
 #include "utils/inval.h"
@@ -354,6 +355,7 @@ idempotency_define_state_machine(PG_FUNCTION_ARGS)
 
 	values[0] = PointerGetDatum(name);
 	values[1] = JsonbPGetDatum(transitions);
+	PreventCommandIfReadOnly("idempotency.define_state_machine()");
 	idem_become_owner(&owner);
 	SPI_connect();
 	idem_run(&upsert_machine, values, NULL, false, 0);
@@ -381,6 +383,7 @@ idempotency_enforce_state_machine(PG_FUNCTION_ARGS)
 	IdemOwnerRights owner;
 	bool		exists;
 
+	PreventCommandIfReadOnly("idempotency.enforce_state_machine()");
 	idem_become_owner(&owner);
 	SPI_connect();
 	exists = idem_run(&select_machine, &arg, NULL, true, 1) == 1;

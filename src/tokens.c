@@ -14,6 +14,7 @@
 
 #include "access/xact.h"
 #include "catalog/pg_type.h"
+#include "miscadmin.h"
 #include "utils/uuid.h"
 
 #include "idempotency.h"
@@ -63,6 +64,7 @@ idempotency_issue_token(PG_FUNCTION_ARGS)
 	values[2] = TimestampTzGetDatum(GetCurrentStatementStartTimestamp());
 	values[3] = IntervalPGetDatum(ttl);
 
+	PreventCommandIfReadOnly("idempotency.issue_token()");
 	idem_become_owner(&owner);
 	SPI_connect();
 	idem_run(&insert_token, values, NULL, false, 0);
@@ -89,6 +91,7 @@ idempotency_consume_token(PG_FUNCTION_ARGS)
 	values[1] = PointerGetDatum(scope);
 	values[2] = TimestampTzGetDatum(GetCurrentStatementStartTimestamp());
 
+	PreventCommandIfReadOnly("idempotency.consume_token()");
 	idem_become_owner(&owner);
 	SPI_connect();
 	consumed = idem_run(&consume, values, NULL, false, 0) == 1;

@@ -27,20 +27,10 @@
  * names and types.  Plans that a running call still executes (a trigger
  * calling transition() on the same table) are never freed under it.
  *
- * The direct path.  Without set_columns, on a plain heap table that has
- * no triggers, rules, row security, CHECK constraints, generated columns
- * or inheritance children and is not a partition, whose key column (text,
- * smallint, integer, bigint or uuid) leads a valid B-tree index of its
- * type's default operator class and collation, and whose state column is
- * text, and when the caller holds SELECT and UPDATE on the whole table,
- * the same statement runs without an executor: the row is found through
- * that index, its state compared with the column's collation, and the row
- * updated with table_tuple_update() (new index entries only when the
- * update is not HOT).  That is everything the UPDATE above would do on
- * such a table; any other case, or a read-only or parallel transaction,
- * takes the statements.  A row moved by a concurrent commit is found
- * again with a fresh snapshot under READ COMMITTED, and raises 40001
- * under REPEATABLE READ and SERIALIZABLE, as the UPDATE would.
+ * Both statements run through SPI with the caller's rights, so the
+ * executor applies every rule of the table (privileges, row security,
+ * triggers, constraints, indexes being built, the planner's index choice)
+ * and refuses in a read-only transaction (25006).
  *
  *-------------------------------------------------------------------------
  */
@@ -97,15 +87,6 @@ typedef struct TransitionPlan
 	Bitmapset  *set_columns;	/* attnums set from set_columns */
 	SPIPlanPtr	update;
 	SPIPlanPtr	read;
-	/* the direct path, filled by direct_setup() */
-	bool		direct_checked; /* the fields below are filled */
-	Oid			direct_index;	/* InvalidOid: no direct path */
-	Oid			key_type;
-	RegProcedure key_eq_proc;
-	Oid			key_collation;
-	Oid			state_collation;
-	Oid			key_ioparam;
-	FmgrInfo	key_input;
 } TransitionPlan;
 
 /* What one transition() call found and did. */
@@ -269,8 +250,8 @@ prepare_plans(TransitionPlan *entry)
 /*
  * The entry of this table, columns and set of set_columns.  An entry
  * flagged by an invalidation is reset: its plans are freed (unless a
- * running call still executes them) and its direct-path data dropped, so
- * both are made again from the current catalog.
+ * running call still executes them), so they are prepared again from
+ * the current catalog.
  */
 static TransitionPlan *
 transition_entry(Oid relid, AttrNumber key_attnum, AttrNumber state_attnum,
@@ -320,7 +301,6 @@ transition_entry(Oid relid, AttrNumber key_attnum, AttrNumber state_attnum,
 		bms_free(entry->set_columns);
 	}
 	entry->update = entry->read = NULL;
-	entry->direct_checked = false;
 	old = MemoryContextSwitchTo(PlanCacheContext);
 	entry->set_columns = bms_copy(set_columns);
 	MemoryContextSwitchTo(old);
@@ -416,280 +396,6 @@ check_one_row(uint64 rows, Oid relid, AttrNumber key_attnum)
 						get_rel_name(relid)),
 				 errhint("Give a key column that is unique, such as the primary key (\"%s\" is not).",
 						 get_attname(relid, key_attnum, false))));
-}
-
-/*
- * Whether the UPDATE on "rel" would do no more than update the row and
- * its index entries: a plain heap table, alone in its hierarchy, without
- * triggers, rules, row security, CHECK constraints or generated columns.
- */
-static bool
-direct_table_ok(Relation rel)
-{
-	Form_pg_class form = rel->rd_rel;
-	TupleConstr *constr = RelationGetDescr(rel)->constr;
-
-	return form->relkind == RELKIND_RELATION &&
-		form->relam == HEAP_TABLE_AM_OID &&
-		!form->relhassubclass && !form->relispartition &&
-		!form->relrowsecurity &&
-		rel->trigdesc == NULL && rel->rd_rules == NULL &&
-		(constr == NULL ||
-		 (constr->num_check == 0 && !constr->has_generated_stored));
-}
-
-/*
- * Fill the direct-path data of an entry from its open table: the B-tree
- * index to find the row by, the key's equality and input functions and
- * the collations of the comparisons.  direct_index stays InvalidOid when
- * the table or the columns rule the direct path out.
- */
-static void
-direct_setup(TransitionPlan *entry, Relation rel)
-{
-	TupleDesc	tupdesc = RelationGetDescr(rel);
-	Form_pg_attribute keyatt = TupleDescAttr(tupdesc, entry->key.key_attnum - 1);
-	Form_pg_attribute stateatt = TupleDescAttr(tupdesc, entry->key.state_attnum - 1);
-	TypeCacheEntry *typentry;
-	List	   *indexes;
-	ListCell   *lc;
-	Oid			typinput;
-
-	entry->direct_checked = true;
-	entry->direct_index = InvalidOid;
-	if (!direct_table_ok(rel) ||
-		keyatt->attisdropped || stateatt->attisdropped ||
-		stateatt->atttypid != TEXTOID)
-		return;
-	/* types whose cast from text is their input function, or none */
-	if (keyatt->atttypid != TEXTOID && keyatt->atttypid != INT2OID &&
-		keyatt->atttypid != INT4OID && keyatt->atttypid != INT8OID &&
-		keyatt->atttypid != UUIDOID)
-		return;
-	typentry = lookup_type_cache(keyatt->atttypid,
-								 TYPECACHE_EQ_OPR | TYPECACHE_BTREE_OPFAMILY);
-	if (!OidIsValid(typentry->eq_opr) || !OidIsValid(typentry->btree_opf))
-		return;
-
-	/* a B-tree index led by the key column, as the planner would use */
-	indexes = RelationGetIndexList(rel);
-	foreach(lc, indexes)
-	{
-		Relation	index = index_open(lfirst_oid(lc), AccessShareLock);
-		Form_pg_index form = index->rd_index;
-
-		if (index->rd_rel->relam == BTREE_AM_OID &&
-			form->indisvalid && form->indisready && form->indislive &&
-			form->indkey.values[0] == entry->key.key_attnum &&
-			index->rd_opfamily[0] == typentry->btree_opf &&
-			index->rd_opcintype[0] == keyatt->atttypid &&
-			index->rd_indcollation[0] == keyatt->attcollation &&
-			heap_attisnull(index->rd_indextuple, Anum_pg_index_indpred, NULL) &&
-			(!OidIsValid(entry->direct_index) || form->indisunique))
-			entry->direct_index = RelationGetRelid(index);
-		index_close(index, AccessShareLock);
-	}
-	list_free(indexes);
-
-	entry->key_type = keyatt->atttypid;
-	entry->key_eq_proc = get_opcode(typentry->eq_opr);
-	entry->key_collation = keyatt->attcollation;
-	entry->state_collation = stateatt->attcollation;
-	getTypeInputInfo(keyatt->atttypid, &typinput, &entry->key_ioparam);
-	fmgr_info_cxt(typinput, &entry->key_input, PlanCacheContext);
-}
-
-/*
- * Whether a text value equals state text "state" under "collation".
- */
-static bool
-state_equals(Datum value, text *state, Oid collation)
-{
-	return DatumGetBool(DirectFunctionCall2Coll(texteq, collation, value,
-												PointerGetDatum(state)));
-}
-
-/*
- * The new version of the row in "slot": the same columns, with the state
- * column set to "to_state".
- */
-static HeapTuple
-new_version(TupleTableSlot *slot, AttrNumber state_attnum, text *to_state)
-{
-	TupleDesc	tupdesc = slot->tts_tupleDescriptor;
-	Datum	   *values = palloc(tupdesc->natts * sizeof(Datum));
-	bool	   *nulls = palloc(tupdesc->natts * sizeof(bool));
-	HeapTuple	tuple;
-
-	slot_getallattrs(slot);
-	memcpy(values, slot->tts_values, tupdesc->natts * sizeof(Datum));
-	memcpy(nulls, slot->tts_isnull, tupdesc->natts * sizeof(bool));
-	values[state_attnum - 1] = PointerGetDatum(to_state);
-	nulls[state_attnum - 1] = false;
-	tuple = heap_form_tuple(tupdesc, values, nulls);
-	pfree(values);
-	pfree(nulls);
-	return tuple;
-}
-
-/*
- * Update the row at "tid" to "newtuple".  Returns false when a concurrent
- * commit moved the row under READ COMMITTED (find it again); raises 40001
- * under REPEATABLE READ and SERIALIZABLE.
- */
-static bool
-update_row(Relation rel, ItemPointer tid, HeapTuple newtuple,
-		   Snapshot snapshot)
-{
-	TupleTableSlot *slot = MakeSingleTupleTableSlot(RelationGetDescr(rel),
-													&TTSOpsHeapTuple);
-	TM_Result	result;
-
-	ExecStoreHeapTuple(newtuple, slot, true);
-	result = idem_update_row(rel, tid, slot, snapshot);
-	ExecDropSingleTupleTableSlot(slot);
-	return result == TM_Ok;
-}
-
-/*
- * transition() without an executor (see the file header).  Returns false,
- * having changed nothing, when the table, the transaction or the caller's
- * rights rule the direct path out; the statements do the work then.
- */
-static bool
-transition_direct(TransitionPlan *entry, Oid relid, text *key,
-				  text *from_state, text *to_state, bool no_move,
-				  TransitionResult *result)
-{
-	AttrNumber	state_attnum = entry->key.state_attnum;
-	Relation	rel;
-	Relation	index;
-	Datum		key_value;
-	ScanKeyData skey;
-	TupleTableSlot *slot;
-	int			attempt;
-
-	if (XactReadOnly || IsInParallelMode() || ExecutorCheckPerms_hook != NULL)
-		return false;
-	/*
-	 * A table found unfit stays so until an invalidation resets its entry
-	 * (a relation never becomes a table).
-	 */
-	if (entry->valid && entry->direct_checked &&
-		!OidIsValid(entry->direct_index))
-		return false;
-	/* a table known fit is a table (re-checked once it is locked) */
-	if (!(entry->valid && entry->direct_checked) &&
-		get_rel_relkind(relid) != RELKIND_RELATION)
-	{
-		entry->direct_checked = true;
-		entry->direct_index = InvalidOid;
-		return false;
-	}
-	rel = table_open(relid, RowExclusiveLock);
-	/* The lock took in invalidations: a changed table resets the entry. */
-	if (!entry->valid)
-		(void) transition_entry(relid, entry->key.key_attnum, state_attnum,
-								NULL);
-	if (!entry->direct_checked)
-		direct_setup(entry, rel);
-	if (!OidIsValid(entry->direct_index) || !direct_table_ok(rel) ||
-		pg_class_aclmask(relid, GetUserId(), ACL_SELECT | ACL_UPDATE,
-						 ACLMASK_ALL) != (ACL_SELECT | ACL_UPDATE))
-	{
-		table_close(rel, NoLock);
-		return false;
-	}
-	/* an index dropped or made unusable meanwhile: look again next time */
-	index = try_relation_open(entry->direct_index, RowExclusiveLock);
-	if (index == NULL || index->rd_rel->relkind != RELKIND_INDEX ||
-		index->rd_index->indrelid != relid || !index->rd_index->indisvalid ||
-		!index->rd_index->indisready || !index->rd_index->indislive)
-	{
-		if (index != NULL)
-			relation_close(index, NoLock);
-		table_close(rel, NoLock);
-		entry->direct_checked = false;
-		return false;
-	}
-	/* the UPDATE's check, when it runs (for a published table) */
-	if (!no_move)
-		CheckCmdReplicaIdentity(rel, CMD_UPDATE);
-
-	if (entry->key_type == TEXTOID)
-		key_value = PointerGetDatum(key);
-	else
-		key_value = InputFunctionCall(&entry->key_input, text_to_cstring(key),
-									  entry->key_ioparam, -1);
-	ScanKeyEntryInitialize(&skey, 0, 1, BTEqualStrategyNumber, InvalidOid,
-						   entry->key_collation, entry->key_eq_proc,
-						   key_value);
-	slot = table_slot_create(rel, NULL);
-
-	for (attempt = 0; result->outcome == NULL; attempt++)
-	{
-		Snapshot	snapshot;
-		IndexScanDesc scan;
-		HeapTuple	newtuple = NULL;
-		ItemPointerData tid;
-		uint64		rows = 0;
-		uint64		movable = 0;
-
-		CHECK_FOR_INTERRUPTS();
-		/* what a statement of its own would see */
-		snapshot = idem_push_statement_snapshot();
-		result->current_state = NULL;
-
-		scan = index_beginscan(rel, index, snapshot, 1, 0);
-		index_rescan(scan, &skey, 1, NULL, 0);
-		while (index_getnext_slot(scan, ForwardScanDirection, slot))
-		{
-			bool		isnull;
-			Datum		state = slot_getattr(slot, state_attnum, &isnull);
-
-			CHECK_FOR_INTERRUPTS();
-			if (!no_move && !isnull &&
-				state_equals(state, from_state, entry->state_collation))
-			{
-				/* the UPDATE would move them all, and raise 21000 */
-				check_one_row(++movable, relid, entry->key.key_attnum);
-				newtuple = new_version(slot, state_attnum, to_state);
-				tid = slot->tts_tid;
-			}
-			else if (rows == 0 && !isnull)
-				result->current_state = DatumGetTextPCopy(state);
-			rows++;
-		}
-		index_endscan(scan);
-
-		if (newtuple != NULL)
-		{
-			if (update_row(rel, &tid, newtuple, snapshot))
-				result->outcome = "applied";
-			else if (attempt >= TRANSITION_MAX_RETRIES)
-				ereport(ERROR,
-						(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
-						 errmsg("could not apply transition() due to concurrent updates")));
-		}
-		else
-		{
-			check_one_row(rows, relid, entry->key.key_attnum);
-			if (rows == 0)
-				result->outcome = "not_found";
-			else if (result->current_state != NULL &&
-					 state_equals(PointerGetDatum(result->current_state),
-								  to_state, entry->state_collation))
-				result->outcome = "already";
-			else
-				result->outcome = "rejected";
-		}
-		PopActiveSnapshot();
-	}
-
-	ExecDropSingleTupleTableSlot(slot);
-	index_close(index, NoLock);
-	table_close(rel, NoLock);
-	return true;
 }
 
 /*
@@ -832,10 +538,7 @@ idempotency_transition(PG_FUNCTION_ARGS)
 		nulls[3] = ' ';
 	}
 	entry = transition_entry(relid, key_attnum, state_attnum, set_columns);
-	if (set_columns != NULL ||
-		!transition_direct(entry, relid, key, from_state, to_state, no_move,
-						   &outcome))
-		transition_spi(entry, relid, values, nulls, no_move, &outcome);
+	transition_spi(entry, relid, values, nulls, no_move, &outcome);
 
 	result[0] = CStringGetTextDatum(outcome.outcome);
 	if (strcmp(outcome.outcome, "applied") == 0)
