@@ -161,12 +161,12 @@ run_in_subtransaction(IdemQuery *query, Datum *args, ErrorData **error)
 
 		MemoryContextSwitchTo(caller);
 		edata = CopyErrorData();
-		if (!row_error_is_skippable(edata->sqlerrcode))
-			PG_RE_THROW();
 		FlushErrorState();
 		RollbackAndReleaseCurrentSubTransaction();
 		MemoryContextSwitchTo(caller);
 		CurrentResourceOwner = owner;
+		if (!row_error_is_skippable(edata->sqlerrcode))
+			ReThrowError(edata);
 		if (*error == NULL)
 			*error = edata;
 		else
@@ -192,9 +192,8 @@ purge_row_by_row(Purge *purge, Datum *args, int64 limit)
 
 	/* every row that may go: the limit counts deletes, not candidates */
 	args[1] = Int64GetDatum(PG_INT64_MAX);
-	if (purge->candidates.plan == NULL)
-		(void) idem_run(&purge->candidates, args, NULL, true, 0);	/* prepare */
-	portal = SPI_cursor_open(NULL, purge->candidates.plan, args, NULL, false);
+	portal = SPI_cursor_open(NULL, idem_prepare(&purge->candidates), args,
+							 NULL, false);
 	while (deleted < limit)
 	{
 		uint64		i;
@@ -224,8 +223,10 @@ purge_row_by_row(Purge *purge, Datum *args, int64 limit)
 	SPI_cursor_close(portal);
 	if (skipped > 0)
 		ereport(WARNING,
-				(errmsg("purge kept %lld rows of \"idempotency.%s\" that could not be deleted",
-						(long long) skipped, relation_names[purge->relation]),
+				(errmsg_plural("purge kept %lld row of \"idempotency.%s\" that could not be deleted",
+							   "purge kept %lld rows of \"idempotency.%s\" that could not be deleted",
+							   skipped, (long long) skipped,
+							   relation_names[purge->relation]),
 				 errdetail("The first row failed with: %s", error->message),
 				 errhint("A foreign key without ON DELETE CASCADE or SET NULL that references these rows, or a trigger that raises an error, keeps them; every later purge tries them again.")));
 	return deleted;

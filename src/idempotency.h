@@ -155,6 +155,7 @@ typedef struct IdemColumns
 extern bool idem_learn_columns(IdemColumns *columns, Relation rel);
 
 /* plan_cache.c */
+extern SPIPlanPtr idem_prepare(IdemQuery *query);
 extern int	idem_run(IdemQuery *query, Datum *values, const char *nulls,
 					 bool read_only, long max_rows);
 extern void idem_become_owner(IdemOwnerRights *saved);

@@ -84,16 +84,12 @@ idem_restore_user(const IdemOwnerRights *saved)
 }
 
 /*
- * Execute a bookkeeping statement, preparing it on first use; the caller
- * has connected to SPI.  Returns the number of rows processed; the rows are
- * in SPI_tuptable.
+ * Prepare a bookkeeping statement unless prepared; the caller has
+ * connected to SPI.  The plan is kept for the life of the backend.
  */
-int
-idem_run(IdemQuery *query, Datum *values, const char *nulls,
-		 bool read_only, long max_rows)
+SPIPlanPtr
+idem_prepare(IdemQuery *query)
 {
-	int			rc;
-
 	if (query->plan == NULL)
 	{
 		SPIPlanPtr	plan = SPI_prepare(query->sql, query->nargs,
@@ -106,7 +102,22 @@ idem_run(IdemQuery *query, Datum *values, const char *nulls,
 			elog(ERROR, "SPI_keepplan failed");
 		query->plan = plan;
 	}
-	rc = SPI_execute_plan(query->plan, values, nulls, read_only, max_rows);
+	return query->plan;
+}
+
+/*
+ * Execute a bookkeeping statement, preparing it on first use; the caller
+ * has connected to SPI.  Returns the number of rows processed; the rows are
+ * in SPI_tuptable.
+ */
+int
+idem_run(IdemQuery *query, Datum *values, const char *nulls,
+		 bool read_only, long max_rows)
+{
+	int			rc;
+
+	rc = SPI_execute_plan(idem_prepare(query), values, nulls, read_only,
+						  max_rows);
 	if (rc < 0)
 		elog(ERROR, "SPI_execute_plan failed for \"%s\": %s",
 			 query->sql, SPI_result_code_string(rc));

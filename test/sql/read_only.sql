@@ -63,7 +63,7 @@ RESET default_transaction_read_only;
 
 -- nothing was written
 SELECT idempotency_key, status, recovery_point FROM idempotency.idempotency_keys
- ORDER BY 1 COLLATE "C";
+ ORDER BY idempotency_key COLLATE "C";
 SELECT count(*) AS events, count(*) FILTER (WHERE locked_until IS NOT NULL) AS leased
   FROM idempotency.outbox_events;
 SELECT count(*) AS marks FROM idempotency.processed_events;
