@@ -1,14 +1,15 @@
--- claim, complete, fail and process_once write the extension's rows
--- directly.  A table given a trigger, a CHECK constraint, an expression
--- index or another column goes back to SQL statements, so that what was
--- added is honoured; a dropped column is skipped.
+-- What users add to the extension's tables is honoured by claim, complete,
+-- fail and process_once, whose writes go through the executor
+-- (doc/reference.md, "Writes"): a trigger, a CHECK constraint, an
+-- expression index, an added column with its default; a dropped column is
+-- skipped.
 \set VERBOSITY terse
 CREATE FUNCTION pg_temp.fence_of(k text) RETURNS bigint LANGUAGE sql AS $$
   SELECT fence FROM idempotency.idempotency_keys WHERE idempotency_key = k AND scope = ''
 $$;
 \i test/sql/include/error_of.sql
 
--- the direct path: every column as the SQL defaults would have it
+-- every column as the SQL defaults would have it
 SELECT outcome, fence > 0 AS has_fence, status, attempts, recovery_point
   FROM idempotency.claim('dw-1', '{"n": 1}', ttl => '1 hour', lease => '5 minutes');
 SELECT request_hash = idempotency.fingerprint('{"n": 1}') AS hash_stored,
@@ -27,7 +28,7 @@ SET enable_seqscan = off;
 SELECT count(*) FROM idempotency.idempotency_keys WHERE expires_at > now() AND idempotency_key = 'dw-1';
 RESET enable_seqscan;
 
--- a trigger on the table of keys: claims and holder calls take SQL and fire it
+-- a trigger on the table of keys: claims and holder calls fire it
 CREATE TABLE dw_fired (op text);
 CREATE FUNCTION dw_count() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
@@ -42,7 +43,7 @@ SELECT outcome, attempts FROM idempotency.claim('dw-2', '{"n": 2}');
 SELECT idempotency.complete('dw-2', pg_temp.fence_of('dw-2'), '{"ok": 2}');
 SELECT op, count(*) FROM dw_fired GROUP BY op ORDER BY op;
 DROP TRIGGER dw_count ON idempotency.idempotency_keys;
--- without it, the direct path again: nothing more fires
+-- without it, nothing more fires
 SELECT outcome FROM idempotency.claim('dw-3');
 SELECT idempotency.complete('dw-3', pg_temp.fence_of('dw-3'), '{}');
 SELECT count(*) AS fired FROM dw_fired;
@@ -60,7 +61,7 @@ ALTER TABLE idempotency.idempotency_keys ADD COLUMN dw_note text DEFAULT 'noted'
 SELECT outcome FROM idempotency.claim('dw-5');
 SELECT idempotency.complete('dw-5', pg_temp.fence_of('dw-5'), '{"n": 5}');
 SELECT dw_note, status FROM idempotency.idempotency_keys WHERE idempotency_key = 'dw-5';
--- dropped again, it leaves a dropped column behind: direct writes skip it
+-- dropped again, it leaves a dropped column behind, which writes skip
 ALTER TABLE idempotency.idempotency_keys DROP COLUMN dw_note;
 SELECT outcome FROM idempotency.claim('dw-6', '{"n": 6}');
 SELECT idempotency.complete('dw-6', pg_temp.fence_of('dw-6'), '{"n": 6}');
@@ -87,7 +88,7 @@ CREATE TRIGGER dw_count BEFORE INSERT ON idempotency.processed_events
 SELECT idempotency.process_once('dw-consumer', 'e-2') AS first;
 SELECT count(*) AS fired FROM dw_fired WHERE op = 'INSERT';
 DROP TRIGGER dw_count ON idempotency.processed_events;
--- a rollback forgets a direct mark
+-- a rollback forgets a mark
 BEGIN;
 SELECT idempotency.process_once('dw-consumer', 'e-3') AS first;
 ROLLBACK;
