@@ -21,7 +21,9 @@
  * The key is cast to the key column's type and compared with that type's
  * default equality operator, so the table's index on the column is used.
  * Both statements are prepared once per (table, key column, state column,
- * set of set_columns) and kept in a hash table.  A relcache invalidation
+ * set of set_columns, current user) and kept in a hash table: each role
+ * parses its own, so the parser's check of USAGE on the table's schema
+ * applies to every caller.  A relcache invalidation
  * of the table (ALTER, DROP, a rename, ANALYZE) flags its entries; a
  * flagged entry is prepared again on its next use, from the current
  * names and types.  Plans that a running call still executes (a trigger
@@ -77,6 +79,8 @@ typedef struct TransitionPlanKey
 	AttrNumber	key_attnum;
 	AttrNumber	state_attnum;
 	uint32		set_hash;		/* bms_hash_value() of the set columns */
+	Oid			userid;			/* who prepared it: the parser checks schema
+								 * USAGE for that role only */
 } TransitionPlanKey;
 
 typedef struct TransitionPlan
@@ -279,6 +283,7 @@ transition_entry(Oid relid, AttrNumber key_attnum, AttrNumber state_attnum,
 
 	memset(&key, 0, sizeof(key));
 	key.relid = relid;
+	key.userid = GetUserId();
 	key.key_attnum = key_attnum;
 	key.state_attnum = state_attnum;
 	key.set_hash = bms_hash_value(set_columns);

@@ -37,9 +37,10 @@ SET enable_seqscan = off;
 SET enable_bitmapscan = off;
 -- found through the expression index
 SELECT idempotency_key FROM idempotency.idempotency_keys WHERE lower(idempotency_key) = 'ib-upper';
--- the partial index holds the failed key and nothing else
+-- the partial index holds the failed key (and no completed one)
 SELECT idempotency_key FROM idempotency.idempotency_keys
- WHERE status = 'failed' AND updated_at > '-infinity' ORDER BY idempotency_key COLLATE "C";
+ WHERE status = 'failed' AND updated_at > '-infinity' AND idempotency_key ILIKE 'ib-%'
+ ORDER BY idempotency_key COLLATE "C";
 RESET enable_seqscan;
 RESET enable_bitmapscan;
 
