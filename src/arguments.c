@@ -205,8 +205,15 @@ idem_arg_table(FunctionCallInfo fcinfo, int argno)
 char *
 idem_quote_table(Oid relid)
 {
-	return quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
-									  get_rel_name(relid));
+	char	   *relname = get_rel_name(relid);
+	char	   *nspname = get_namespace_name(get_rel_namespace(relid));
+
+	/* the table was dropped since its argument was read */
+	if (relname == NULL || nspname == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("relation with OID %u does not exist", relid)));
+	return quote_qualified_identifier(nspname, relname);
 }
 
 /*

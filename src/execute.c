@@ -6,6 +6,7 @@
  * In the caller's transaction: claim the key (as the extension owner); when
  * the claim is ours, run the caller's statement with the caller's rights,
  * store the first column of its first row as jsonb, and complete the key.
+ * The statement runs to completion, like any statement the caller runs.
  * An error in the statement aborts the transaction, claim included, so
  * nothing is stored.
  *
@@ -43,7 +44,6 @@ typedef struct StatementEntry
 {
 	StatementKey key;			/* sql is a copy in StatementCacheContext */
 	SPIPlanPtr	plan;
-	bool		is_select;		/* fetch one row only */
 	Oid			result_type;	/* type of the first column to_jsonb is set
 								 * up for, or InvalidOid */
 	FmgrInfo	to_jsonb;
@@ -173,8 +173,6 @@ statement_plan(const char *sql, int nparams)
 
 	entry = hash_search(statement_cache, &key, HASH_ENTER, &found);
 	entry->plan = plan;
-	entry->is_select =
-		((CachedPlanSource *) linitial(sources))->commandTag == CMDTAG_SELECT;
 	entry->result_type = InvalidOid;
 	return entry;
 }
@@ -228,8 +226,8 @@ run_statement(StatementEntry *entry, Datum *params, const char *nulls)
 	statements_running++;
 	PG_TRY();
 	{
-		rc = SPI_execute_plan(entry->plan, params, nulls, false,
-							  entry->is_select ? 1 : 0);
+		/* to completion: volatile functions in later rows run too */
+		rc = SPI_execute_plan(entry->plan, params, nulls, false, 0);
 	}
 	PG_FINALLY();
 	{
@@ -304,7 +302,8 @@ idempotency_execute(PG_FUNCTION_ARGS)
 		idem_become_owner(&owner);
 		claim.values[CLAIM_STATUS] =
 			idem_finish_key(key, scope, DatumGetInt64(claim.values[CLAIM_FENCE]),
-							true, JsonbPGetDatum(body), false, 200, false);
+							true, JsonbPGetDatum(body), false, 200, false,
+							NULL);
 		idem_restore_user(&owner);
 		claim.values[CLAIM_RESPONSE_CODE] = Int32GetDatum(200);
 		claim.values[CLAIM_RESPONSE_BODY] = JsonbPGetDatum(body);

@@ -106,7 +106,8 @@ extern void idem_claim_key(text *key, text *scope, Jsonb *request,
 						   Interval *ttl, Interval *lease, IdemClaim *claim);
 extern Datum idem_finish_key(text *key, text *scope, int64 fence,
 							bool completed, Datum body, bool body_isnull,
-							int32 response_code, bool retryable);
+							int32 response_code, bool retryable,
+							Interval *ttl);
 extern bool idem_claim_runs_work(const IdemClaim *claim);
 extern Datum idem_claim_datum(FunctionCallInfo fcinfo, IdemClaim *claim);
 extern Jsonb *idem_arg_response(FunctionCallInfo fcinfo, int argno,

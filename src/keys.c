@@ -46,20 +46,17 @@
 #include "access/detoast.h"
 #include "access/htup_details.h"
 #include "access/nbtree.h"
-#include "access/table.h"
-#include "access/tableam.h"
 #include "access/xact.h"
 #include "catalog/pg_collation.h"
 #include "catalog/pg_type.h"
-#include "commands/sequence.h"
 #include "funcapi.h"
 #include "miscadmin.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
-#include "utils/inval.h"
 #include "utils/lsyscache.h"
-#include "storage/bufmgr.h"
 #include "utils/rel.h"
+#include "utils/typcache.h"
 
 #include "idempotency.h"
 
@@ -189,18 +186,28 @@ static IdemQuery take_key = {
 	.nargs = 6, .argtypes = CLAIM_ARGTYPES
 };
 
-#define HELD_BY_FENCE KEY_IS_ARG " AND fence" EQ "$3 AND status" EQ "'processing'"
+/*
+ * The key is held by fence $3 at "now": an expired key is gone, whatever
+ * its fence (claim and lookup treat it as absent too).
+ */
+#define HELD_BY_FENCE(now) KEY_IS_ARG " AND fence" EQ "$3" \
+	" AND status" EQ "'processing' AND expires_at" GT now
 
-/* $1 scope, $2 key, $3 fence, $4 code, $5 body, $6 now, $7 completed, $8 retryable */
+/*
+ * $1 scope, $2 key, $3 fence, $4 code, $5 body, $6 now, $7 completed,
+ * $8 retryable, $9 how long to replay the answer from now (NULL: keep
+ * expires_at)
+ */
 static IdemQuery finish_key = {
 	.sql = "UPDATE idempotency.idempotency_keys SET"
 	" status = CASE WHEN $7 THEN 'completed'::idempotency.key_status"
 	"  ELSE 'failed'::idempotency.key_status END,"
 	" response_code = $4, response_body = $5, retryable = $8,"
-	" locked_until = NULL, updated_at = $6"
-	" WHERE " HELD_BY_FENCE " RETURNING status",
-	.nargs = 8, .argtypes = {TEXTOID, TEXTOID, INT8OID, INT4OID, JSONBOID, TIMESTAMPTZOID,
-	BOOLOID, BOOLOID}
+	" locked_until = NULL, updated_at = $6,"
+	" expires_at = COALESCE($6" PLUS "$9, expires_at)"
+	" WHERE " HELD_BY_FENCE("$6") " RETURNING status",
+	.nargs = 9, .argtypes = {TEXTOID, TEXTOID, INT8OID, INT4OID, JSONBOID, TIMESTAMPTZOID,
+	BOOLOID, BOOLOID, INTERVALOID}
 };
 
 /* $1 scope, $2 key, $3 fence, $4 recovery point or NULL, $5 now, $6 lease */
@@ -210,14 +217,14 @@ static IdemQuery checkpoint_key = {
 	" locked_until = $5" PLUS "$6,"
 	" expires_at = GREATEST(expires_at, $5" PLUS "$6),"
 	" updated_at = $5"
-	" WHERE " HELD_BY_FENCE,
+	" WHERE " HELD_BY_FENCE("$5"),
 	.nargs = 6, .argtypes = {TEXTOID, TEXTOID, INT8OID, TEXTOID, TIMESTAMPTZOID, INTERVALOID}
 };
 
-/* $1 scope, $2 key, $3 fence */
+/* $1 scope, $2 key, $3 fence, $4 now */
 static IdemQuery release_key = {
-	.sql = "DELETE FROM idempotency.idempotency_keys WHERE " HELD_BY_FENCE,
-	.nargs = 3, .argtypes = {TEXTOID, TEXTOID, INT8OID}
+	.sql = "DELETE FROM idempotency.idempotency_keys WHERE " HELD_BY_FENCE("$4"),
+	.nargs = 4, .argtypes = {TEXTOID, TEXTOID, INT8OID, TIMESTAMPTZOID}
 };
 
 /* $1 scope, $2 key, $3 now */
@@ -230,7 +237,9 @@ static IdemQuery lookup_key = {
 /* SQL-callable functions */
 PG_FUNCTION_INFO_V1(idempotency_claim);
 PG_FUNCTION_INFO_V1(idempotency_complete);
+PG_FUNCTION_INFO_V1(idempotency_complete_1_1);
 PG_FUNCTION_INFO_V1(idempotency_fail);
+PG_FUNCTION_INFO_V1(idempotency_fail_1_1);
 PG_FUNCTION_INFO_V1(idempotency_checkpoint);
 PG_FUNCTION_INFO_V1(idempotency_release);
 PG_FUNCTION_INFO_V1(idempotency_lookup);
@@ -428,8 +437,10 @@ run_claim_statement(IdemQuery *query, Datum *args, const char *nulls,
 
 		took = true;
 		MemoryContextSwitchTo(caller);
+		/* copies: a bigint is passed by reference on 32-bit builds */
 		claimed(claim, idem_get_column(1, &isnull),
-				idem_get_column(2, &isnull), idem_get_column(3, &isnull),
+				Int64GetDatum(DatumGetInt64(idem_get_column(2, &isnull))),
+				idem_get_column(3, &isnull),
 				PointerGetDatum(DatumGetTextPCopy(recovery_point)));
 	}
 	SPI_finish();
@@ -478,8 +489,11 @@ idem_claim_key(text *key, text *scope, Jsonb *request, Interval *ttl,
 	/*
 	 * The row read may be gone or changed by now; the upsert decides.  When
 	 * it declines, it has locked the row, so the read after it is final.
-	 * Declining twice in a row cannot happen with a fixed "now"; the loop
-	 * only bounds the work if it ever did.
+	 * Declining twice in a row needs a concurrent transaction to change the
+	 * key between the upsert and the read each time (a purge of the row
+	 * and a new claim, say); the loop bounds the work, and a claim that
+	 * loses every round raises a serialization failure, which clients
+	 * retry.
 	 */
 	for (attempt = 0; attempt < 3; attempt++)
 	{
@@ -489,7 +503,11 @@ idem_claim_key(text *key, text *scope, Jsonb *request, Interval *ttl,
 			answer_from_row(&row, request_hash, now, claim))
 			return;
 	}
-	elog(ERROR, "could not claim idempotency key \"%s\"", text_to_cstring(key));
+	ereport(ERROR,
+			(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+			 errmsg("could not claim idempotency key \"%s\" due to concurrent changes",
+					text_to_cstring(key)),
+			 errhint("Retry the request; the next claim decides from the key's current state.")));
 }
 
 /*
@@ -549,11 +567,11 @@ lease_lost(text *key, text *scope, int64 fence)
 Datum
 idem_finish_key(text *key, text *scope, int64 fence, bool completed,
 				Datum body, bool body_isnull, int32 response_code,
-				bool retryable)
+				bool retryable, Interval *ttl)
 {
-	Datum		values[8];
-	char		nulls[8] = {' ', ' ', ' ', ' ', body_isnull ? 'n' : ' ', ' ', ' ',
-	completed ? 'n' : ' '};
+	Datum		values[9];
+	char		nulls[9] = {' ', ' ', ' ', ' ', body_isnull ? 'n' : ' ', ' ', ' ',
+	completed ? 'n' : ' ', ttl ? ' ' : 'n'};
 	Datum		status = (Datum) 0;
 	bool		isnull;
 	bool		held;
@@ -566,6 +584,7 @@ idem_finish_key(text *key, text *scope, int64 fence, bool completed,
 	values[5] = TimestampTzGetDatum(GetCurrentStatementStartTimestamp());
 	values[6] = BoolGetDatum(completed);
 	values[7] = BoolGetDatum(retryable);
+	values[8] = PointerGetDatum(ttl);
 
 	SPI_connect();
 	held = idem_run(&finish_key, values, nulls, false, 0) == 1;
@@ -650,7 +669,9 @@ idempotency_claim(PG_FUNCTION_ARGS)
 }
 
 /*
- * Shared body of complete() and fail().
+ * Shared body of complete() and fail().  The 1.1 signatures end with ttl,
+ * the replay window of a final answer (NULL: the claim's); the 1.0 ones,
+ * still bound to the old symbols until ALTER EXTENSION ... UPDATE, lack it.
  */
 static void
 finish_held_key(FunctionCallInfo fcinfo, int body_arg, int code_arg,
@@ -662,35 +683,62 @@ finish_held_key(FunctionCallInfo fcinfo, int body_arg, int code_arg,
 										 completed ? "response_body" : "error");
 	int32		code = idem_arg_response_code(fcinfo, code_arg);
 	text	   *scope = idem_arg_scope(fcinfo, scope_arg);
+	int			ttl_arg = scope_arg + 1;
+	Interval   *ttl = NULL;
 	IdemOwnerRights owner;
+
+	if (PG_NARGS() > ttl_arg && !PG_ARGISNULL(ttl_arg))
+	{
+		if (!completed && retryable)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("ttl applies only to a final answer"),
+					 errdetail("A retryable failure is resumed by the next claim, not replayed."),
+					 errhint("Pass retryable => false to replay the error for ttl, or leave ttl NULL.")));
+		ttl = idem_arg_interval(fcinfo, ttl_arg, "ttl", NULL);
+	}
 
 	PreventCommandIfReadOnly(completed ? "idempotency.complete()" : "idempotency.fail()");
 	idem_become_owner(&owner);
 	idem_finish_key(key, scope, fence, completed, JsonbPGetDatum(body),
-					body == NULL, code, retryable);
+					body == NULL, code, retryable, ttl);
 	idem_restore_user(&owner);
 }
 
 /*
- * complete(key, fence, response_body, response_code, scope) RETURNS void
+ * complete(key, fence, response_body, response_code, scope, ttl) RETURNS
+ * void; idempotency_complete is the 1.0 symbol, without ttl.
  */
 Datum
-idempotency_complete(PG_FUNCTION_ARGS)
+idempotency_complete_1_1(PG_FUNCTION_ARGS)
 {
 	idem_require_arg(fcinfo, 2, "response_body");
 	finish_held_key(fcinfo, 2, 3, 4, true, false);
 	PG_RETURN_VOID();
 }
 
+Datum
+idempotency_complete(PG_FUNCTION_ARGS)
+{
+	return idempotency_complete_1_1(fcinfo);
+}
+
 /*
- * fail(key, fence, error, response_code, retryable, scope) RETURNS void
+ * fail(key, fence, error, response_code, retryable, scope, ttl) RETURNS
+ * void; idempotency_fail is the 1.0 symbol, without ttl.
  */
 Datum
-idempotency_fail(PG_FUNCTION_ARGS)
+idempotency_fail_1_1(PG_FUNCTION_ARGS)
 {
 	idem_require_arg(fcinfo, 4, "retryable");
 	finish_held_key(fcinfo, 2, 3, 5, false, PG_GETARG_BOOL(4));
 	PG_RETURN_VOID();
+}
+
+Datum
+idempotency_fail(PG_FUNCTION_ARGS)
+{
+	return idempotency_fail_1_1(fcinfo);
 }
 
 /*
@@ -736,12 +784,13 @@ idempotency_release(PG_FUNCTION_ARGS)
 	text	   *key = idem_arg_key(fcinfo, 0);
 	int64		fence = arg_fence(fcinfo, 1);
 	text	   *scope = idem_arg_scope(fcinfo, 2);
-	Datum		values[3];
+	Datum		values[4];
 	IdemOwnerRights owner;
 
 	values[0] = PointerGetDatum(scope);
 	values[1] = PointerGetDatum(key);
 	values[2] = Int64GetDatum(fence);
+	values[3] = TimestampTzGetDatum(GetCurrentStatementStartTimestamp());
 
 	PreventCommandIfReadOnly("idempotency.release()");
 	idem_become_owner(&owner);
@@ -754,8 +803,39 @@ idempotency_release(PG_FUNCTION_ARGS)
 }
 
 /*
+ * The row "row" of the table of keys with its fence hidden (NULL): only
+ * the holder learns the fence, from its claim.
+ */
+static Datum
+hide_fence(Datum row)
+{
+	HeapTupleHeader header = DatumGetHeapTupleHeader(row);
+	TupleDesc	tupdesc = lookup_rowtype_tupdesc(HeapTupleHeaderGetTypeId(header),
+												 HeapTupleHeaderGetTypMod(header));
+	HeapTupleData tuple;
+	Datum	   *values = palloc(sizeof(Datum) * tupdesc->natts);
+	bool	   *nulls = palloc(sizeof(bool) * tupdesc->natts);
+	int			i;
+
+	tuple.t_len = HeapTupleHeaderGetDatumLength(header);
+	ItemPointerSetInvalid(&tuple.t_self);
+	tuple.t_tableOid = InvalidOid;
+	tuple.t_data = header;
+	heap_deform_tuple(&tuple, tupdesc, values, nulls);
+	for (i = 0; i < tupdesc->natts; i++)
+		if (strcmp(NameStr(TupleDescAttr(tupdesc, i)->attname),
+				   key_column_names[COL_FENCE]) == 0)
+			nulls[i] = true;
+	row = HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls));
+	ReleaseTupleDesc(tupdesc);
+	return row;
+}
+
+/*
  * lookup(key, scope) RETURNS idempotency_keys: the row, or NULL when the key
- * is absent or expired.
+ * is absent or expired.  The fence is only shown to a role that may read
+ * the table of keys itself (its owner, a superuser); an application role
+ * sees NULL, so that it cannot act as the holder of another request.
  */
 Datum
 idempotency_lookup(PG_FUNCTION_ARGS)
@@ -782,5 +862,8 @@ idempotency_lookup(PG_FUNCTION_ARGS)
 	idem_restore_user(&owner);
 	if (isnull)
 		PG_RETURN_NULL();
+	if (pg_class_aclcheck(idem_relation_oid("idempotency_keys"), GetUserId(),
+						  ACL_SELECT) != ACLCHECK_OK)
+		row = hide_fence(row);
 	PG_RETURN_DATUM(row);
 }

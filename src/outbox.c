@@ -47,7 +47,6 @@
 
 #include "access/htup_details.h"
 #include "access/nbtree.h"
-#include "access/table.h"
 #include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "commands/async.h"

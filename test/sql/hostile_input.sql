@@ -88,7 +88,7 @@ $$;
 CREATE TABLE null_allowed (fn text, argname text);
 INSERT INTO null_allowed VALUES
     ('claim', 'request'), ('claim', 'ttl'), ('claim', 'lease'),
-    ('fail', 'error'),
+    ('complete', 'ttl'), ('fail', 'error'), ('fail', 'ttl'),
     ('checkpoint', 'recovery_point'), ('checkpoint', 'lease'),
     ('execute', 'request'), ('execute', 'params'), ('execute', 'ttl'),
     ('issue_token', 'ttl'),

@@ -3,19 +3,9 @@ SELECT p.oid::regprocedure AS function, provolatile AS vol, proparallel AS par,
        proisstrict AS strict, prosecdef AS definer
   FROM pg_proc p
  WHERE pronamespace = 'idempotency'::regnamespace
-   AND p.oid::regprocedure::text IN (
-       'idempotency.fingerprint(jsonb)',
-       'idempotency.claim(text,jsonb,text,interval,interval)',
-       'idempotency.complete(text,bigint,jsonb,integer,text)',
-       'idempotency.fail(text,bigint,jsonb,integer,boolean,text)',
-       'idempotency.checkpoint(text,bigint,text,interval,text)',
-       'idempotency.release(text,bigint,text)',
-       'idempotency.lookup(text,text)',
-       'idempotency.execute(text,jsonb,text,text[],text,interval)',
-       'idempotency.issue_token(text,interval)',
-       'idempotency.consume_token(uuid,text)',
-       'idempotency.lock_key(text)',
-       'idempotency.try_lock(text)')
+   AND p.proname IN ('fingerprint', 'claim', 'complete', 'fail', 'checkpoint',
+                     'release', 'lookup', 'execute', 'issue_token', 'consume_token',
+                     'lock_key', 'try_lock')
  ORDER BY 1::text COLLATE "C";
 -- argument names and defaults are the SPEC's
 SELECT p.proname, pg_get_function_arguments(p.oid) AS arguments,

@@ -73,9 +73,13 @@ SELECT bool_and(has_table_privilege('regress_app', c.oid, 'SELECT')) AS app_read
 
 -- the application role at work
 SET ROLE regress_app;
-SELECT outcome, attempts FROM idempotency.claim('order-1', '{"amount":100}');
-SELECT idempotency.complete('order-1', (idempotency.lookup('order-1')).fence,
-                            '{"id":1}', 201);
+SELECT outcome, attempts, fence AS order_1_fence
+  FROM idempotency.claim('order-1', '{"amount":100}') \gset
+\echo :outcome :attempts
+-- lookup() hides the fence from the application role: only the holder
+-- learns it, from its claim
+SELECT status, fence IS NULL AS fence_hidden FROM idempotency.lookup('order-1');
+SELECT idempotency.complete('order-1', :order_1_fence, '{"id":1}', 201);
 SELECT outcome, response_code, response_body FROM idempotency.claim('order-1', '{"amount":100}');
 SELECT idempotency.consume_token(idempotency.issue_token()) AS consumed;
 SELECT idempotency.try_lock('order-1') AS locked;
@@ -124,12 +128,14 @@ CREATE FUNCTION regress_evil.nextval(regclass) RETURNS bigint
 SET search_path = regress_evil, pg_catalog, public;
 SELECT 'a' = 'b' AS hijacked_equals, now() > '2998-01-01' AS hijacked_now;
 
-SELECT outcome, attempts FROM idempotency.claim('order-2', '{"amount":7}');
+SELECT outcome, attempts, fence AS order_2_fence
+  FROM idempotency.claim('order-2', '{"amount":7}') \gset
+\echo :outcome :attempts
 SELECT outcome, attempts FROM idempotency.claim('order-3');
 SELECT (idempotency.claim('order-2', '{"amount":7}')).outcome AS second_claim;
 SELECT (idempotency.claim('order-2', '{"amount":8}')).outcome AS other_payload;
-SELECT (idempotency.lookup('order-2')).fence > 1 AS real_fence;
-SELECT idempotency.complete('order-2', (idempotency.lookup('order-2')).fence, '{"id":2}');
+SELECT :order_2_fence > 1 AS real_fence;
+SELECT idempotency.complete('order-2', :order_2_fence, '{"id":2}');
 -- order-3 was not touched by completing order-2
 SELECT (idempotency.lookup('order-3')).status AS order_3_status;
 SELECT outcome, response_body FROM idempotency.claim('order-2', '{"amount":7}');

@@ -1,6 +1,8 @@
--- Versions and upgrades: 1.0 is the default and its control file is right;
--- a fresh 1.0 followed by ALTER EXTENSION ... UPDATE reaches the default
--- version (a no-op until 1.1 ships as idempotency--1.0--1.1.sql).
+-- Versions and upgrades (doc/operations.md, "Upgrades"): 1.1 is the
+-- default, reached from 1.0 by idempotency--1.0--1.1.sql.  A database at
+-- 1.0 with live keys, a holder in flight and grants to an application role
+-- is updated: rows, fences and grants survive, the holder completes with
+-- its fence, and the catalog equals that of a fresh CREATE EXTENSION.
 SELECT name, default_version, installed_version
   FROM pg_available_extensions WHERE name = 'idempotency';
 SELECT version, superuser, trusted, relocatable, schema, requires
@@ -27,21 +29,98 @@ SELECT p.oid::regprocedure AS stray_routine FROM pg_proc p
    AND NOT EXISTS (SELECT 1 FROM pg_depend d
                     WHERE d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e');
 
--- install 1.0 in a fresh database and update it to the default version
+-- install 1.0 in a fresh database, with work in flight, and update it
 CREATE DATABASE regress_upgrade;
 \c regress_upgrade
+-- A summary of everything the extension owns in this database: its
+-- functions with signatures, labels, results, comments and grants; its
+-- relations with their columns, defaults, constraints, indexes and
+-- grants; its types.  Equal summaries mean equal catalogs.
+SET check_function_bodies = off;
+CREATE FUNCTION regress_catalog_summary() RETURNS text
+LANGUAGE sql AS $$
+  SELECT string_agg(line, E'\n' ORDER BY line COLLATE "C") FROM (
+    SELECT format('routine %s %s %s %s %s %s %s', p.oid::regprocedure,
+                  pg_get_function_arguments(p.oid), pg_get_function_result(p.oid),
+                  p.provolatile, p.proparallel, p.proisstrict, p.prosecdef)
+           || format(' config=%s acl=%s comment=%s', p.proconfig, p.proacl,
+                     obj_description(p.oid, 'pg_proc')) AS line
+      FROM pg_proc p WHERE p.pronamespace = 'idempotency'::regnamespace
+    UNION ALL
+    SELECT format('relation %s %s acl=%s comment=%s', c.relname, c.relkind, c.relacl,
+                  obj_description(c.oid, 'pg_class'))
+      FROM pg_class c WHERE c.relnamespace = 'idempotency'::regnamespace
+    UNION ALL
+    SELECT format('column %s.%s %s notnull=%s default=%s identity=%s comment=%s',
+                  c.relname, a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull,
+                  pg_get_expr(d.adbin, d.adrelid), a.attidentity,
+                  col_description(c.oid, a.attnum))
+      FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid
+      LEFT JOIN pg_attrdef d ON d.adrelid = c.oid AND d.adnum = a.attnum
+     WHERE c.relnamespace = 'idempotency'::regnamespace AND a.attnum > 0 AND NOT a.attisdropped
+    UNION ALL
+    SELECT format('constraint %s %s', conname, pg_get_constraintdef(oid))
+      FROM pg_constraint WHERE connamespace = 'idempotency'::regnamespace
+    UNION ALL
+    SELECT format('index %s', pg_get_indexdef(i.indexrelid))
+      FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+     WHERE c.relnamespace = 'idempotency'::regnamespace
+    UNION ALL
+    SELECT format('type %s %s', t.typname, t.typtype)
+      FROM pg_type t WHERE t.typnamespace = 'idempotency'::regnamespace
+    UNION ALL
+    SELECT format('view %s %s', c.relname, pg_get_viewdef(c.oid))
+      FROM pg_class c WHERE c.relnamespace = 'idempotency'::regnamespace AND c.relkind = 'v'
+    UNION ALL
+    SELECT format('config %s %s', c.relname, x.extcondition)
+      FROM pg_extension x, unnest(x.extconfig, x.extcondition) AS u(cfg, extcondition)
+      JOIN pg_class c ON c.oid = u.cfg
+     WHERE x.extname = 'idempotency'
+  ) lines
+$$;
+RESET check_function_bodies;
+CREATE ROLE regress_upgrade_app;
 CREATE EXTENSION idempotency VERSION '1.0';
-SELECT (idempotency.claim('before-update')).outcome;
+SELECT idempotency.grant_usage('regress_upgrade_app');
+SELECT outcome FROM idempotency.claim('done-before', '{"n": 1}');
+SELECT idempotency.complete('done-before', fence, '{"paid": 1}', 201)
+  FROM idempotency.idempotency_keys WHERE idempotency_key = 'done-before';
+SELECT outcome FROM idempotency.claim('held-across', '{"n": 2}');
+SELECT fence AS held_fence FROM idempotency.idempotency_keys
+ WHERE idempotency_key = 'held-across' \gset
+SELECT pg_catalog.nextval('idempotency.fence_seq') AS fence_before \gset
 SET client_min_messages = warning;
 ALTER EXTENSION idempotency UPDATE;
 RESET client_min_messages;
 SELECT e.extversion = a.default_version AS at_default_version
   FROM pg_extension e JOIN pg_available_extensions a ON a.name = e.extname
  WHERE e.extname = 'idempotency';
--- the rows survive the update
-SELECT (idempotency.claim('before-update')).outcome;
+-- the rows survive the update, the holder finishes with its fence, and
+-- the application role keeps every grant, on the new signatures too
+SET ROLE regress_upgrade_app;
+SELECT outcome, response_code, response_body FROM idempotency.claim('done-before', '{"n": 1}');
+SELECT idempotency.complete('held-across', :held_fence, '{"paid": 2}', ttl => '1 hour');
+SELECT outcome, response_body FROM idempotency.claim('held-across', '{"n": 2}');
+SELECT outcome, fence > :fence_before AS fences_grow FROM idempotency.claim('after-update');
+RESET ROLE;
+SELECT p.oid::regprocedure AS routine_app_lacks FROM pg_proc p
+ WHERE p.pronamespace = 'idempotency'::regnamespace
+   AND p.proname IN ('claim', 'complete', 'fail', 'checkpoint', 'release', 'lookup', 'execute',
+                     'mark_published', 'mark_failed', 'claim_events', 'enqueue_event')
+   AND NOT has_function_privilege('regress_upgrade_app', p.oid, 'EXECUTE');
+SELECT regress_catalog_summary() AS updated_catalog \gset
+SELECT :'updated_catalog' LIKE '%routine idempotency.complete(text,bigint,jsonb,integer,text,interval)%'
+       AND :'updated_catalog' LIKE '%column idempotency_keys.fence bigint%'
+       AND :'updated_catalog' NOT LIKE '%complete(text,bigint,jsonb,integer,text) %'
+       AS summary_covers_the_catalog;
+-- the catalog of a fresh install is the same
+DROP EXTENSION idempotency;
+CREATE EXTENSION idempotency;
+SELECT idempotency.grant_usage('regress_upgrade_app');
+SELECT regress_catalog_summary() = :'updated_catalog' AS fresh_equals_updated;
 DROP EXTENSION idempotency;
 SELECT count(*) AS tables_left FROM pg_class
  WHERE relnamespace = (SELECT oid FROM pg_namespace WHERE nspname = 'idempotency');
 \c contrib_regression
 DROP DATABASE regress_upgrade;
+DROP ROLE regress_upgrade_app;

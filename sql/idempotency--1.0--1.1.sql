@@ -1,0 +1,106 @@
+-- idempotency 1.0 -> 1.1 (see CHANGELOG.md).  CREATE EXTENSION runs the 1.0
+-- install script and then this one, so a fresh 1.1 and an updated one are
+-- the same.  A function whose signature changes is dropped and created
+-- again; the roles that could execute the old one are granted the new one.
+\echo Use "ALTER EXTENSION idempotency UPDATE TO '1.1'" to load this file. \quit
+
+-- Grant EXECUTE on routine "to" to every role that holds it on "from"
+-- (the old signature, before it is dropped).  Dropped at the end.
+CREATE FUNCTION idempotency.copy_execute_grants(from_routine regprocedure, to_routine regprocedure)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    grantee oid;
+BEGIN
+    FOR grantee IN
+        SELECT a.grantee
+          FROM pg_catalog.pg_proc p, pg_catalog.aclexplode(p.proacl) a
+         WHERE p.oid OPERATOR(pg_catalog.=) from_routine
+           AND a.privilege_type OPERATOR(pg_catalog.=) 'EXECUTE'
+           AND a.grantee OPERATOR(pg_catalog.<>) p.proowner
+    LOOP
+        EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO %s', to_routine,
+            CASE WHEN grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
+                 ELSE pg_catalog.quote_ident(grantee::regrole::text) END);
+    END LOOP;
+END
+$$;
+
+--
+-- Request keys: complete() and a final fail() take the replay window, ttl.
+--
+CREATE FUNCTION idempotency.complete(
+    key           text,
+    fence         bigint,
+    response_body jsonb,
+    response_code integer  DEFAULT 200,
+    scope         text     DEFAULT '',
+    ttl           interval DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'idempotency_complete_1_1'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION idempotency.complete(text, bigint, jsonb, integer, text, interval) IS 'store the answer of a held key; later claims replay it, for ttl from now when given';
+REVOKE ALL ON FUNCTION idempotency.complete(text, bigint, jsonb, integer, text, interval) FROM PUBLIC;
+SELECT idempotency.copy_execute_grants('idempotency.complete(text,bigint,jsonb,integer,text)',
+                                       'idempotency.complete(text,bigint,jsonb,integer,text,interval)');
+DROP FUNCTION idempotency.complete(text, bigint, jsonb, integer, text);
+
+CREATE FUNCTION idempotency.fail(
+    key           text,
+    fence         bigint,
+    error         jsonb    DEFAULT NULL,
+    response_code integer  DEFAULT 500,
+    retryable     boolean  DEFAULT true,
+    scope         text     DEFAULT '',
+    ttl           interval DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'idempotency_fail_1_1'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION idempotency.fail(text, bigint, jsonb, integer, boolean, text, interval) IS 'record a failure of a held key: retryable ones are resumed, final ones replayed (for ttl from now when given)';
+REVOKE ALL ON FUNCTION idempotency.fail(text, bigint, jsonb, integer, boolean, text, interval) FROM PUBLIC;
+SELECT idempotency.copy_execute_grants('idempotency.fail(text,bigint,jsonb,integer,boolean,text)',
+                                       'idempotency.fail(text,bigint,jsonb,integer,boolean,text,interval)');
+DROP FUNCTION idempotency.fail(text, bigint, jsonb, integer, boolean, text);
+
+--
+-- Outbox: lease tokens (section added by the relay-fencing change).
+--
+
+--
+-- Privileges: grant_usage() picks the application's functions by name, so
+-- a new signature needs no new list.
+--
+CREATE OR REPLACE FUNCTION idempotency.grant_usage(role regrole)
+RETURNS void
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    routine regprocedure;
+BEGIN
+    IF role IS NULL THEN
+        RAISE EXCEPTION 'role must not be null'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    EXECUTE pg_catalog.format('GRANT USAGE ON SCHEMA idempotency TO %s', role);
+    FOR routine IN
+        SELECT p.oid::pg_catalog.regprocedure
+          FROM pg_catalog.pg_proc p
+         WHERE p.pronamespace OPERATOR(pg_catalog.=) 'idempotency'::pg_catalog.regnamespace
+           AND p.proname OPERATOR(pg_catalog.=) ANY (ARRAY[
+                   'fingerprint', 'claim', 'complete', 'fail', 'checkpoint', 'release',
+                   'lookup', 'execute', 'issue_token', 'consume_token', 'transition',
+                   'enqueue_event', 'emit_event', 'claim_events', 'mark_published',
+                   'mark_failed', 'process_once', 'lock_key', 'try_lock']::pg_catalog.name[])
+         ORDER BY 1
+    LOOP
+        EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO %s', routine, role);
+    END LOOP;
+    EXECUTE pg_catalog.format(
+        'GRANT SELECT ON idempotency.stats, idempotency.stalled_keys TO %s', role);
+END
+$$;
+
+DROP FUNCTION idempotency.copy_execute_grants(regprocedure, regprocedure);
