@@ -65,8 +65,36 @@ SELECT idempotency.copy_execute_grants('idempotency.fail(text,bigint,jsonb,integ
 DROP FUNCTION idempotency.fail(text, bigint, jsonb, integer, boolean, text);
 
 --
--- Outbox: lease tokens (section added by the relay-fencing change).
+-- Outbox: every claim_events() call leases its events under a new token,
+-- and mark_published() / mark_failed() leave alone an event whose lease
+-- another relay has taken over since.
 --
+CREATE SEQUENCE idempotency.outbox_lease_seq AS bigint;
+COMMENT ON SEQUENCE idempotency.outbox_lease_seq IS 'lease tokens of claim_events()';
+SELECT pg_catalog.pg_extension_config_dump('idempotency.outbox_lease_seq', '');
+REVOKE ALL ON SEQUENCE idempotency.outbox_lease_seq FROM PUBLIC;
+ALTER TABLE idempotency.outbox_events ADD COLUMN lease_token bigint;
+COMMENT ON COLUMN idempotency.outbox_events.lease_token IS 'token of the claim_events() call that leased the event last; marks with another token change nothing';
+
+CREATE FUNCTION idempotency.mark_published(ids bigint[], lease_token bigint DEFAULT NULL)
+RETURNS integer
+AS 'MODULE_PATHNAME', 'idempotency_mark_published_1_1'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION idempotency.mark_published(bigint[], bigint) IS 'mark claimed events published; returns how many were pending and still leased to the caller';
+REVOKE ALL ON FUNCTION idempotency.mark_published(bigint[], bigint) FROM PUBLIC;
+SELECT idempotency.copy_execute_grants('idempotency.mark_published(bigint[])',
+                                       'idempotency.mark_published(bigint[],bigint)');
+DROP FUNCTION idempotency.mark_published(bigint[]);
+
+CREATE FUNCTION idempotency.mark_failed(ids bigint[], error text, lease_token bigint DEFAULT NULL)
+RETURNS integer
+AS 'MODULE_PATHNAME', 'idempotency_mark_failed_1_1'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION idempotency.mark_failed(bigint[], text, bigint) IS 'put claimed events back after an exponential backoff, or make them dead after idempotency.outbox_max_attempts failures; only events still leased to the caller';
+REVOKE ALL ON FUNCTION idempotency.mark_failed(bigint[], text, bigint) FROM PUBLIC;
+SELECT idempotency.copy_execute_grants('idempotency.mark_failed(bigint[],text)',
+                                       'idempotency.mark_failed(bigint[],text,bigint)');
+DROP FUNCTION idempotency.mark_failed(bigint[], text);
 
 --
 -- Privileges: grant_usage() picks the application's functions by name, so

@@ -161,6 +161,7 @@ extern int	idem_run(IdemQuery *query, Datum *values, const char *nulls,
 					 bool read_only, long max_rows);
 extern void idem_become_owner(IdemOwnerRights *saved);
 extern void idem_restore_user(const IdemOwnerRights *saved);
+extern Datum idem_get_row_column(uint64 row, int colno, bool *isnull);
 extern Datum idem_get_column(int colno, bool *isnull);
 extern Datum idem_null_jsonb(void);
 

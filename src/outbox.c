@@ -50,14 +50,17 @@
 #include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "commands/async.h"
+#include "commands/sequence.h"
 #include "common/hashfn.h"
 #include "funcapi.h"
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
 #include "replication/message.h"
 #include "storage/lock.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
+#include "utils/hsearch.h"
 #include "utils/json.h"
 #include "utils/pg_lsn.h"
 #include "utils/tuplestore.h"
@@ -142,14 +145,19 @@ static IdemQuery read_aggregates = {
 	.nargs = 2, .argtypes = {TIMESTAMPTZOID, INT8ARRAYOID}
 };
 
-/* The lease: $1 now, $2 the events decided on, $3 lease. */
+/*
+ * The lease: $1 now, $2 the events decided on, $3 lease, $4 the lease
+ * token of this call.  Each row comes back whole, as the table's row type
+ * (dropped columns included), for claim_events to return.
+ */
 static IdemQuery lease_events = {
 	.sql = "WITH claimed AS ("
-	" UPDATE idempotency.outbox_events e SET locked_until = $1" PLUS "$3"
+	" UPDATE idempotency.outbox_events e SET locked_until = $1" PLUS "$3,"
+	" lease_token = $4"
 	" WHERE e.id" EQ "ANY ($2) AND " PENDING("e") " AND " FREE("e")
-	" RETURNING e.*)"
-	" SELECT * FROM claimed ORDER BY id",
-	.nargs = 3, .argtypes = {TIMESTAMPTZOID, INT8ARRAYOID, INTERVALOID}
+	" RETURNING e.id, e)"
+	" SELECT id, e FROM claimed ORDER BY id",
+	.nargs = 4, .argtypes = {TIMESTAMPTZOID, INT8ARRAYOID, INTERVALOID, INT8OID}
 };
 
 /* $1 ids: the aggregates of the pending events among them */
@@ -160,31 +168,43 @@ static IdemQuery find_aggregates = {
 	.nargs = 1, .argtypes = {INT8ARRAYOID}
 };
 
-/* $1 ids, $2 now */
+/*
+ * The events of a mark_published or mark_failed call that the calling
+ * relay may still mark: $1 ids, $3 their lease tokens (NULL: not checked).
+ * An event whose lease another relay has taken over since carries that
+ * relay's token, so a late call from the first one changes nothing.
+ */
+#define MARKABLE \
+	" FROM ROWS FROM (pg_catalog.unnest($1::pg_catalog.int8[])," \
+	"  pg_catalog.unnest($3::pg_catalog.int8[])) AS m(id, token)" \
+	" WHERE e.id" EQ "m.id AND " PENDING("e") \
+	" AND (m.token IS NULL OR e.lease_token" EQ "m.token)"
+
+/* $1 ids, $2 now, $3 lease tokens */
 static IdemQuery publish_events = {
 	.sql = "UPDATE idempotency.outbox_events e"
 	" SET published_at = $2, locked_until = NULL"
-	" WHERE e.id" EQ "ANY ($1) AND " PENDING("e"),
-	.nargs = 2, .argtypes = {INT8ARRAYOID, TIMESTAMPTZOID}
+	MARKABLE,
+	.nargs = 3, .argtypes = {INT8ARRAYOID, TIMESTAMPTZOID, INT8ARRAYOID}
 };
 
 /*
- * $1 ids, $2 error, $3 now, $4 max attempts, $5 first backoff in seconds.
- * The n-th failure waits backoff * 2^(n-1), at most an hour; failure number
- * max attempts makes the event dead.
+ * $1 ids, $2 now, $3 lease tokens, $4 error, $5 max attempts, $6 first
+ * backoff in seconds.  The n-th failure waits backoff * 2^(n-1), at most
+ * an hour; failure number max attempts makes the event dead.
  */
 static IdemQuery fail_events = {
 	.sql = "UPDATE idempotency.outbox_events e"
-	" SET attempts = e.attempts" PLUS "1, last_error = $2, locked_until = NULL,"
-	" next_attempt_at = CASE WHEN e.attempts" PLUS "1" GE "$4 THEN NULL"
-	"  ELSE $3" PLUS "pg_catalog.make_interval(secs => LEAST("
-	"  $5" TIMES "pg_catalog.power(2::pg_catalog.float8,"
+	" SET attempts = e.attempts" PLUS "1, last_error = $4, locked_until = NULL,"
+	" next_attempt_at = CASE WHEN e.attempts" PLUS "1" GE "$5 THEN NULL"
+	"  ELSE $2" PLUS "pg_catalog.make_interval(secs => LEAST("
+	"  $6" TIMES "pg_catalog.power(2::pg_catalog.float8,"
 	"  LEAST(e.attempts, 30)::pg_catalog.float8), "
 	CppAsString2(OUTBOX_MAX_BACKOFF_SECS) "::pg_catalog.float8)) END,"
-	" dead_at = CASE WHEN e.attempts" PLUS "1" GE "$4 THEN $3 END"
-	" WHERE e.id" EQ "ANY ($1) AND " PENDING("e"),
-	.nargs = 5, .argtypes = {INT8ARRAYOID, TEXTOID, TIMESTAMPTZOID, INT4OID,
-	FLOAT8OID}
+	" dead_at = CASE WHEN e.attempts" PLUS "1" GE "$5 THEN $2 END"
+	MARKABLE,
+	.nargs = 6, .argtypes = {INT8ARRAYOID, TIMESTAMPTZOID, INT8ARRAYOID, TEXTOID,
+	INT4OID, FLOAT8OID}
 };
 
 /* $1 consumer, $2 event id */
@@ -199,7 +219,9 @@ PG_FUNCTION_INFO_V1(idempotency_enqueue_event);
 PG_FUNCTION_INFO_V1(idempotency_emit_event);
 PG_FUNCTION_INFO_V1(idempotency_claim_events);
 PG_FUNCTION_INFO_V1(idempotency_mark_published);
+PG_FUNCTION_INFO_V1(idempotency_mark_published_1_1);
 PG_FUNCTION_INFO_V1(idempotency_mark_failed);
+PG_FUNCTION_INFO_V1(idempotency_mark_failed_1_1);
 PG_FUNCTION_INFO_V1(idempotency_process_once);
 
 /*
@@ -477,8 +499,99 @@ choose_events(Datum now, const int64 *ids, int n, int64 *chosen)
 }
 
 /*
+ * The lease tokens of the events this backend has claimed and not yet
+ * marked, by event id: mark_published() and mark_failed() without a token
+ * check each event against the lease this session took, so that a relay
+ * that lost its lease to another relay cannot mark the event any more.
+ * Forgotten when marked; a relay that claims more than LEASE_MEMORY_SIZE
+ * events without marking them loses the memory (its later marks are then
+ * not checked; pass the token to keep the check).
+ */
+#define LEASE_MEMORY_SIZE 65536
+
+typedef struct LeaseEntry
+{
+	int64		id;				/* hash key */
+	int64		token;
+} LeaseEntry;
+
+static HTAB *lease_memory = NULL;
+
+static void
+remember_lease(int64 id, int64 token)
+{
+	LeaseEntry *entry;
+
+	if (lease_memory != NULL &&
+		hash_get_num_entries(lease_memory) >= LEASE_MEMORY_SIZE)
+	{
+		hash_destroy(lease_memory);
+		lease_memory = NULL;
+	}
+	if (lease_memory == NULL)
+	{
+		HASHCTL		ctl;
+
+		ctl.keysize = sizeof(int64);
+		ctl.entrysize = sizeof(LeaseEntry);
+		lease_memory = hash_create("idempotency outbox leases", 256, &ctl,
+								   HASH_ELEM | HASH_BLOBS);
+	}
+	entry = hash_search(lease_memory, &id, HASH_ENTER, NULL);
+	entry->token = token;
+}
+
+/*
+ * The lease tokens to check for the events "ids" (an int8[] Datum): the
+ * caller's "token" for every event when given, else the token this session
+ * leased each one with (NULL for an event it did not lease).  The events
+ * are forgotten: they are being marked.
+ */
+static Datum
+lease_tokens(Datum ids, bool token_given, int64 token)
+{
+	ArrayType  *array = DatumGetArrayTypeP(ids);
+	Datum	   *elems;
+	bool	   *elem_nulls;
+	Datum	   *tokens;
+	bool	   *token_nulls;
+	int			nelems;
+	int			dims[1];
+	int			lbs[1] = {1};
+	int			i;
+
+	deconstruct_array(array, INT8OID, sizeof(int64), FLOAT8PASSBYVAL,
+					  TYPALIGN_DOUBLE, &elems, &elem_nulls, &nelems);
+	tokens = palloc(sizeof(Datum) * Max(nelems, 1));
+	token_nulls = palloc(sizeof(bool) * Max(nelems, 1));
+	for (i = 0; i < nelems; i++)
+	{
+		LeaseEntry *entry = NULL;
+		int64		id;
+
+		token_nulls[i] = !token_given;
+		tokens[i] = Int64GetDatum(token);
+		if (elem_nulls[i])
+			continue;
+		id = DatumGetInt64(elems[i]);
+		if (lease_memory != NULL)
+			entry = hash_search(lease_memory, &id, HASH_REMOVE, NULL);
+		if (!token_given && entry != NULL)
+		{
+			tokens[i] = Int64GetDatum(entry->token);
+			token_nulls[i] = false;
+		}
+	}
+	dims[0] = nelems;
+	return PointerGetDatum(construct_md_array(tokens, token_nulls, 1, dims, lbs,
+											  INT8OID, sizeof(int64),
+											  FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+}
+
+/*
  * claim_events(batch int, lease interval) RETURNS SETOF outbox_events: up
  * to batch free events, oldest first, leased to the caller for lease.
+ * Every event of one call carries the same new lease_token.
  */
 Datum
 idempotency_claim_events(PG_FUNCTION_ARGS)
@@ -512,26 +625,32 @@ idempotency_claim_events(PG_FUNCTION_ARGS)
 	}
 	if (nids > 0)
 	{
-		TupleDesc	desc = rsinfo->setDesc;
-		Datum	   *columns = palloc(sizeof(Datum) * desc->natts);
-		bool	   *nulls = palloc(sizeof(bool) * desc->natts);
-		Datum		values[3];
+		int64		token = nextval_internal(idem_relation_oid("outbox_lease_seq"),
+											 false);
+		Datum		values[4];
 		uint64		nclaimed;
 		uint64		row;
 
 		values[0] = now;
 		values[1] = id_array(chosen, nids);
 		values[2] = IntervalPGetDatum(lease);
+		values[3] = Int64GetDatum(token);
 		nclaimed = idem_run(&lease_events, values, NULL, false, 0);
-		if (nclaimed > 0 && SPI_tuptable->tupdesc->natts != desc->natts)
-			elog(ERROR, "claim_events returned %d columns, expected %d",
-				 SPI_tuptable->tupdesc->natts, desc->natts);
 		for (row = 0; row < nclaimed; row++)
 		{
+			bool		isnull;
+			int64		id = DatumGetInt64(idem_get_row_column(row, 1, &isnull));
+			HeapTupleHeader event = DatumGetHeapTupleHeader(idem_get_row_column(row, 2, &isnull));
+			HeapTupleData tuple;
+
 			CHECK_FOR_INTERRUPTS();
-			heap_deform_tuple(SPI_tuptable->vals[row], SPI_tuptable->tupdesc,
-							  columns, nulls);
-			tuplestore_putvalues(rsinfo->setResult, desc, columns, nulls);
+			/* the whole row, in the table's row type, as the result wants */
+			tuple.t_len = HeapTupleHeaderGetDatumLength(event);
+			ItemPointerSetInvalid(&tuple.t_self);
+			tuple.t_tableOid = InvalidOid;
+			tuple.t_data = event;
+			tuplestore_puttuple(rsinfo->setResult, &tuple);
+			remember_lease(id, token);
 		}
 	}
 	SPI_finish();
@@ -550,18 +669,37 @@ ids_arg(FunctionCallInfo fcinfo)
 }
 
 /*
- * mark_published(ids bigint[]) RETURNS int: how many pending events were
- * marked published.
+ * The optional lease_token argument of the 1.1 mark_published and
+ * mark_failed (argument "argno"); the 1.0 signatures lack it.
+ */
+static bool
+lease_token_arg(FunctionCallInfo fcinfo, int argno, int64 *token)
+{
+	if (PG_NARGS() <= argno || PG_ARGISNULL(argno))
+		return false;
+	*token = PG_GETARG_INT64(argno);
+	return true;
+}
+
+/*
+ * mark_published(ids bigint[], lease_token bigint) RETURNS int: how many
+ * pending events were marked published.  An event whose lease another
+ * relay has taken over (checked against lease_token, or without it
+ * against the lease this session took) is left alone and not counted.
+ * idempotency_mark_published is the 1.0 symbol, without lease_token.
  */
 Datum
-idempotency_mark_published(PG_FUNCTION_ARGS)
+idempotency_mark_published_1_1(PG_FUNCTION_ARGS)
 {
-	Datum		values[2];
+	Datum		values[3];
+	int64		token = 0;
+	bool		token_given = lease_token_arg(fcinfo, 1, &token);
 	int			updated;
 	IdemOwnerRights owner;
 
 	values[0] = ids_arg(fcinfo);
 	values[1] = TimestampTzGetDatum(GetCurrentStatementStartTimestamp());
+	values[2] = lease_tokens(values[0], token_given, token);
 
 	PreventCommandIfReadOnly("idempotency.mark_published()");
 	idem_become_owner(&owner);
@@ -570,6 +708,12 @@ idempotency_mark_published(PG_FUNCTION_ARGS)
 	SPI_finish();
 	idem_restore_user(&owner);
 	PG_RETURN_INT32(updated);
+}
+
+Datum
+idempotency_mark_published(PG_FUNCTION_ARGS)
+{
+	return idempotency_mark_published_1_1(fcinfo);
 }
 
 /*
@@ -583,13 +727,17 @@ interval_seconds(const Interval *span)
 }
 
 /*
- * mark_failed(ids bigint[], error text) RETURNS int: puts pending events
- * back after a backoff, or makes them dead; returns how many it changed.
+ * mark_failed(ids bigint[], error text, lease_token bigint) RETURNS int:
+ * puts pending events back after a backoff, or makes them dead; returns
+ * how many it changed.  Leases are checked as by mark_published.
+ * idempotency_mark_failed is the 1.0 symbol, without lease_token.
  */
 Datum
-idempotency_mark_failed(PG_FUNCTION_ARGS)
+idempotency_mark_failed_1_1(PG_FUNCTION_ARGS)
 {
-	Datum		values[5];
+	Datum		values[6];
+	int64		token = 0;
+	bool		token_given;
 	uint64		naggregates;
 	uint64		row;
 	int			updated;
@@ -597,10 +745,12 @@ idempotency_mark_failed(PG_FUNCTION_ARGS)
 
 	values[0] = ids_arg(fcinfo);
 	idem_require_arg(fcinfo, 1, "error");
-	values[1] = PG_GETARG_DATUM(1);
-	values[2] = TimestampTzGetDatum(GetCurrentStatementStartTimestamp());
-	values[3] = Int32GetDatum(idem_outbox_max_attempts);
-	values[4] = Float8GetDatum(interval_seconds(&idem_outbox_retry_backoff));
+	token_given = lease_token_arg(fcinfo, 2, &token);
+	values[1] = TimestampTzGetDatum(GetCurrentStatementStartTimestamp());
+	values[2] = lease_tokens(values[0], token_given, token);
+	values[3] = PG_GETARG_DATUM(1);
+	values[4] = Int32GetDatum(idem_outbox_max_attempts);
+	values[5] = Float8GetDatum(interval_seconds(&idem_outbox_retry_backoff));
 
 	PreventCommandIfReadOnly("idempotency.mark_failed()");
 	idem_become_owner(&owner);
@@ -618,6 +768,12 @@ idempotency_mark_failed(PG_FUNCTION_ARGS)
 	SPI_finish();
 	idem_restore_user(&owner);
 	PG_RETURN_INT32(updated);
+}
+
+Datum
+idempotency_mark_failed(PG_FUNCTION_ARGS)
+{
+	return idempotency_mark_failed_1_1(fcinfo);
 }
 
 /*

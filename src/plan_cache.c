@@ -125,13 +125,22 @@ idem_run(IdemQuery *query, Datum *values, const char *nulls,
 }
 
 /*
+ * Column "colno" (1-based) of row "row" (0-based) of the last statement.
+ */
+Datum
+idem_get_row_column(uint64 row, int colno, bool *isnull)
+{
+	return SPI_getbinval(SPI_tuptable->vals[row], SPI_tuptable->tupdesc,
+						 colno, isnull);
+}
+
+/*
  * Column "colno" (1-based) of the first row the last statement returned.
  */
 Datum
 idem_get_column(int colno, bool *isnull)
 {
-	return SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
-						 colno, isnull);
+	return idem_get_row_column(0, colno, isnull);
 }
 
 /*

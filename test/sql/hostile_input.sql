@@ -93,6 +93,7 @@ INSERT INTO null_allowed VALUES
     ('execute', 'request'), ('execute', 'params'), ('execute', 'ttl'),
     ('issue_token', 'ttl'),
     ('enqueue_event', 'headers'), ('emit_event', 'headers'),
+    ('mark_published', 'lease_token'), ('mark_failed', 'lease_token'),
     ('transition', 'set_columns');
 
 -- One probe per function and argument position: that argument NULL, the

@@ -135,7 +135,7 @@ SELECT count(*) FROM idempotency.outbox_events WHERE aggregate_id = 'G';
 CREATE ROLE regress_outbox_app;
 GRANT USAGE ON SCHEMA idempotency TO regress_outbox_app;
 GRANT EXECUTE ON FUNCTION idempotency.enqueue_event(text, text, text, jsonb, jsonb),
-    idempotency.claim_events(integer, interval), idempotency.mark_published(bigint[])
+    idempotency.claim_events(integer, interval), idempotency.mark_published(bigint[], bigint)
   TO regress_outbox_app;
 SET ROLE regress_outbox_app;
 SELECT idempotency.enqueue_event('order', 'H', 'h1', '{}') AS h1 \gset
