@@ -32,7 +32,7 @@ DATA = $(filter-out $(DATA_built),$(wildcard sql/$(EXTENSION)--*.sql))
 
 # The manual (doc/*.md) installs beside the other extensions' documentation,
 # in a directory of its own (see docmoduledir after the include of PGXS).
-DOCS = $(wildcard doc/*.md)
+DOCS := $(wildcard doc/*.md)
 
 REGRESS = $(sort $(basename $(notdir $(wildcard test/sql/*.sql))))
 REGRESS_OPTS = --inputdir=test --load-extension=$(EXTENSION)
