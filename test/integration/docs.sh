@@ -56,7 +56,7 @@ def psql(db, sql, extra=()):
     return p.returncode, p.stdout
 
 def admin(sql):
-    rc, out = psql("postgres", sql)
+    rc, out = psql("postgres", sql, ("-At",))
     if rc != 0:
         print(f"docs: set-up failed: {sql}\n{out}")
         sys.exit(1)
@@ -106,7 +106,7 @@ def check_file(path, counts):
         return
     lines = open(path, encoding="utf-8").read().split("\n")
     admin(f'DROP DATABASE IF EXISTS "{DB}" WITH (FORCE)')
-    roles_before = set(admin("SELECT rolname FROM pg_roles").split())
+    roles_before = set(admin("SELECT rolname FROM pg_roles").split("\n"))
     admin(f'CREATE DATABASE "{DB}"')
     rc, out = psql(DB, "CREATE EXTENSION idempotency;")
     if rc != 0:
@@ -150,7 +150,7 @@ def check_file(path, counts):
             fail(where, f"block failed (psql exit {rc})", out)
         last = (start, out, end)
     admin(f'DROP DATABASE IF EXISTS "{DB}" WITH (FORCE)')
-    for r in sorted(set(admin("SELECT rolname FROM pg_roles").split()) - roles_before):
+    for r in sorted(set(admin("SELECT rolname FROM pg_roles").split("\n")) - roles_before):
         admin(f'DROP ROLE "{r}"')
 
 files = sys.argv[1:] or ["README.md"] + sorted(glob.glob("doc/*.md"))
