@@ -17,7 +17,7 @@ SELECT p.oid::regprocedure AS function, provolatile AS vol, proparallel AS par,
        'idempotency.lock_key(text)',
        'idempotency.try_lock(text)')
  ORDER BY 1::text COLLATE "C";
--- argument names and defaults are the SPEC's
+-- argument names and defaults are those of doc/reference.md
 SELECT p.proname, pg_get_function_arguments(p.oid) AS arguments,
        pg_get_function_result(p.oid) AS result
   FROM pg_proc p
