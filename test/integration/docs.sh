@@ -3,7 +3,8 @@
 # block of README.md and doc/*.md runs, in file order, against a fresh
 # database, and a block that shows its output must print exactly that.
 #
-# Conventions for writing the pages (doc/reference.md repeats them):
+# Conventions for writing the pages (doc/reference.md, "About the examples",
+# sums them up):
 #
 #   ```sql            runs; it must succeed (psql -X -q -v ON_ERROR_STOP=1).
 #   ```sql error      runs; it must fail with an ERROR (an example of one).
