@@ -207,8 +207,8 @@ if not re.search(r"^## (\[)?" + re.escape(dv.group(1) if dv else "?") + r"\b", c
 if not re.search(r"^## (\[)?Unreleased\b", changelog, re.M):
     err("CHANGELOG.md has no Unreleased section")
 pg = (((pre or {}).get("runtime") or {}).get("requires") or {}).get("PostgreSQL")
-if pg != "15.0.0":
-    err(f"prereqs.runtime.requires.PostgreSQL is {pg!r}, not 15.0.0")
+if pg not in ("15.0.0", ">= 15.0.0"):
+    err(f"prereqs.runtime.requires.PostgreSQL is {pg!r}, not 15.0.0 (at least 15)")
 if meta.get("license") != "postgresql":
     err("license is not postgresql")
 if "PostgreSQL License" not in open("LICENSE", encoding="utf-8").read():
