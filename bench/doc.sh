@@ -106,6 +106,12 @@ write_doc() {
     echo "| PostgreSQL | $(qv 'SHOW server_version'), \`fsync=on\`, \`synchronous_commit=on\`, \`full_page_writes=on\`, \`shared_buffers=1GB\` |"
     echo "| Redis | $(redis-server --version | cut -d' ' -f3 | sed 's/^v=//') (one server with \`appendfsync always\`, one without AOF) |"
     echo
+    if [ "$BENCH_SECONDS" -lt 2 ] || [ "$BENCH_ROUNDS" -lt 7 ] || [ "$BENCH_ROWS" -lt 1000000 ]; then
+      echo "**A reduced run** (shorter, fewer rounds or fewer rows than a full \`make bench\`):"
+      echo "one noisy round can move any figure below by a large factor. Take the"
+      echo "extension's speed from a full run; this one shows what the page holds."
+      echo
+    fi
     echo "Absolute figures depend on the machine and on what else ran on it; the"
     echo "ratios pair neighbouring runs of the extension and its baseline, and are"
     echo "the figures to compare between runs."
