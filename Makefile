@@ -8,10 +8,13 @@
 #   make sanitize             regression tests under UBSan and valgrind (test/sanitize.sh)
 #   make memory               backend memory across 1M calls (test/memory.sh)
 #   make lint                 cppcheck and clang-tidy (test/lint.sh)
+#   make dist                 the release zip for PGXN, idempotency-<version>.zip
 
 EXTENSION = idempotency
 MODULE_big = idempotency
 EXTVERSION = 1.0
+# The distribution's version on PGXN (SemVer): META.json says the same.
+DISTVERSION = 1.0.0
 
 OBJS = $(patsubst %.c,%.o,$(sort $(wildcard src/*.c)))
 
@@ -26,6 +29,10 @@ OBJS = $(patsubst %.c,%.o,$(sort $(wildcard src/*.c)))
 # and the old one stays for databases not yet updated.
 DATA_built = sql/$(EXTENSION)--$(EXTVERSION).sql
 DATA = $(filter-out $(DATA_built),$(wildcard sql/$(EXTENSION)--*.sql))
+
+# The manual (doc/*.md) installs beside the other extensions' documentation,
+# in a directory of its own (see docmoduledir after the include of PGXS).
+DOCS := $(wildcard doc/*.md)
 
 REGRESS = $(sort $(basename $(notdir $(wildcard test/sql/*.sql))))
 REGRESS_OPTS = --inputdir=test --load-extension=$(EXTENSION)
@@ -56,6 +63,12 @@ all:
 	      "which install them, or install postgresql-server-dev-15" >&2; exit 1
 endif
 
+# PGXS would install DOCS flat into $(docdir)/extension, where names such as
+# reference.md would clash with other extensions' files: ours go one level
+# down.  (The install recipe reads docmoduledir when it runs, so setting it
+# after the include is enough.)
+docmoduledir := extension/$(EXTENSION)
+
 # every C file includes the shared header: a change to it rebuilds them all
 $(OBJS): src/idempotency.h
 
@@ -65,7 +78,7 @@ test/expected:
 $(DATA_built): $(sort $(wildcard sql/$(EXTVERSION)/*.sql))
 	cat $^ > $@
 
-.PHONY: run test bench profile stress sanitize memory lint
+.PHONY: run test bench profile stress sanitize memory lint dist
 run:
 	bash scripts/run.sh
 test:
@@ -82,3 +95,8 @@ memory:
 	bash test/memory.sh
 lint:
 	bash test/lint.sh
+
+# The release zip PGXN expects: the committed tree of HEAD under
+# idempotency-<version>/, as pgvector and pg_cron make theirs.
+dist:
+	git archive --format zip --prefix=$(EXTENSION)-$(DISTVERSION)/ -o $(EXTENSION)-$(DISTVERSION).zip HEAD

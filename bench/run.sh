@@ -9,9 +9,11 @@
 # "<client id>-<random 15-digit number>") for the extension and for its
 # baselines alternately: BENCH_ROUNDS rounds of BENCH_SECONDS per run, the
 # order of the variants rotating every round.  Prints medians of TPS, p50
-# and p99 latency and of the per-round TPS ratios, checks the targets of
-# the README's "Performance" section, and writes the report to
-# bench/results/<UTC timestamp>.md.
+# and p99 latency and of the per-round TPS ratios, checks the targets
+# (doc/performance.md, "Targets"), and writes the report to
+# bench/results/<UTC timestamp>.md.  After a run of every group it also
+# writes doc/performance.md and its SVG charts doc/bench-*.svg (gnuplot),
+# see bench/doc.sh: that page is never edited by hand.
 #
 # Knobs (environment):
 #   BENCH_SECONDS       seconds per pgbench run (default 2, about 20 minutes
@@ -26,11 +28,19 @@
 #                       100000 [10000])
 #   BENCH_GROUPS        workload groups to run (default: all)
 #   BENCH_KEEP=1        keep the work directory (cluster, logs)
+#   BENCH_DOC=1         write doc/performance.md after a partial run too
+#                       (BENCH_DOC=0: never write it)
 # Workloads whose functions the build lacks are reported as skipped.
 set -uo pipefail
 IDEM_TOP=$(cd "$(dirname "$0")/.." && pwd)
 . "$IDEM_TOP/scripts/lib.sh"
 
+# The command as it was given, for doc/performance.md.
+BENCH_COMMAND="make bench"
+for v in BENCH_GROUPS BENCH_MEMORY_CALLS BENCH_ROWS BENCH_CLIENTS BENCH_ROUNDS BENCH_SECONDS; do
+  [ -n "${!v:-}" ] && BENCH_COMMAND="$v=$(printf '%q' "${!v}") $BENCH_COMMAND"
+done
+BENCH_LOAD=$(cut -d' ' -f1-3 /proc/loadavg)
 BENCH_SECONDS=${BENCH_SECONDS:-2}
 if [ "$BENCH_SECONDS" -ge 2 ]; then
   BENCH_ROUNDS=${BENCH_ROUNDS:-7}
@@ -47,7 +57,7 @@ BENCH_GROUPS=${BENCH_GROUPS:-$ALL_GROUPS}
 SCRIPTS=$IDEM_TOP/bench/pgbench
 REQ='{"amount": 100, "currency": "EUR"}'
 
-idem_ensure_packages $IDEM_PACKAGES redis-server libhiredis-dev || exit 1
+idem_ensure_packages $IDEM_PACKAGES redis-server libhiredis-dev gnuplot-nox || exit 1
 idem_build || { echo "build failed" >&2; exit 1; }
 
 WORK=$(mktemp -d /tmp/idempotency-bench.XXXXXX)
@@ -467,7 +477,7 @@ for g in $BENCH_GROUPS; do
   esac
 done
 
-# --- targets (issue 6), as medians of the per-round ratios.
+# --- targets, as medians of the per-round ratios.
 for c in $BENCH_CLIENTS; do
   ratio_target e2e execute seeds_middleware "$c" 2.5 "end-to-end, execute vs the seeds' middleware"
   ratio_target e2e execute redis_aof_always "$c" 2 "end-to-end, execute vs the seeds' Redis scheme"
@@ -513,3 +523,5 @@ REPORT=$IDEM_TOP/bench/results/$(date -u +%Y%m%dT%H%M%SZ).md
 cat "$REPORT"
 echo
 echo "report written to $REPORT"
+. "$IDEM_TOP/bench/doc.sh"
+write_doc

@@ -141,7 +141,7 @@ COMMENT ON FUNCTION idempotency.process_once(text, text) IS 'process_once() on t
 
 -- As in the extension, nothing is usable by PUBLIC: grant an application
 -- role USAGE on schema idempotency, EXECUTE on its functions and USAGE on
--- the foreign server idempotency (README, "Scaling out").
+-- the foreign server idempotency (doc/scaling.md).
 REVOKE ALL ON SCHEMA idempotency FROM PUBLIC;
 REVOKE ALL ON ALL ROUTINES IN SCHEMA idempotency FROM PUBLIC;
 REVOKE ALL ON ALL ROUTINES IN SCHEMA idempotency_shard FROM PUBLIC;

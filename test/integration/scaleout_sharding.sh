@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# test/integration/scaleout_sharding.sh: SPEC section 1 (and tokens and
-# process_once) through the PL/Proxy proxy of scaleout/start.sh with 2
+# test/integration/scaleout_sharding.sh: the request keys of
+# doc/reference.md (and tokens and process_once) through the PL/Proxy proxy of scaleout/start.sh with 2
 # partitions: every outcome, fencing (55000 from the partition reaches the
 # client), argument errors, the concurrent-claim race, routing; then an
 # online split to 4 partitions under load (scaleout/rebalance.sh) that

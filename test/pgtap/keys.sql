@@ -1,4 +1,5 @@
--- pgTAP: the SPEC's shape of sections 1, 2 and 5, and their contract in a
+-- pgTAP: the shape of request keys, tokens and locks (doc/reference.md),
+-- and their contract in a
 -- transaction that is rolled back.
 BEGIN;
 SELECT plan(40);

@@ -1,4 +1,4 @@
--- Every bad argument of sections 1, 2 and 5 and its SQLSTATE (SPEC table).
+-- Every bad argument of request keys, tokens and locks, and its SQLSTATE (doc/reference.md, "Errors").
 \i test/sql/include/error_of.sql
 SELECT outcome FROM idempotency.claim('held', NULL, '', NULL, '1 hour');
 CREATE TEMP TABLE cases (n serial, sql text);

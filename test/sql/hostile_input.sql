@@ -3,12 +3,12 @@
 -- position; empty, oversized, non-ASCII and control-character keys and
 -- scopes; huge and deeply nested JSON; zero, negative and enormous
 -- intervals; injection attempts in identifier and text arguments.  Each
--- must raise the SPEC's SQLSTATE (never XX000, never a crash, never a silent
+-- must raise doc/reference.md's SQLSTATE (never XX000, never a crash, never a silent
 -- NULL) and a failed call must leave every table as it was.
 --
 -- The NULL probe reads pg_proc, so functions added later are covered
 -- without editing this file.  A function whose argument has a NULL meaning
--- in the SPEC is listed in null_allowed below; a new function with such an
+-- in doc/reference.md is listed in null_allowed below; a new function with such an
 -- argument must be added there.  Cases for functions that are not in every
 -- build (state machines, outbox, inbox, cleanup, privileges) run only when
 -- the function exists and print only their violations, so this file's
@@ -83,7 +83,7 @@ SELECT CASE typ
     END
 $$;
 
--- Arguments whose NULL has a meaning in the SPEC (a default, "not
+-- Arguments whose NULL has a meaning in doc/reference.md (a default, "not
 -- compared", "keeps it", "none").
 CREATE TABLE null_allowed (fn text, argname text);
 INSERT INTO null_allowed VALUES
@@ -119,7 +119,7 @@ WHERE p.pronamespace = 'idempotency'::regnamespace
 
 -- every function of the extension has a sample for each argument type
 SELECT DISTINCT fn FROM null_probe WHERE NOT has_samples ORDER BY 1;
--- the probe covers at least the functions of sections 1, 2 and 5
+-- the probe covers at least the request-key, token and lock functions
 SELECT count(DISTINCT fn) >= 12 AS functions_probed, count(*) >= 30 AS positions_probed
 FROM null_probe;
 
@@ -143,7 +143,7 @@ SELECT count(*) >= 10 AS null_meanings_probed FROM null_probe WHERE null_has_mea
 
 --
 -- Bad values.  "fn" names the function a case needs; NULL for the
--- functions of sections 1, 2 and 5, which every build has.
+-- request-key, token and lock functions, which every build has.
 --
 CREATE TABLE hostile_case (id serial, fn text, sql text, expect text, result text);
 INSERT INTO hostile_case (fn, sql, expect) VALUES
@@ -262,9 +262,9 @@ UPDATE hostile_case SET result = regress_try(sql) WHERE result IS NULL AND expec
 SELECT regress_digest() = :'digest_before' AS unchanged_after_bad_values;
 UPDATE hostile_case SET result = regress_try(sql) WHERE result IS NULL;
 
--- sections 1, 2 and 5: every case and its result
+-- request keys, tokens and locks: every case and its result
 SELECT id, result, result = expect AS as_expected FROM hostile_case WHERE fn IS NULL ORDER BY id;
--- the other sections: only what went wrong
+-- the other functions: only what went wrong
 SELECT id, fn, expect, result FROM hostile_case
 WHERE fn IS NOT NULL AND result <> 'absent' AND result <> expect ORDER BY id;
 

@@ -1,4 +1,4 @@
--- Inbox: process_once(consumer, event_id) on processed_events (SPEC section 4).
+-- Inbox: process_once(consumer, event_id) on processed_events (doc/reference.md, "Outbox and inbox").
 \i test/sql/include/error_of.sql
 -- these should all fail with 22023
 SELECT pg_temp.error_of($$SELECT idempotency.process_once(NULL, 'e1')$$);

@@ -7,7 +7,7 @@ SELECT p.oid::regprocedure AS function, provolatile AS vol, proparallel AS par,
                      'release', 'lookup', 'execute', 'issue_token', 'consume_token',
                      'lock_key', 'try_lock')
  ORDER BY 1::text COLLATE "C";
--- argument names and defaults are the SPEC's
+-- argument names and defaults are those of doc/reference.md
 SELECT p.proname, pg_get_function_arguments(p.oid) AS arguments,
        pg_get_function_result(p.oid) AS result
   FROM pg_proc p

@@ -1,5 +1,5 @@
 -- Transactional outbox: enqueue_event, claim_events, mark_published,
--- mark_failed (SPEC section 4).
+-- mark_failed (doc/reference.md, "Outbox and inbox").
 \i test/sql/include/error_of.sql
 -- these should all fail with 22023
 SELECT pg_temp.error_of($$SELECT idempotency.enqueue_event(NULL, '1', 'created', '{}')$$);

@@ -48,7 +48,7 @@ SELECT p.proname, has_function_privilege('regress_app', p.oid, 'EXECUTE') AS app
                      'lock_key', 'try_lock', 'purge_expired', 'purge_expired_batch',
                      'schedule_cleanup', 'unschedule_cleanup', 'grant_usage')
  ORDER BY 1;
--- the functions other sections add (true also before they exist)
+-- the functions of the other sections of doc/reference.md (true also before they exist)
 SELECT coalesce(bool_and(has_function_privilege('regress_app', p.oid, 'EXECUTE')), true)
        AS app_may_call_outbox_inbox_transition
   FROM pg_proc p

@@ -6,7 +6,7 @@
 -- extension owner.
 --
 -- The application role gets its rights from grant_usage() when the build
--- has it, else by hand (USAGE on the schema, EXECUTE on sections 1, 2, 5).
+-- has it, else by hand (USAGE on the schema, EXECUTE on the request-key, token and lock functions).
 --
 \set VERBOSITY sqlstate
 SET client_min_messages = warning;
@@ -171,7 +171,7 @@ SELECT idempotency.consume_token(idempotency.issue_token('tenant-a'), 'tenant-a'
 SELECT idempotency.lock_key('sec-h1') = idempotency.lock_key('sec-h1') AS stable_lock_key;
 SELECT idempotency.try_lock('sec-h1');
 SELECT length(idempotency.fingerprint('{"a": 1}'));
--- the functions of other sections, when the build has them
+-- the other functions of doc/reference.md, when the build has them
 DO $$
 BEGIN
     IF to_regprocedure('idempotency.process_once(text,text)') IS NOT NULL THEN

@@ -1,11 +1,11 @@
 -- State machines: define_state_machine, enforce_state_machine,
--- drop_state_machine_enforcement and transition (SPEC section 3).
+-- drop_state_machine_enforcement and transition (doc/reference.md, "State machines").
 \set VERBOSITY default
 \set SHOW_CONTEXT never
 
 \i test/sql/include/error_of.sql
 
--- signatures, labels and result type are the SPEC's
+-- signatures, labels and result type are those of doc/reference.md
 SELECT p.proname, pg_get_function_arguments(p.oid) AS arguments,
        pg_get_function_result(p.oid) AS result, provolatile AS vol,
        proparallel AS par, proisstrict AS strict, prosecdef AS definer

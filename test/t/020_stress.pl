@@ -193,7 +193,7 @@ my $log = slurp_file($node->logfile);
 unlike($log, qr/terminated by signal|PANIC|TRAP:|server process .* exited with exit code/,
 	'no crash in the server log');
 
-# The figures of the run, for the README.
+# The figures of the run, for doc/reliability.md.
 diag(sprintf "stress: %d s, %d clients, %d keys per kind and 5-second slot", $seconds, $clients, $keys);
 diag('outcomes: ' . query(q{
     SELECT string_agg(kind || ' ' || outcome || ' ' || n, ', ' ORDER BY kind, outcome)

@@ -1,0 +1,178 @@
+# bench/doc.sh: sourced by bench/run.sh after a run, not run by itself.
+# Writes doc/performance.md and its SVG charts (doc/bench-*.svg, with
+# gnuplot) from the results of the run that just finished, so that the
+# page never holds a figure that no run produced.  Uses run.sh's variables
+# (RESULTS, TARGETS, NOTES, WORK, BIN, BENCH_*) and functions (colmed,
+# table, qv).  The page is written when every group ran, or when BENCH_DOC=1
+# asks for it after a partial run; BENCH_DOC=0 never writes it.
+
+DOC_DIR=$IDEM_TOP/doc
+
+# chart GROUP FILE TITLE YLABEL: clustered bars of the median TPS of every
+# variant of GROUP (the extension's first, then the baselines), one bar per
+# client count.  Prints nothing and returns 1 when the group has no results.
+chart() {
+  local group=$1 out=$2 title=$3 ylabel=$4 data clients v c i plot role
+  awk -v g="$group" '$1 == g {f = 1; exit} END {exit !f}' "$RESULTS" || return 1
+  data=$WORK/chart-$group.dat
+  clients=$(awk -v g="$group" '$1 == g && !s[$4]++ {print $4}' "$RESULTS" | sort -n)
+  : >"$data"
+  for role in ours base; do
+    for v in $(awk -v g="$group" -v r="$role" '$1 == g && $3 == r && !s[$2]++ {print $2}' "$RESULTS"); do
+      if [ "$role" = base ]; then printf '"%s (baseline)"' "$v"; else printf '"%s"' "$v"; fi
+      for c in $clients; do printf ' %s' "$(colmed "$group" "$v" "$c" 6)"; done
+      echo
+    done >>"$data"
+  done
+  plot="plot"
+  i=2
+  for c in $clients; do
+    [ "$i" -gt 2 ] && plot+=","
+    plot+=" '$data' using $i$([ "$i" = 2 ] && echo ':xtic(1)') title '$c client$([ "$c" = 1 ] || echo s)'"
+    i=$((i + 1))
+  done
+  gnuplot <<GP || return 1
+set terminal svg size 760,400 dynamic noenhanced font "sans,12" background "#ffffff"
+set output '$out'
+set title "$title"
+set datafile missing "NA"
+set style data histograms
+set style histogram clustered gap 1
+set style fill solid 0.85 border -1
+set boxwidth 0.9
+set ylabel "$ylabel"
+set yrange [0:*]
+set format y "%.0f"
+set grid ytics
+set key outside top center horizontal
+set xtics rotate by 25 right nomirror
+set bmargin 7
+$plot
+GP
+}
+
+write_doc() {
+  local all=1 g page tmp cpu mem os groups_ran charts="" chart_file title
+  for g in $ALL_GROUPS; do [[ " $BENCH_GROUPS " == *" $g "* ]] || all=0; done
+  if [ "${BENCH_DOC:-}" = 0 ] || { [ "$all" = 0 ] && [ "${BENCH_DOC:-}" != 1 ]; }; then
+    idem_log "doc/performance.md left alone (not every group ran; BENCH_DOC=1 writes it anyway)"
+    return 0
+  fi
+  command -v gnuplot >/dev/null || { echo "gnuplot missing: doc/performance.md not written" >&2; return 1; }
+  mkdir -p "$DOC_DIR"
+  rm -f "$DOC_DIR"/bench-*.svg
+  declare -A YLABEL=([relay]="events per second")
+  for g in $BENCH_GROUPS; do
+    case $g in wal | memory | purge) continue ;; esac
+    title=${TITLE[$g]}
+    if chart "$g" "$DOC_DIR/bench-$g.svg" "$title" "${YLABEL[$g]:-transactions per second}"; then
+      charts+=" $g"
+    fi
+  done
+  if [[ " $charts " == *" e2e "* ]]; then
+    chart e2e "$DOC_DIR/bench-headline.svg" \
+      "Idempotent payment request (claim, business INSERT, stored answer)" "transactions per second" ||
+      rm -f "$DOC_DIR/bench-headline.svg"
+  fi
+
+  cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
+  mem=$(awk '/^MemTotal/ {printf "%.1f GiB", $2 / 1048576}' /proc/meminfo)
+  os=$(. /etc/os-release 2>/dev/null && echo "${PRETTY_NAME:-?}")
+  groups_ran=$BENCH_GROUPS
+  page=$DOC_DIR/performance.md
+  tmp=$page.tmp
+  {
+    echo "# Performance"
+    echo
+    echo "What the extension costs against the SQL and the Redis scheme it replaces:"
+    echo "throughput and latency of every workload beside its baselines, from one run"
+    echo "of \`make bench\`. This page and its charts are written by \`make bench\`"
+    echo "(\`bench/run.sh\`) from the run it just made; do not edit them by hand (the"
+    echo "analysis at the end comes from \`bench/notes.md\`)."
+    echo
+    echo "## This run"
+    echo
+    echo "| | |"
+    echo "| --- | --- |"
+    echo "| command | \`$BENCH_COMMAND\` |"
+    echo "| settings | \`BENCH_SECONDS=$BENCH_SECONDS BENCH_ROUNDS=$BENCH_ROUNDS BENCH_CLIENTS=\"$BENCH_CLIENTS\" BENCH_ROWS=$BENCH_ROWS BENCH_MEMORY_CALLS=$BENCH_MEMORY_CALLS\` |"
+    echo "| workload groups | $groups_ran |"
+    echo "| date | $(date -u '+%Y-%m-%d %H:%M UTC'), $(( $(date +%s) - START )) s |"
+    echo "| commit | $(git -C "$IDEM_TOP" rev-parse --short HEAD 2>/dev/null || echo '?')$([ -z "$(git -C "$IDEM_TOP" status --porcelain -- src sql bench 2>/dev/null)" ] || echo ', with uncommitted changes to src, sql or bench') |"
+    echo "| CPU | ${cpu:-?}, $(nproc) cores |"
+    echo "| memory | $mem |"
+    echo "| system | $os |"
+    echo "| load average at the start | $BENCH_LOAD |"
+    echo "| PostgreSQL | $(qv 'SHOW server_version'), \`fsync=on\`, \`synchronous_commit=on\`, \`full_page_writes=on\`, \`shared_buffers=1GB\` |"
+    echo "| Redis | $(redis-server --version | cut -d' ' -f3 | sed 's/^v=//') (one server with \`appendfsync always\`, one without AOF) |"
+    echo
+    if [ "$BENCH_SECONDS" -lt 2 ] || [ "$BENCH_ROUNDS" -lt 7 ] || [ "$BENCH_ROWS" -lt 1000000 ]; then
+      echo "**A reduced run** (shorter, fewer rounds or fewer rows than a full \`make bench\`):"
+      echo "one noisy round can move any figure below by a large factor. Take the"
+      echo "extension's speed from a full run; this one shows what the page holds."
+      echo
+    fi
+    echo "Absolute figures depend on the machine and on what else ran on it; the"
+    echo "ratios pair neighbouring runs of the extension and its baseline, and are"
+    echo "the figures to compare between runs."
+    echo
+    echo "## How it is measured"
+    echo
+    echo "A throwaway cluster with durable settings, and two local Redis servers."
+    echo "Every workload runs with pgbench (\`-M prepared\`, keys \`<client"
+    echo "id>-<random 15-digit number>\`, so that B-tree inserts land at random"
+    echo "places) for the extension and its baselines alternately, \`BENCH_ROUNDS\`"
+    echo "rounds of \`BENCH_SECONDS\` each, the order rotating every round. Tables"
+    echo "show medians over the rounds; a ratio cell is the median of the"
+    echo "per-round TPS ratios (ours / baseline) and, in brackets, of the p50"
+    echo "latency ratios (baseline / ours): above 1, ours is faster. The run also"
+    echo "checks that a replay writes no WAL, that backend memory does not grow"
+    echo "over many calls, and how \`purge_expired\` compares with a bare \`DELETE\`."
+    echo
+    echo "The baselines are plain files in \`bench/\`: \`setup.sql\` (the hand-written"
+    echo "key table of the service this extension replaces, a PL/pgSQL"
+    echo "claim/complete, copies of the inbox and outbox tables), \`pgbench/*.sql\`"
+    echo "(one script per workload and baseline) and \`redis_driver.c\` (the Redis"
+    echo "scheme: \`SET NX EX\`, the business \`INSERT\` in PostgreSQL, \`SET XX EX\`,"
+    echo "with libpq and hiredis, one thread per client)."
+    echo
+    echo '```sh'
+    echo 'make bench                          # the full run, about 20 minutes'
+    echo 'BENCH_SECONDS=1 make bench          # the quick run, under 5 minutes'
+    echo 'BENCH_GROUPS="e2e bare" make bench  # some workloads (BENCH_DOC=1 to write this page)'
+    echo '```'
+    echo
+    echo "| knob | default (quick run) | what |"
+    echo "| --- | --- | --- |"
+    echo "| \`BENCH_SECONDS\` | 2 (1) | seconds per pgbench run |"
+    echo "| \`BENCH_ROUNDS\` | 7 (3) | alternating rounds per workload (the purge: at most 3) |"
+    echo "| \`BENCH_CLIENTS\` | \`1 8\` | client counts |"
+    echo "| \`BENCH_ROWS\` | 1000000 (100000) | completed keys for the replay workload, expired keys for the purge |"
+    echo "| \`BENCH_MEMORY_CALLS\` | 100000 (10000) | calls per function in the memory check |"
+    echo "| \`BENCH_GROUPS\` | all | \`$ALL_GROUPS\` |"
+    echo "| \`BENCH_DOC\` | write after a full run | \`1\`: write this page after a partial run too; \`0\`: never |"
+    echo "| \`BENCH_KEEP\` | unset | \`1\` keeps the work directory (cluster, logs) |"
+    echo
+    echo "## Results"
+    for g in $BENCH_GROUPS; do
+      case $g in wal | memory | purge) continue ;; esac
+      table "$g" | sed 's/^### /### /'
+      if [[ " $charts " == *" $g "* ]]; then
+        printf '\n![%s: TPS at each client count](bench-%s.svg)\n' "${TITLE[$g]}" "$g"
+      fi
+    done
+    [ -s "$WORK/purge.md" ] && cat "$WORK/purge.md"
+    if [ -s "$TARGETS" ]; then
+      printf '\n### Targets\n\nThe ratios the extension aims at, from this run.\n\n| target | measured | wanted | verdict |\n|---|---:|---:|---|\n'
+      cat "$TARGETS"
+    fi
+    if [ -s "$NOTES" ]; then printf '\n### Notes\n\n'; cat "$NOTES"; fi
+    if [ -s "$WORK/errors.log" ]; then printf '\n### Errors\n\n```\n'; tail -20 "$WORK/errors.log"; printf '```\n'; fi
+    if [ -s "$IDEM_TOP/bench/notes.md" ]; then
+      echo
+      # without its leading HTML comment, which is for the people editing it
+      awk 'state == 0 && /^<!--/ {state = 1} state == 1 {if (/-->/) state = 2; next} {print}' "$IDEM_TOP/bench/notes.md"
+    fi
+  } >"$tmp" && mv "$tmp" "$page"
+  idem_log "wrote $page and$(for g in $charts; do printf ' bench-%s.svg' "$g"; done)"
+}
