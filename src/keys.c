@@ -390,10 +390,18 @@ answer_from_row(const KeyRow *row, bytea *request_hash, TimestampTz now,
 		!row->nulls[COL_LOCKED_UNTIL] &&
 		DatumGetTimestampTz(row->values[COL_LOCKED_UNTIL]) > now)
 	{
+		/*
+		 * The time left on the lease from the moment of the answer, not
+		 * from the statement's start: a claim that waited for the holder's
+		 * insert would otherwise report more than the whole lease.
+		 */
+		TimestampTz answered = Min(GetCurrentTimestamp(),
+								   DatumGetTimestampTz(row->values[COL_LOCKED_UNTIL]));
+
 		claim->outcome = "in_progress";
 		claim->values[CLAIM_RETRY_AFTER] =
 			DirectFunctionCall2(timestamp_mi, row->values[COL_LOCKED_UNTIL],
-								TimestampTzGetDatum(now));
+								TimestampTzGetDatum(Max(now, answered)));
 		claim->nulls[CLAIM_RETRY_AFTER] = false;
 		return true;
 	}
