@@ -118,7 +118,7 @@ extern int32 idem_arg_response_code(FunctionCallInfo fcinfo, int argno);
 extern bytea *idem_fingerprint(Jsonb *request);
 extern void idem_sha256(const char *data, size_t len, uint8 *digest);
 
-/* A direct index scan of one of the extension's tables (index_scan.c). */
+/* A direct index scan of one of the extension's tables (relations.c). */
 typedef struct IdemIndexScan
 {
 	Relation	rel;
@@ -140,7 +140,7 @@ extern void idem_index_scan_end(IdemIndexScan *scan);
 
 /*
  * Where the columns a C file reads are in one of the extension's tables
- * (index_scan.c).  idem_learn_columns() finds them by name and checks their
+ * (relations.c).  idem_learn_columns() finds them by name and checks their
  * types (InvalidOid: any); "relid" is cleared by a relcache invalidation
  * of the table, so a changed table is learnt again.
  */
@@ -155,10 +155,13 @@ typedef struct IdemColumns
 
 extern bool idem_learn_columns(IdemColumns *columns, Relation rel);
 
-/* plan_cache.c */
+/* bookkeeping.c */
 extern SPIPlanPtr idem_prepare(IdemQuery *query);
 extern int	idem_run(IdemQuery *query, Datum *values, const char *nulls,
 					 bool read_only, long max_rows);
+extern uint64 idem_run_as_owner(IdemQuery *query, Datum *values,
+								const char *nulls, bool read_only,
+								Datum *result, bool *result_isnull);
 extern void idem_become_owner(IdemOwnerRights *saved);
 extern void idem_restore_user(const IdemOwnerRights *saved);
 extern Datum idem_get_row_column(uint64 row, int colno, bool *isnull);

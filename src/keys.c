@@ -764,7 +764,6 @@ idempotency_checkpoint(PG_FUNCTION_ARGS)
 	text	   *scope = idem_arg_scope(fcinfo, 4);
 	Datum		values[6];
 	char		nulls[6] = {' ', ' ', ' ', recovery_point ? ' ' : 'n', ' ', ' '};
-	IdemOwnerRights owner;
 
 	values[0] = PointerGetDatum(scope);
 	values[1] = PointerGetDatum(key);
@@ -774,12 +773,8 @@ idempotency_checkpoint(PG_FUNCTION_ARGS)
 	values[5] = IntervalPGetDatum(lease);
 
 	PreventCommandIfReadOnly("idempotency.checkpoint()");
-	idem_become_owner(&owner);
-	SPI_connect();
-	if (idem_run(&checkpoint_key, values, nulls, false, 0) != 1)
+	if (idem_run_as_owner(&checkpoint_key, values, nulls, false, NULL, NULL) != 1)
 		lease_lost(key, scope, fence);
-	SPI_finish();
-	idem_restore_user(&owner);
 	PG_RETURN_VOID();
 }
 
@@ -793,7 +788,6 @@ idempotency_release(PG_FUNCTION_ARGS)
 	int64		fence = arg_fence(fcinfo, 1);
 	text	   *scope = idem_arg_scope(fcinfo, 2);
 	Datum		values[4];
-	IdemOwnerRights owner;
 
 	values[0] = PointerGetDatum(scope);
 	values[1] = PointerGetDatum(key);
@@ -801,12 +795,8 @@ idempotency_release(PG_FUNCTION_ARGS)
 	values[3] = TimestampTzGetDatum(GetCurrentStatementStartTimestamp());
 
 	PreventCommandIfReadOnly("idempotency.release()");
-	idem_become_owner(&owner);
-	SPI_connect();
-	if (idem_run(&release_key, values, NULL, false, 0) != 1)
+	if (idem_run_as_owner(&release_key, values, NULL, false, NULL, NULL) != 1)
 		lease_lost(key, scope, fence);
-	SPI_finish();
-	idem_restore_user(&owner);
 	PG_RETURN_VOID();
 }
 
@@ -852,22 +842,13 @@ idempotency_lookup(PG_FUNCTION_ARGS)
 	text	   *scope = idem_arg_scope(fcinfo, 1);
 	Datum		values[3];
 	Datum		row = (Datum) 0;
-	bool		isnull = true;
-	IdemOwnerRights owner;
+	bool		isnull;
 
 	values[0] = PointerGetDatum(scope);
 	values[1] = PointerGetDatum(key);
 	values[2] = TimestampTzGetDatum(GetCurrentStatementStartTimestamp());
 
-	idem_become_owner(&owner);
-	SPI_connect();
-	if (idem_run(&lookup_key, values, NULL, true, 1) == 1)
-	{
-		row = idem_get_column(1, &isnull);
-		row = SPI_datumTransfer(row, false, -1);
-	}
-	SPI_finish();
-	idem_restore_user(&owner);
+	(void) idem_run_as_owner(&lookup_key, values, NULL, true, &row, &isnull);
 	if (isnull)
 		PG_RETURN_NULL();
 	if (pg_class_aclcheck(idem_relation_oid("idempotency_keys"), GetUserId(),

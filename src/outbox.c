@@ -303,10 +303,10 @@ idempotency_enqueue_event(PG_FUNCTION_ARGS)
 	Datum		values[5];
 	char		nulls[5] = "    ";
 	bool		isnull;
-	int64		id;
-	IdemOwnerRights owner;
+	Datum		id;
 
 	event_args(fcinfo, &aggregate_type, &aggregate_id, &event_type);
+	PreventCommandIfReadOnly("idempotency.enqueue_event()");
 	values[0] = PointerGetDatum(aggregate_type);
 	values[1] = PointerGetDatum(aggregate_id);
 	values[2] = PointerGetDatum(event_type);
@@ -319,18 +319,12 @@ idempotency_enqueue_event(PG_FUNCTION_ARGS)
 	lock_bucket(aggregate_bucket(aggregate_type, aggregate_id), ShareLock,
 				false);
 
-	PreventCommandIfReadOnly("idempotency.enqueue_event()");
-	idem_become_owner(&owner);
-	SPI_connect();
-	idem_run(&insert_event, values, nulls, false, 0);
-	id = DatumGetInt64(idem_get_column(1, &isnull));
-	SPI_finish();
-	idem_restore_user(&owner);
+	(void) idem_run_as_owner(&insert_event, values, nulls, false, &id, &isnull);
 
 	/* Same payload, same notification: one per aggregate type and commit. */
 	if (idem_outbox_notify)
 		Async_Notify(OUTBOX_CHANNEL, text_to_cstring(aggregate_type));
-	PG_RETURN_INT64(id);
+	PG_RETURN_DATUM(id);
 }
 
 /*
@@ -694,20 +688,13 @@ idempotency_mark_published_1_1(PG_FUNCTION_ARGS)
 	Datum		values[3];
 	int64		token = 0;
 	bool		token_given = lease_token_arg(fcinfo, 1, &token);
-	int			updated;
-	IdemOwnerRights owner;
 
+	PreventCommandIfReadOnly("idempotency.mark_published()");
 	values[0] = ids_arg(fcinfo);
 	values[1] = TimestampTzGetDatum(GetCurrentStatementStartTimestamp());
 	values[2] = lease_tokens(values[0], token_given, token);
-
-	PreventCommandIfReadOnly("idempotency.mark_published()");
-	idem_become_owner(&owner);
-	SPI_connect();
-	updated = idem_run(&publish_events, values, NULL, false, 0);
-	SPI_finish();
-	idem_restore_user(&owner);
-	PG_RETURN_INT32(updated);
+	PG_RETURN_INT32((int32) idem_run_as_owner(&publish_events, values, NULL,
+											  false, NULL, NULL));
 }
 
 Datum
@@ -743,6 +730,7 @@ idempotency_mark_failed_1_1(PG_FUNCTION_ARGS)
 	int			updated;
 	IdemOwnerRights owner;
 
+	PreventCommandIfReadOnly("idempotency.mark_failed()");
 	values[0] = ids_arg(fcinfo);
 	idem_require_arg(fcinfo, 1, "error");
 	token_given = lease_token_arg(fcinfo, 2, &token);
@@ -752,7 +740,6 @@ idempotency_mark_failed_1_1(PG_FUNCTION_ARGS)
 	values[4] = Int32GetDatum(idem_outbox_max_attempts);
 	values[5] = Float8GetDatum(interval_seconds(&idem_outbox_retry_backoff));
 
-	PreventCommandIfReadOnly("idempotency.mark_failed()");
 	idem_become_owner(&owner);
 	SPI_connect();
 
@@ -814,7 +801,6 @@ idempotency_process_once(PG_FUNCTION_ARGS)
 {
 	Datum		values[2];
 	bool		first;
-	IdemOwnerRights owner;
 
 	values[0] = PointerGetDatum(idem_arg_name(fcinfo, 0, "consumer", 1,
 											  IDEM_MAX_NAME_CHARS));
@@ -822,15 +808,7 @@ idempotency_process_once(PG_FUNCTION_ARGS)
 											  IDEM_MAX_NAME_CHARS));
 
 	PreventCommandIfReadOnly("idempotency.process_once()");
-	idem_become_owner(&owner);
-	if (seen_processed(values))
-		first = false;
-	else
-	{
-		SPI_connect();
-		first = idem_run(&mark_processed, values, NULL, false, 0) == 1;
-		SPI_finish();
-	}
-	idem_restore_user(&owner);
+	first = !seen_processed(values) &&
+		idem_run_as_owner(&mark_processed, values, NULL, false, NULL, NULL) == 1;
 	PG_RETURN_BOOL(first);
 }

@@ -230,12 +230,12 @@ lookup_machine(const char *name)
 	MachineEntry *entry;
 	bool		found;
 	Datum		arg = CStringGetTextDatum(name);
-	Jsonb	   *transitions = NULL;
-	MemoryContext caller_context = CurrentMemoryContext;
+	Datum		transitions;
+	Jsonb	   *jb;
+	bool		isnull;
 	MemoryContext old;
 	Transition *pairs;
 	int			npairs;
-	IdemOwnerRights owner;
 
 	/* Longer names cannot be defined (nor fit the key). */
 	if (strlen(name) >= MACHINE_NAME_BYTES)
@@ -264,20 +264,9 @@ lookup_machine(const char *name)
 	if (entry != NULL)
 		return entry;
 
-	idem_become_owner(&owner);
-	SPI_connect();
 	machines_table();
-	if (idem_run(&select_machine, &arg, NULL, true, 1) == 1)
-	{
-		bool		isnull;
-		MemoryContext old = MemoryContextSwitchTo(caller_context);
-
-		transitions = DatumGetJsonbPCopy(idem_get_column(1, &isnull));
-		MemoryContextSwitchTo(old);
-	}
-	SPI_finish();
-	idem_restore_user(&owner);
-	if (transitions == NULL)
+	if (idem_run_as_owner(&select_machine, &arg, NULL, true, &transitions,
+						  &isnull) == 0)
 		return NULL;
 
 	/* The read may have taken in an invalidation: start again. */
@@ -285,8 +274,9 @@ lookup_machine(const char *name)
 		return lookup_machine(name);
 
 	/* Parse before entering, so that an error leaves no half entry. */
+	jb = DatumGetJsonbP(transitions);
 	old = MemoryContextSwitchTo(MachineCacheContext);
-	pairs = parse_transitions(transitions, &npairs);
+	pairs = parse_transitions(jb, &npairs);
 	MemoryContextSwitchTo(old);
 	entry = hash_search(machine_cache, name, HASH_ENTER, &found);
 	entry->transitions = pairs;
@@ -347,7 +337,6 @@ idempotency_define_state_machine(PG_FUNCTION_ARGS)
 	Jsonb	   *transitions;
 	int			ntransitions;
 	Datum		values[2];
-	IdemOwnerRights owner;
 
 	idem_require_arg(fcinfo, 1, "transitions");
 	transitions = PG_GETARG_JSONB_P(1);
@@ -356,13 +345,9 @@ idempotency_define_state_machine(PG_FUNCTION_ARGS)
 	values[0] = PointerGetDatum(name);
 	values[1] = JsonbPGetDatum(transitions);
 	PreventCommandIfReadOnly("idempotency.define_state_machine()");
-	idem_become_owner(&owner);
-	SPI_connect();
-	idem_run(&upsert_machine, values, NULL, false, 0);
+	(void) idem_run_as_owner(&upsert_machine, values, NULL, false, NULL, NULL);
 	/* Other backends forget their copy at commit, this one at its next command. */
 	CacheInvalidateRelcacheByRelid(machines_table());
-	SPI_finish();
-	idem_restore_user(&owner);
 	PG_RETURN_VOID();
 }
 
@@ -380,16 +365,9 @@ idempotency_enforce_state_machine(PG_FUNCTION_ARGS)
 	text	   *machine = idem_arg_name(fcinfo, 2, "machine", 1,
 										IDEM_MAX_NAME_CHARS);
 	Datum		arg = PointerGetDatum(machine);
-	IdemOwnerRights owner;
-	bool		exists;
 
 	PreventCommandIfReadOnly("idempotency.enforce_state_machine()");
-	idem_become_owner(&owner);
-	SPI_connect();
-	exists = idem_run(&select_machine, &arg, NULL, true, 1) == 1;
-	SPI_finish();
-	idem_restore_user(&owner);
-	if (!exists)
+	if (idem_run_as_owner(&select_machine, &arg, NULL, true, NULL, NULL) == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("state machine \"%s\" does not exist",

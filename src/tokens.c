@@ -49,7 +49,6 @@ idempotency_issue_token(PG_FUNCTION_ARGS)
 	Interval   *ttl = idem_arg_interval(fcinfo, 1, "ttl", &idem_token_ttl);
 	pg_uuid_t  *token = palloc(sizeof(pg_uuid_t));
 	Datum		values[4];
-	IdemOwnerRights owner;
 
 	/* A version 4 (random) UUID, RFC 4122. */
 	if (!pg_strong_random(token->data, UUID_LEN))
@@ -65,11 +64,7 @@ idempotency_issue_token(PG_FUNCTION_ARGS)
 	values[3] = IntervalPGetDatum(ttl);
 
 	PreventCommandIfReadOnly("idempotency.issue_token()");
-	idem_become_owner(&owner);
-	SPI_connect();
-	idem_run(&insert_token, values, NULL, false, 0);
-	SPI_finish();
-	idem_restore_user(&owner);
+	(void) idem_run_as_owner(&insert_token, values, NULL, false, NULL, NULL);
 	PG_RETURN_UUID_P(token);
 }
 
@@ -82,7 +77,6 @@ idempotency_consume_token(PG_FUNCTION_ARGS)
 {
 	text	   *scope;
 	Datum		values[3];
-	IdemOwnerRights owner;
 	bool		consumed;
 
 	idem_require_arg(fcinfo, 0, "token");
@@ -92,10 +86,6 @@ idempotency_consume_token(PG_FUNCTION_ARGS)
 	values[2] = TimestampTzGetDatum(GetCurrentStatementStartTimestamp());
 
 	PreventCommandIfReadOnly("idempotency.consume_token()");
-	idem_become_owner(&owner);
-	SPI_connect();
-	consumed = idem_run(&consume, values, NULL, false, 0) == 1;
-	SPI_finish();
-	idem_restore_user(&owner);
+	consumed = idem_run_as_owner(&consume, values, NULL, false, NULL, NULL) == 1;
 	PG_RETURN_BOOL(consumed);
 }

@@ -2,7 +2,7 @@
 -- Section 8: privileges.  Nothing is usable by PUBLIC; grant_usage() hands
 -- an application role what it needs.  The functions of sections 1, 2, 4
 -- and 5 run their bookkeeping as the extension owner (see
--- src/plan_cache.c), so the role needs no access to the tables.  A
+-- src/bookkeeping.c), so the role needs no access to the tables.  A
 -- function that has to be SECURITY DEFINER pins search_path.  Defining
 -- state machines, cleanup and granting stay with the owner.
 --

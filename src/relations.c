@@ -1,9 +1,11 @@
 /*-------------------------------------------------------------------------
  *
- * index_scan.c
- *	  Direct index scans of the extension's own tables, for the paths where
- *	  starting an executor would cost more than the work: the key read of
- *	  every claim and the purge walks.
+ * relations.c
+ *	  The extension's own relations: their OIDs and the positions of the
+ *	  columns C reads, both cached until the catalog changes, and direct
+ *	  index scans for the reads where starting an executor would cost more
+ *	  than the work (the key read of every claim, the inbox probe).  Rows
+ *	  are never written here.
  *
  * A scan sees what a non-read-only SPI statement would see: the effects of
  * the earlier commands of this transaction and, under READ COMMITTED,

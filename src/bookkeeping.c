@@ -1,8 +1,8 @@
 /*-------------------------------------------------------------------------
  *
- * plan_cache.c
- *	  Running the extension's own statements: prepared once per backend,
- *	  executed through SPI, as the extension owner.
+ * bookkeeping.c
+ *	  The extension's own statements on its tables: prepared once per
+ *	  backend, executed through SPI, as the extension owner.
  *
  * The SQL-callable functions are SECURITY INVOKER so that execute() and the
  * state-machine helpers run the caller's statements with the caller's
@@ -122,6 +122,40 @@ idem_run(IdemQuery *query, Datum *values, const char *nulls,
 		elog(ERROR, "SPI_execute_plan failed for \"%s\": %s",
 			 query->sql, SPI_result_code_string(rc));
 	return (int) SPI_processed;
+}
+
+/*
+ * Run one bookkeeping statement on its own: as the extension owner, in an
+ * SPI connection of its own.  Returns the number of rows it processed.
+ * When "result" is given, the first column of the first row it returned is
+ * copied into it, in the caller's memory, with "*result_isnull" set (true
+ * when there was no row).
+ */
+uint64
+idem_run_as_owner(IdemQuery *query, Datum *values, const char *nulls,
+				  bool read_only, Datum *result, bool *result_isnull)
+{
+	IdemOwnerRights owner;
+	uint64		rows;
+
+	idem_become_owner(&owner);
+	SPI_connect();
+	rows = idem_run(query, values, nulls, read_only, result ? 1 : 0);
+	if (result != NULL)
+	{
+		*result_isnull = true;
+		if (rows > 0 && SPI_tuptable != NULL)
+		{
+			Form_pg_attribute attr = TupleDescAttr(SPI_tuptable->tupdesc, 0);
+			Datum		value = idem_get_column(1, result_isnull);
+
+			if (!*result_isnull)
+				*result = SPI_datumTransfer(value, attr->attbyval, attr->attlen);
+		}
+	}
+	SPI_finish();
+	idem_restore_user(&owner);
+	return rows;
 }
 
 /*
