@@ -97,6 +97,34 @@ SELECT idempotency.copy_execute_grants('idempotency.mark_failed(bigint[],text)',
 DROP FUNCTION idempotency.mark_failed(bigint[], text);
 
 --
+-- Batches: many events in one call, for producers and consumers that work
+-- in batches (a Kafka poll, a bulk import).
+--
+CREATE FUNCTION idempotency.enqueue_events(
+    aggregate_types text[],
+    aggregate_ids   text[],
+    event_types     text[],
+    payloads        jsonb[],
+    headers         jsonb[] DEFAULT NULL)
+RETURNS SETOF bigint
+AS 'MODULE_PATHNAME', 'idempotency_enqueue_events'
+LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 100;
+COMMENT ON FUNCTION idempotency.enqueue_events(text[], text[], text[], jsonb[], jsonb[]) IS 'enqueue_event for many events at once, one per array element, in array order; returns their ids in that order';
+REVOKE ALL ON FUNCTION idempotency.enqueue_events(text[], text[], text[], jsonb[], jsonb[]) FROM PUBLIC;
+-- whoever may enqueue one event may enqueue many
+SELECT idempotency.copy_execute_grants('idempotency.enqueue_event(text,text,text,jsonb,jsonb)',
+                                       'idempotency.enqueue_events(text[],text[],text[],jsonb[],jsonb[])');
+
+CREATE FUNCTION idempotency.process_once(consumer text, event_ids text[])
+RETURNS SETOF text
+AS 'MODULE_PATHNAME', 'idempotency_process_once_batch'
+LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 100;
+COMMENT ON FUNCTION idempotency.process_once(text, text[]) IS 'inbox dedup for a batch: the event ids seen for the first time, in the order given';
+REVOKE ALL ON FUNCTION idempotency.process_once(text, text[]) FROM PUBLIC;
+SELECT idempotency.copy_execute_grants('idempotency.process_once(text,text)',
+                                       'idempotency.process_once(text,text[])');
+
+--
 -- Privileges: grant_usage() picks the application's functions by name, so
 -- a new signature needs no new list.
 --
@@ -120,7 +148,7 @@ BEGIN
            AND p.proname OPERATOR(pg_catalog.=) ANY (ARRAY[
                    'fingerprint', 'claim', 'complete', 'fail', 'checkpoint', 'release',
                    'lookup', 'execute', 'issue_token', 'consume_token', 'transition',
-                   'enqueue_event', 'emit_event', 'claim_events', 'mark_published',
+                   'enqueue_event', 'enqueue_events', 'emit_event', 'claim_events', 'mark_published',
                    'mark_failed', 'process_once', 'lock_key', 'try_lock']::pg_catalog.name[])
          ORDER BY 1
     LOOP

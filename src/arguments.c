@@ -10,7 +10,9 @@
  */
 #include "postgres.h"
 
+#include "catalog/pg_type.h"
 #include "mb/pg_wchar.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/datetime.h"
 #include "utils/lsyscache.h"
@@ -38,19 +40,16 @@ idem_require_arg(FunctionCallInfo fcinfo, int argno, const char *argname)
 }
 
 /*
- * A text argument of min_chars..max_chars characters (not bytes).
+ * Check that "value", given as "argname", has min_chars..max_chars
+ * characters (not bytes).
  */
-text *
-idem_arg_name(FunctionCallInfo fcinfo, int argno, const char *argname,
-			  int min_chars, int max_chars)
+static void
+check_name_length(text *value, const char *argname, int min_chars,
+				  int max_chars)
 {
-	text	   *value;
-	int			nchars;
+	int			nchars = pg_mbstrlen_with_len(VARDATA_ANY(value),
+											  VARSIZE_ANY_EXHDR(value));
 
-	idem_require_arg(fcinfo, argno, argname);
-	value = PG_GETARG_TEXT_PP(argno);
-	nchars = pg_mbstrlen_with_len(VARDATA_ANY(value),
-								  VARSIZE_ANY_EXHDR(value));
 	if (nchars < min_chars)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -61,7 +60,82 @@ idem_arg_name(FunctionCallInfo fcinfo, int argno, const char *argname,
 				 errmsg("%s is too long", argname),
 				 errdetail("It has %d characters; at most %d are allowed.",
 						   nchars, max_chars)));
+}
+
+/*
+ * A text argument of min_chars..max_chars characters (not bytes).
+ */
+text *
+idem_arg_name(FunctionCallInfo fcinfo, int argno, const char *argname,
+			  int min_chars, int max_chars)
+{
+	text	   *value;
+
+	idem_require_arg(fcinfo, argno, argname);
+	value = PG_GETARG_TEXT_PP(argno);
+	check_name_length(value, argname, min_chars, max_chars);
 	return value;
+}
+
+/*
+ * A one-dimensional array argument of "elemtype" (text or jsonb): its
+ * elements in *elems, their number returned.  A NULL array, or a NULL
+ * element where "nulls" is NULL, raises 22023; otherwise the elements'
+ * NULL flags go to *nulls.  The array is checked against "expected"
+ * elements when that is not negative (the other arrays of the call).
+ */
+int
+idem_arg_array(FunctionCallInfo fcinfo, int argno, const char *argname,
+			   Oid elemtype, int expected, Datum **elems, bool **nulls)
+{
+	ArrayType  *array;
+	bool	   *elem_nulls;
+	int			n;
+	int			i;
+
+	idem_require_arg(fcinfo, argno, argname);
+	array = PG_GETARG_ARRAYTYPE_P(argno);
+	if (ARR_NDIM(array) > 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must be a one-dimensional array", argname)));
+	deconstruct_array(array, elemtype, -1, false, TYPALIGN_INT, elems,
+					  &elem_nulls, &n);
+	if (expected >= 0 && n != expected)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s has %d elements, the other arrays %d", argname, n,
+						expected),
+				 errhint("Pass one element per event in every array.")));
+	if (nulls != NULL)
+		*nulls = elem_nulls;
+	else
+		for (i = 0; i < n; i++)
+			if (elem_nulls[i])
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("%s must not contain nulls", argname),
+						 errdetail("Element %d is null.", i + 1)));
+	return n;
+}
+
+/*
+ * A text[] argument whose every element has min_chars..max_chars
+ * characters; see idem_arg_array().
+ */
+int
+idem_arg_name_array(FunctionCallInfo fcinfo, int argno, const char *argname,
+					int min_chars, int max_chars, int expected,
+					Datum **elems)
+{
+	int			n = idem_arg_array(fcinfo, argno, argname, TEXTOID, expected,
+								   elems, NULL);
+	int			i;
+
+	for (i = 0; i < n; i++)
+		check_name_length(DatumGetTextPP((*elems)[i]), argname, min_chars,
+						  max_chars);
+	return n;
 }
 
 /*

@@ -38,6 +38,12 @@ extern void idem_require_arg(FunctionCallInfo fcinfo, int argno,
 extern text *idem_arg_name(FunctionCallInfo fcinfo, int argno,
 						   const char *argname, int min_chars,
 						   int max_chars);
+extern int	idem_arg_array(FunctionCallInfo fcinfo, int argno,
+						   const char *argname, Oid elemtype, int expected,
+						   Datum **elems, bool **nulls);
+extern int	idem_arg_name_array(FunctionCallInfo fcinfo, int argno,
+								const char *argname, int min_chars,
+								int max_chars, int expected, Datum **elems);
 extern text *idem_arg_key(FunctionCallInfo fcinfo, int argno);
 extern text *idem_arg_scope(FunctionCallInfo fcinfo, int argno);
 extern Interval *idem_arg_interval(FunctionCallInfo fcinfo, int argno,

@@ -101,6 +101,22 @@ static IdemQuery insert_event = {
 };
 
 /*
+ * $1 types, $2 ids, $3 event types, $4 payloads, $5 headers: the rows in
+ * the order of the arrays, so ids grow in that order.
+ */
+static IdemQuery insert_events = {
+	.sql = "INSERT INTO idempotency.outbox_events"
+	" (aggregate_type, aggregate_id, event_type, payload, headers)"
+	" SELECT u.t, u.a, u.e, u.p, u.h FROM ROWS FROM ("
+	"  pg_catalog.unnest($1::pg_catalog.text[]), pg_catalog.unnest($2::pg_catalog.text[]),"
+	"  pg_catalog.unnest($3::pg_catalog.text[]), pg_catalog.unnest($4::pg_catalog.jsonb[]),"
+	"  pg_catalog.unnest($5::pg_catalog.jsonb[])) WITH ORDINALITY AS u(t, a, e, p, h, n)"
+	" ORDER BY u.n RETURNING id",
+	.nargs = 5, .argtypes = {TEXTARRAYOID, TEXTARRAYOID, TEXTARRAYOID,
+	JSONBARRAYOID, JSONBARRAYOID}
+};
+
+/*
  * Candidates: $1 now, $2 batch.  Free events, oldest first, of aggregates
  * without a leased or retry-waiting pending event.  The pending index
  * serves the order; the held index, small (only events that a relay has
@@ -214,8 +230,27 @@ static IdemQuery mark_processed = {
 	.nargs = 2, .argtypes = {TEXTOID, TEXTOID}
 };
 
+/*
+ * $1 consumer, $2 event ids: the ids marked now, each once, in the order
+ * of their first occurrence in the array.  They are inserted in the
+ * order of the primary key, so that two batches sharing ids in any order
+ * wait for each other instead of deadlocking.
+ */
+static IdemQuery mark_processed_batch = {
+	.sql = "WITH marked AS ("
+	" INSERT INTO idempotency.processed_events (consumer, event_id)"
+	" SELECT $1, u.e FROM pg_catalog.unnest($2::pg_catalog.text[]) AS u(e)"
+	"  ORDER BY u.e COLLATE \"C\""
+	" ON CONFLICT DO NOTHING RETURNING event_id)"
+	" SELECT u.e FROM pg_catalog.unnest($2::pg_catalog.text[]) WITH ORDINALITY AS u(e, n)"
+	" JOIN marked m ON m.event_id" EQ "u.e COLLATE \"C\""
+	" GROUP BY u.e ORDER BY pg_catalog.min(u.n)",
+	.nargs = 2, .argtypes = {TEXTOID, TEXTARRAYOID}
+};
+
 /* SQL-callable functions */
 PG_FUNCTION_INFO_V1(idempotency_enqueue_event);
+PG_FUNCTION_INFO_V1(idempotency_enqueue_events);
 PG_FUNCTION_INFO_V1(idempotency_emit_event);
 PG_FUNCTION_INFO_V1(idempotency_claim_events);
 PG_FUNCTION_INFO_V1(idempotency_mark_published);
@@ -223,6 +258,7 @@ PG_FUNCTION_INFO_V1(idempotency_mark_published_1_1);
 PG_FUNCTION_INFO_V1(idempotency_mark_failed);
 PG_FUNCTION_INFO_V1(idempotency_mark_failed_1_1);
 PG_FUNCTION_INFO_V1(idempotency_process_once);
+PG_FUNCTION_INFO_V1(idempotency_process_once_batch);
 
 /*
  * The lock bucket of an aggregate.  The type's hash seeds the id's, so
@@ -337,6 +373,86 @@ append_jsonb(StringInfo buf, Jsonb *value)
 		appendStringInfoString(buf, "null");
 	else
 		(void) JsonbToCString(buf, &value->root, VARSIZE(value));
+}
+
+/*
+ * Return the first column of the "nrows" rows of the last SPI statement as
+ * the rows of a set-returning function's result.
+ */
+static void
+return_first_column(ReturnSetInfo *rsinfo, uint64 nrows)
+{
+	uint64		row;
+
+	for (row = 0; row < nrows; row++)
+	{
+		bool		isnull;
+		Datum		value = idem_get_row_column(row, 1, &isnull);
+
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, &value,
+							 &isnull);
+	}
+}
+
+/*
+ * enqueue_events(aggregate_types, aggregate_ids, event_types, payloads,
+ * headers) RETURNS SETOF bigint: many events in one statement, each as
+ * enqueue_event would write it, in the order of the arrays (one element
+ * per event in each; headers may be NULL, or hold NULLs).  Returns their
+ * ids in that order.
+ */
+Datum
+idempotency_enqueue_events(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	Datum	   *types;
+	Datum	   *ids;
+	Datum	   *event_types;
+	Datum	   *payloads;
+	Datum	   *headers;
+	bool	   *header_nulls;
+	Datum		values[5];
+	char		nulls[5] = "    ";
+	IdemOwnerRights owner;
+	uint64		nrows;
+	int			n;
+	int			i;
+
+	n = idem_arg_name_array(fcinfo, 0, "aggregate_types", 1,
+							IDEM_MAX_NAME_CHARS, -1, &types);
+	(void) idem_arg_name_array(fcinfo, 1, "aggregate_ids", 1,
+							   IDEM_MAX_NAME_CHARS, n, &ids);
+	(void) idem_arg_name_array(fcinfo, 2, "event_types", 1,
+							   IDEM_MAX_NAME_CHARS, n, &event_types);
+	(void) idem_arg_array(fcinfo, 3, "payloads", JSONBOID, n, &payloads, NULL);
+	if (PG_ARGISNULL(4))
+		nulls[4] = 'n';
+	else
+		(void) idem_arg_array(fcinfo, 4, "headers", JSONBOID, n, &headers,
+							  &header_nulls);
+	PreventCommandIfReadOnly("idempotency.enqueue_events()");
+	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
+
+	/* Before the ids are drawn: see the locking rules above. */
+	for (i = 0; i < n; i++)
+		lock_bucket(aggregate_bucket(DatumGetTextPP(types[i]),
+									 DatumGetTextPP(ids[i])),
+					ShareLock, false);
+
+	for (i = 0; i < 5; i++)
+		values[i] = PG_ARGISNULL(i) ? (Datum) 0 : PG_GETARG_DATUM(i);
+	idem_become_owner(&owner);
+	SPI_connect();
+	nrows = idem_run(&insert_events, values, nulls, false, 0);
+	return_first_column(rsinfo, nrows);
+	SPI_finish();
+	idem_restore_user(&owner);
+
+	/* one notification per aggregate type and commit, as enqueue_event */
+	if (idem_outbox_notify)
+		for (i = 0; i < n; i++)
+			Async_Notify(OUTBOX_CHANNEL, TextDatumGetCString(types[i]));
+	return (Datum) 0;
 }
 
 /*
@@ -811,4 +927,38 @@ idempotency_process_once(PG_FUNCTION_ARGS)
 	first = !seen_processed(values) &&
 		idem_run_as_owner(&mark_processed, values, NULL, false, NULL, NULL) == 1;
 	PG_RETURN_BOOL(first);
+}
+
+/*
+ * process_once(consumer text, event_ids text[]) RETURNS SETOF text: the
+ * ids of the array seen for the first time, in the order given; the
+ * others (seen before, or earlier in the same array) are left out.  One
+ * INSERT ... ON CONFLICT DO NOTHING for the whole batch: a concurrent
+ * batch holding one of the ids makes it wait for that transaction, as
+ * process_once of one id does.
+ */
+Datum
+idempotency_process_once_batch(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	Datum	   *ids;
+	Datum		values[2];
+	IdemOwnerRights owner;
+	uint64		nrows;
+
+	values[0] = PointerGetDatum(idem_arg_name(fcinfo, 0, "consumer", 1,
+											  IDEM_MAX_NAME_CHARS));
+	(void) idem_arg_name_array(fcinfo, 1, "event_ids", 1, IDEM_MAX_NAME_CHARS,
+							   -1, &ids);
+	values[1] = PG_GETARG_DATUM(1);
+	PreventCommandIfReadOnly("idempotency.process_once()");
+	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
+
+	idem_become_owner(&owner);
+	SPI_connect();
+	nrows = idem_run(&mark_processed_batch, values, NULL, false, 0);
+	return_first_column(rsinfo, nrows);
+	SPI_finish();
+	idem_restore_user(&owner);
+	return (Datum) 0;
 }

@@ -78,6 +78,7 @@ SELECT CASE typ
     WHEN 'name'::regtype THEN CASE
         WHEN argname = 'key_column' THEN '''id''::name' ELSE '''state''::name' END
     WHEN 'text[]'::regtype THEN '''{}''::text[]'
+    WHEN 'jsonb[]'::regtype THEN '''{}''::jsonb[]'
     WHEN 'bigint[]'::regtype THEN '''{1}''::bigint[]'
     WHEN 'regrole'::regtype THEN quote_literal('regress_hostile_role') || '::regrole'
     END
@@ -94,6 +95,7 @@ INSERT INTO null_allowed VALUES
     ('issue_token', 'ttl'),
     ('enqueue_event', 'headers'), ('emit_event', 'headers'),
     ('mark_published', 'lease_token'), ('mark_failed', 'lease_token'),
+    ('enqueue_events', 'headers'),
     ('transition', 'set_columns');
 
 -- One probe per function and argument position: that argument NULL, the
