@@ -98,7 +98,9 @@ regress_group() {
   rc=$?
   cat "$WORK/$name.log"
   show_diffs
-  count "$WORK/$name.log" '\.\.\. ok' '\.\.\. FAILED|\.\.\. failed' $rc
+  # PostgreSQL 15 prints "test x ... ok", 16 and later TAP ("ok 1 - x")
+  count "$WORK/$name.log" '\.\.\. ok|^ok +[0-9]+ +[-+] ' \
+    '\.\.\. FAILED|\.\.\. failed|^not ok +[0-9]+ +[-+] ' $rc
 }
 
 for group in $TEST_GROUPS; do
