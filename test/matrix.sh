@@ -32,6 +32,9 @@ run_chroot() (
   echo "chroot $(idem_suite_of "$m") ready in $((SECONDS - t0))s" >"$OUT/pg$m.times"
   trap 'idem_chroot_release "$ch"' EXIT
   trap 'exit 130' INT TERM HUP
+  # interrupted, the output pipe (sed, tee) may be gone first: writing to it
+  # must not kill this shell before the release
+  trap '' PIPE
   idem_chroot_mount "$ch" || exit 1
   # leftovers of an earlier run (kept work of a failed one included)
   rm -rf "$ch/build" "$ch"/tmp/idempotency-test.* "$ch"/tmp/idempotency-scaleout
