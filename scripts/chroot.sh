@@ -119,16 +119,35 @@ idem_chroot_release() {
 }
 
 # idem_chroot_exec DIR CMD...: run CMD in DIR with a clean environment plus
-# the variables named in IDEM_CHROOT_ENV (those that are set).
+# the variables named in IDEM_CHROOT_ENV and the proxy variables (those
+# that are set).
 idem_chroot_exec() {
   local ch=$1 v envs=()
   shift
-  for v in ${IDEM_CHROOT_ENV:-}; do
+  for v in ${IDEM_CHROOT_ENV:-} http_proxy https_proxy no_proxy HTTP_PROXY HTTPS_PROXY NO_PROXY; do
     [ -n "${!v+x}" ] && envs+=("$v=${!v}")
   done
+  # node trusts the bundle of idem_chroot_sync_host too, not only its own
   chroot "$ch" /usr/bin/env -i HOME=/root LANG=C.UTF-8 TERM="${TERM:-dumb}" \
     PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-    DEBIAN_FRONTEND=noninteractive "${envs[@]}" "$@"
+    DEBIAN_FRONTEND=noninteractive NODE_EXTRA_CA_CERTS=/etc/ssl/certs/ca-certificates.crt \
+    "${envs[@]}" "$@"
+}
+
+# idem_chroot_sync_host DIR: what reaching the package registries takes,
+# as the host has it: name resolution, the host's CA bundle (where the
+# network passes through an inspecting proxy, its CA is in there) and npm's
+# configuration.  Done at every use, since the host's may change.
+idem_chroot_sync_host() {
+  local ch=$1 f
+  cp -L /etc/resolv.conf "$ch/etc/resolv.conf" 2>/dev/null
+  for f in /etc/ssl/certs/ca-certificates.crt /etc/npmrc /root/.npmrc; do
+    if [ -f "$f" ]; then
+      mkdir -p "$ch$(dirname "$f")"
+      cp -L "$f" "$ch$f"
+    fi
+  done
+  return 0
 }
 
 # idem_chroot_build MAJOR: debootstrap and provision the chroot for MAJOR
@@ -162,8 +181,7 @@ EOF
   mkdir -p "$new/etc/postgresql-common"
   echo 'create_main_cluster = false' >"$new/etc/postgresql-common/createcluster.conf"
   echo "$suite" >"$new/etc/idempotency-chroot"
-  cp /etc/resolv.conf "$new/etc/resolv.conf" 2>/dev/null
-  [ -f /root/.npmrc ] && cp /root/.npmrc "$new/root/.npmrc"
+  idem_chroot_sync_host "$new"
 
   idem_chroot_mount "$new" || { idem_chroot_release "$new"; return 1; }
   apt_opts="-q -o Acquire::Check-Valid-Until=false"

@@ -36,6 +36,7 @@ run_chroot() (
   # must not kill this shell before the release
   trap '' PIPE
   idem_chroot_mount "$ch" || exit 1
+  idem_chroot_sync_host "$ch"
   # leftovers of an earlier run (kept work of a failed one included)
   rm -rf "$ch/build" "$ch"/tmp/idempotency-test.* "$ch"/tmp/idempotency-scaleout
   mkdir -p "$ch/build/idempotency"
