@@ -236,3 +236,34 @@ idem_chroot_ensure() {
   [ -e "$dir" ] && idem_log "pg$m: $dir is incomplete or outdated, rebuilding"
   idem_chroot_build "$m"
 }
+
+# Run, not sourced: bash scripts/chroot.sh build|rebuild|shell MAJOR [CMD...]
+#   build    make sure the chroot of MAJOR is there and complete
+#   rebuild  build it anew
+#   shell    run CMD (default: bash) inside it, mounted for the time
+if [ "${BASH_SOURCE[0]}" = "$0" ]; then
+  set -uo pipefail
+  IDEM_TOP=$(cd "$(dirname "$0")/.." && pwd)
+  . "$IDEM_TOP/scripts/lib.sh"
+  cmd=${1:-} m=${2:-}
+  idem_suite_of "$m" >/dev/null 2>&1 && ! idem_runs_natively "$m" || {
+    echo "usage: $0 build|rebuild|shell MAJOR [CMD...]  (MAJOR: 17 or 18)" >&2
+    exit 2
+  }
+  shift 2
+  ch=$(idem_chroot_dir "$m")
+  idem_chroot_lock "$m"
+  case $cmd in
+  build) idem_chroot_ensure "$m" ;;
+  rebuild) rm -f "$ch/.idempotency-stamp"; idem_chroot_ensure "$m" ;;
+  shell)
+    idem_chroot_ensure "$m" || exit 1
+    trap 'idem_chroot_release "$ch"' EXIT
+    trap 'exit 130' INT TERM HUP
+    idem_chroot_mount "$ch" || exit 1
+    idem_chroot_sync_host "$ch"
+    IDEM_CHROOT_ENV="PG_MAJOR" PG_MAJOR=$m idem_chroot_exec "$ch" "${@:-bash}"
+    ;;
+  *) echo "unknown command $cmd" >&2; exit 2 ;;
+  esac
+fi
