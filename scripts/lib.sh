@@ -46,8 +46,9 @@ idem_ensure_packages() {
 }
 
 # idem_build: compile the extension against Debian's PostgreSQL $PG_MAJOR.
+# -k: a failed build reports every file that does not compile, not the first.
 idem_build() {
-  make -s -C "$IDEM_TOP" PG_CONFIG=$PG_BIN/pg_config >/dev/null
+  make -k -s -C "$IDEM_TOP" PG_CONFIG=$PG_BIN/pg_config >/dev/null
 }
 
 # idem_private_install DIR: a relocated copy of the server with the

@@ -67,7 +67,7 @@ run_host() {
   local m=$1 t0=$SECONDS rc
   PG_MAJOR=$m bash "$IDEM_TOP/test/run.sh"
   rc=$?
-  echo "host $(idem_host_suite); tests $(exit_word $rc) in $((SECONDS - t0))s" >"$OUT/pg$m.times"
+  echo "host $(idem_host_suite), tests $(exit_word $rc) in $((SECONDS - t0))s" >"$OUT/pg$m.times"
   return $rc
 }
 
