@@ -79,8 +79,8 @@ endif
 # after the include is enough.)
 docmoduledir := extension/$(EXTENSION)
 
-# every C file includes the shared header: a change to it rebuilds them all
-$(OBJS): src/idempotency.h
+# every C file includes the shared headers: a change to them rebuilds them all
+$(OBJS): src/idempotency.h src/pg_compat.h
 
 test/expected:
 	ln -s ../expected $@

@@ -17,6 +17,8 @@
 #include "utils/jsonb.h"
 #include "utils/timestamp.h"
 
+#include "pg_compat.h"
+
 /* Longest scope, consumer and event id, in characters (SPEC). */
 #define IDEM_MAX_NAME_CHARS 255
 
