@@ -43,7 +43,7 @@ replay|completed|201|{\"id\": 7}|charged|1
 t" <<'SQL'
 SELECT outcome, fence IS NOT NULL AS has_fence, status, recovery_point, attempts, fence AS f
   FROM idempotency.claim('order-1', '{"amount": 100, "currency": "EUR"}') \gset
-SELECT :'outcome', :has_fence, :'status', :'recovery_point', :attempts;
+SELECT :'outcome', :'has_fence', :'status', :'recovery_point', :attempts;
 SELECT outcome, retry_after > '0'::interval, fence FROM idempotency.claim('order-1', '{"currency":"EUR","amount":100}');
 SELECT outcome FROM idempotency.claim('order-1', '{"amount": 999, "currency": "EUR"}');
 SELECT idempotency.checkpoint('order-1', :f, 'charged');
@@ -75,7 +75,7 @@ SELECT outcome, response_body FROM idempotency.claim('order-2', '{"n": 2}');
 SQL
 
 check "the partition's 55000 message reaches the client behind PL/Proxy's prefix" \
-'ERROR:  idempotency.complete(5): [idempotency] REMOTE ERROR: idempotency lease lost for key "order-2"' <<'SQL'
+'ERROR:  idempotency.complete(6): [idempotency] REMOTE ERROR: idempotency lease lost for key "order-2"' <<'SQL'
 \set VERBOSITY terse
 SELECT idempotency.complete('order-2', 1, '{}');
 SQL
@@ -86,7 +86,7 @@ replay|402|{\"error\": \"card declined\"}" <<'SQL'
 SELECT fence AS f FROM idempotency.claim('order-3') \gset
 SELECT idempotency.fail('order-3', :f, '{"error": "timeout"}', 504, retryable => true);
 SELECT outcome, attempts, fence > :f AS larger, fence AS f2 FROM idempotency.claim('order-3') \gset
-SELECT :'outcome', :attempts, :larger;
+SELECT :'outcome', :attempts, :'larger';
 \set f :f2
 SELECT idempotency.fail('order-3', :f, '{"error": "card declined"}', 402, false);
 SELECT outcome, response_code, response_body FROM idempotency.claim('order-3');
