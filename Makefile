@@ -2,13 +2,22 @@
 #
 #   make && make install      build and install into the server of PG_CONFIG
 #   make run                  set up everything on a fresh machine and demo it
-#   make test                 set up everything and run every test group
+#   make test                 every test group on PostgreSQL 15, 17 and 18 in
+#                             turn (test/matrix.sh; what CI runs): 15 on the
+#                             host, 17 and 18 in Debian trixie/sid chroots
+#                             cached in /var/tmp/idempotency-chroots
+#   make test PG=17           the same for one major (or PG="15 18")
+#   make matrix               same as make test
 #   make bench                benchmarks against plain-SQL and Redis baselines
 #   make stress               the TAP tests with the stress run at 60 s
 #   make sanitize             regression tests under UBSan and valgrind (test/sanitize.sh)
 #   make memory               backend memory across 1M calls (test/memory.sh)
 #   make lint                 cppcheck and clang-tidy (test/lint.sh)
 #   make dist                 the release zip for PGXN, idempotency-<version>.zip
+#
+# PG_MAJOR (default 15) picks the server to build against when PG_CONFIG is
+# not given: /usr/lib/postgresql/$(PG_MAJOR)/bin/pg_config.  See
+# doc/testing.md for the supported majors.
 
 EXTENSION = idempotency
 MODULE_big = idempotency
@@ -49,10 +58,11 @@ SHLIB_LINK_INTERNAL = $(libpq)
 PG_CFLAGS = -Wall -Wextra
 EXTRA_CLEAN = $(DATA_built) test/expected results output_iso regression.diffs regression.out tmp_check
 
-ifeq ($(wildcard /usr/lib/postgresql/15/bin/pg_config),)
+PG_MAJOR ?= 15
+ifeq ($(wildcard /usr/lib/postgresql/$(PG_MAJOR)/bin/pg_config),)
 PG_CONFIG ?= pg_config
 else
-PG_CONFIG ?= /usr/lib/postgresql/15/bin/pg_config
+PG_CONFIG ?= /usr/lib/postgresql/$(PG_MAJOR)/bin/pg_config
 endif
 PGXS := $(shell $(PG_CONFIG) --pgxs 2>/dev/null)
 ifneq ($(PGXS),)
@@ -60,7 +70,7 @@ include $(PGXS)
 else
 all:
 	@echo "PostgreSQL server headers not found: run 'make run' or 'make test'," \
-	      "which install them, or install postgresql-server-dev-15" >&2; exit 1
+	      "which install them, or install postgresql-server-dev-$(PG_MAJOR)" >&2; exit 1
 endif
 
 # PGXS would install DOCS flat into $(docdir)/extension, where names such as
@@ -78,11 +88,13 @@ test/expected:
 $(DATA_built): $(sort $(wildcard sql/$(EXTVERSION)/*.sql))
 	cat $^ > $@
 
-.PHONY: run test bench profile stress sanitize memory lint dist
+.PHONY: run test matrix bench profile stress sanitize memory lint dist
 run:
 	bash scripts/run.sh
 test:
-	bash test/run.sh
+	bash test/matrix.sh $(PG)
+matrix:
+	bash test/matrix.sh
 bench:
 	bash bench/run.sh
 profile:

@@ -1,8 +1,13 @@
 # scripts/lib.sh: shared steps of `make run`, `make test` and `make bench`.
 # Sourced, not run.  Everything here works as root on a fresh Debian 12 and
 # runs PostgreSQL as the "postgres" OS user (initdb refuses root).
+#
+# PG_MAJOR (environment, default 15) picks the PostgreSQL major: 15 is
+# Debian 12's own; 17 and 18 run in the chroots of scripts/chroot.sh, where
+# they are the system's (see test/matrix.sh and doc/testing.md).
 
-PG_MAJOR=15
+PG_MAJOR=${PG_MAJOR:-15}
+export PG_MAJOR
 PG_BIN=/usr/lib/postgresql/$PG_MAJOR/bin
 PGXS_DIR=/usr/lib/postgresql/$PG_MAJOR/lib/pgxs
 
@@ -13,10 +18,16 @@ IDEM_PACKAGES="build-essential postgresql-$PG_MAJOR postgresql-server-dev-$PG_MA
 
 idem_log() { printf '==> %s\n' "$*" >&2; }
 
-# idem_ensure_packages PKG...: apt-get install whatever is missing.
+# idem_ensure_packages PKG...: apt-get install whatever is missing.  In a
+# chroot of scripts/chroot.sh, the packages its suite does not have (listed
+# in /etc/idempotency-chroot-missing when it was built) are skipped.
 idem_ensure_packages() {
   local missing=() p
   for p in "$@"; do
+    if [ -f /etc/idempotency-chroot-missing ] && grep -qx -- "$p" /etc/idempotency-chroot-missing; then
+      idem_log "skipping $p: not in $(cat /etc/idempotency-chroot 2>/dev/null)"
+      continue
+    fi
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
   done
   [ ${#missing[@]} -eq 0 ] && return 0
@@ -34,9 +45,10 @@ idem_ensure_packages() {
   DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
 }
 
-# idem_build: compile the extension against Debian's PostgreSQL 15.
+# idem_build: compile the extension against Debian's PostgreSQL $PG_MAJOR.
+# -k: a failed build reports every file that does not compile, not the first.
 idem_build() {
-  make -s -C "$IDEM_TOP" PG_CONFIG=$PG_BIN/pg_config >/dev/null
+  make -k -s -C "$IDEM_TOP" PG_CONFIG=$PG_BIN/pg_config >/dev/null
 }
 
 # idem_private_install DIR: a relocated copy of the server with the
