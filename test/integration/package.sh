@@ -146,7 +146,8 @@ mkdir -p "$CH/pkgtest/test" "$CH/pkgtest/out"
 cp "$deb" "$CH/pkgtest/"
 cp -r "$TOP/test/sql" "$TOP/test/specs" "$CH/pkgtest/test/"
 cp -r "$TOP/expected" "$CH/pkgtest/test/expected"
-chown -R postgres: "$CH/pkgtest" 2>/dev/null || in_ch chown -R postgres: /pkgtest
+# the chroot's postgres user, whose uid need not be the host's
+in_ch chown -R postgres: /pkgtest
 find "$CH/pkgtest" -name '*.c' -o -name Makefile -o -name '*.control' | grep -q . && fail "source files in the chroot"
 
 step "apt-get install ./$(basename "$deb")"
@@ -209,20 +210,26 @@ echo "installed version: \$got"
 [ "\$got" = "$default_version" ] || { echo "CREATE EXTENSION did not give version $default_version"; rc=1; }
 cd /pkgtest
 tests=\$(ls test/sql/*.sql | xargs -n1 basename | sed 's/\.sql\$//')
-as_pg "\$PGXS/src/test/regress/pg_regress" --bindir="\$BIN" --inputdir=test \
-  --outputdir=out/regress --dbname=contrib_regression --load-extension=idempotency \$tests || rc=1
 specs=\$(ls test/specs/*.spec | xargs -n1 basename | sed 's/\.spec\$//')
-as_pg "\$PGXS/src/test/isolation/pg_isolation_regress" --bindir="\$BIN" --inputdir=test \
-  --outputdir=out/isolation --dbname=isolation_regression --load-extension=idempotency \$specs || rc=1
-for d in out/regress out/isolation; do
-  [ -s \$d/regression.diffs ] && { echo "---- \$d/regression.diffs"; head -200 \$d/regression.diffs; }
-done
+# each runner's output in out/NAME.log; its failures and summary shown
+run_group() {	# run_group NAME RUNNER DB TESTS...
+  local name=\$1 runner=\$2 db=\$3 grc=0
+  shift 3
+  as_pg "\$PGXS/src/test/\$runner" --bindir="\$BIN" --inputdir=test --outputdir=out/\$name \
+    --dbname=\$db --load-extension=idempotency "\$@" >out/\$name.log 2>&1 || grc=1
+  grep -iE 'failed|passed' out/\$name.log | sed "s/^/\$name: /"
+  echo "\$name: \$(grep -cE '\\.\\.\\. +ok|^ok +[0-9]' out/\$name.log) of \$# tests ok"
+  [ -s out/\$name/regression.diffs ] && { echo "---- out/\$name/regression.diffs"; head -200 out/\$name/regression.diffs; }
+  [ \$grc -eq 0 ] || rc=1
+}
+run_group regress regress/pg_regress contrib_regression \$tests
+run_group isolation isolation/pg_isolation_regress isolation_regression \$specs
 idem_stop_cluster "\$BIN" /pkgtest/cluster
 exit \$rc
 EOF
 } >"$CH/pkgtest/run.sh"
 mkdir -p "$CH/pkgtest/out/regress" "$CH/pkgtest/out/isolation"
-chown -R postgres: "$CH/pkgtest/out" 2>/dev/null || in_ch chown -R postgres: /pkgtest/out
+in_ch chown -R postgres: /pkgtest/out
 step "cluster, CREATE EXTENSION, regression and isolation tests against the installed package"
 in_ch bash /pkgtest/run.sh || fail "tests against the installed package failed"
 
