@@ -49,9 +49,11 @@ dir=$1 m=$2 src=$3
 cd "$dir/$src"
 export DEBIAN_FRONTEND=noninteractive
 apt_opts="-q -y -o Acquire::Check-Valid-Until=false -o APT::Install-Recommends=false"
+# apt-get, its output in DIR/apt.log (shown when it fails)
+quiet_apt() { apt-get "$@" >>"$dir/apt.log" 2>&1 || { tail -20 "$dir/apt.log" >&2; exit 1; }; }
 if ! command -v dpkg-checkbuilddeps >/dev/null; then
-  apt-get -q -o Acquire::Check-Valid-Until=false update >/dev/null
-  apt-get $apt_opts install dpkg-dev >/dev/null
+  quiet_apt -q -o Acquire::Check-Valid-Until=false update
+  quiet_apt $apt_opts install dpkg-dev
 fi
 if ! dpkg-checkbuilddeps >/dev/null 2>&1; then
   echo "==> installing the build dependencies: $(dpkg-checkbuilddeps 2>&1 | sed "s/.*dependencies: //")" >&2
@@ -59,14 +61,13 @@ if ! dpkg-checkbuilddeps >/dev/null 2>&1; then
   mkdir -p /etc/postgresql-common
   grep -qs "^create_main_cluster" /etc/postgresql-common/createcluster.conf ||
     echo "create_main_cluster = false" >>/etc/postgresql-common/createcluster.conf
-  apt-get -q -o Acquire::Check-Valid-Until=false update >/dev/null
-  apt-get $apt_opts build-dep . >/dev/null
+  quiet_apt -q -o Acquire::Check-Valid-Until=false update
+  quiet_apt $apt_opts build-dep .
   # the server of the major built for (substvars read its jit Provides)
   dpkg-query -W -f="\${Status}" postgresql-$m 2>/dev/null | grep -q "install ok installed" ||
-    apt-get $apt_opts install postgresql-$m postgresql-server-dev-$m >/dev/null
+    quiet_apt $apt_opts install postgresql-$m postgresql-server-dev-$m
 fi
-[ -x /usr/lib/postgresql/$m/bin/pg_config ] ||
-  apt-get $apt_opts install postgresql-$m postgresql-server-dev-$m >/dev/null
+[ -x /usr/lib/postgresql/$m/bin/pg_config ] || quiet_apt $apt_opts install postgresql-$m postgresql-server-dev-$m
 export PG_SUPPORTED_VERSIONS=$m
 pg_buildext updatecontrol
 grep -q "^Package: postgresql-$m-idempotency\$" debian/control
@@ -99,7 +100,7 @@ else
   copy_tree "$ch/build/deb/idempotency-$upstream"
   rc=0
   idem_chroot_exec "$ch" bash -c "$build_script" deb /build/deb "$m" "idempotency-$upstream" || rc=$?
-  cp "$ch/build/deb/build.log" "$stage/" 2>/dev/null || true
+  cp "$ch/build/deb/build.log" "$ch/build/deb/apt.log" "$stage/" 2>/dev/null || true
   cp "$ch"/build/deb/*.deb "$ch"/build/deb/*.buildinfo "$ch"/build/deb/*.changes "$stage/" 2>/dev/null || true
   rm -rf "$ch/build/deb"
   [ "$rc" -eq 0 ] || die "build in $(idem_suite_of "$m") failed; log in $stage/build.log"
