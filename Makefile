@@ -26,7 +26,7 @@ EXTENSION = idempotency
 MODULE_big = idempotency
 EXTVERSION = 1.0
 # The distribution's version on PGXN (SemVer): META.json says the same.
-DISTVERSION = 1.0.0
+DISTVERSION = 1.1.0
 
 OBJS = $(patsubst %.c,%.o,$(sort $(wildcard src/*.c)))
 
@@ -82,8 +82,8 @@ endif
 # after the include is enough.)
 docmoduledir := extension/$(EXTENSION)
 
-# every C file includes the shared header: a change to it rebuilds them all
-$(OBJS): src/idempotency.h
+# every C file includes the shared headers: a change to them rebuilds them all
+$(OBJS): src/idempotency.h src/pg_compat.h
 
 test/expected:
 	ln -s ../expected $@

@@ -55,28 +55,30 @@ CREATE FUNCTION idempotency.complete(
     key           text,
     fence         bigint,
     response_body jsonb,
-    response_code integer DEFAULT 200,
-    scope         text    DEFAULT '')
+    response_code integer  DEFAULT 200,
+    scope         text     DEFAULT '',
+    ttl           interval DEFAULT NULL)
 RETURNS void
 LANGUAGE plproxy AS $$
     CLUSTER 'idempotency';
     RUN ON idempotency_shard.route(scope, key);
 $$;
-COMMENT ON FUNCTION idempotency.complete(text, bigint, jsonb, integer, text) IS 'complete() on the partition of (scope, key)';
+COMMENT ON FUNCTION idempotency.complete(text, bigint, jsonb, integer, text, interval) IS 'complete() on the partition of (scope, key)';
 
 CREATE FUNCTION idempotency.fail(
     key           text,
     fence         bigint,
     error         jsonb   DEFAULT NULL,
     response_code integer DEFAULT 500,
-    retryable     boolean DEFAULT true,
-    scope         text    DEFAULT '')
+    retryable     boolean  DEFAULT true,
+    scope         text     DEFAULT '',
+    ttl           interval DEFAULT NULL)
 RETURNS void
 LANGUAGE plproxy AS $$
     CLUSTER 'idempotency';
     RUN ON idempotency_shard.route(scope, key);
 $$;
-COMMENT ON FUNCTION idempotency.fail(text, bigint, jsonb, integer, boolean, text) IS 'fail() on the partition of (scope, key)';
+COMMENT ON FUNCTION idempotency.fail(text, bigint, jsonb, integer, boolean, text, interval) IS 'fail() on the partition of (scope, key)';
 
 CREATE FUNCTION idempotency.checkpoint(
     key            text,

@@ -10,6 +10,12 @@
  * An error in the statement aborts the transaction, claim included, so
  * nothing is stored.
  *
+ * A new key, the common case, is written once: the claim only takes the
+ * lock for creating the key (keys.c), which every claim of an absent key
+ * takes, the statement runs, and the key is inserted completed.  A
+ * concurrent request with the same key waits for the lock, so for this
+ * transaction, and then replays, as it would behind a claimed row.
+ *
  * The caller's statements are prepared once per backend and kept in a hash
  * table keyed by (statement text, number of parameters); every parameter
  * is bound as text.  The table is emptied when it reaches
@@ -275,10 +281,12 @@ idempotency_execute(PG_FUNCTION_ARGS)
 	SPI_connect();
 	entry = statement_plan(sql, nparams);
 	idem_become_owner(&owner);
-	idem_claim_key(key, scope, request, ttl, &idem_lease_timeout, &claim);
+	idem_claim_key(key, scope, request, ttl, &idem_lease_timeout, true,
+				   &claim);
 	idem_restore_user(&owner);
 
-	if (idem_claim_runs_work(&claim))
+	/* a new key (outcome NULL), or one to take over */
+	if (claim.outcome == NULL || idem_claim_runs_work(&claim))
 	{
 		char	   *nulls = palloc(Max(nparams, 1));
 		Jsonb	   *body;
@@ -300,14 +308,21 @@ idempotency_execute(PG_FUNCTION_ARGS)
 							   (Size) VARSIZE(body), idem_max_response_bytes)));
 
 		idem_become_owner(&owner);
-		claim.values[CLAIM_STATUS] =
-			idem_finish_key(key, scope, DatumGetInt64(claim.values[CLAIM_FENCE]),
-							true, JsonbPGetDatum(body), false, 200, false,
-							NULL);
+		if (claim.outcome == NULL)
+			idem_insert_completed_key(key, scope, request, ttl, body, &claim);
+		else
+		{
+			claim.values[CLAIM_STATUS] =
+				idem_finish_key(key, scope,
+								DatumGetInt64(claim.values[CLAIM_FENCE]),
+								true, JsonbPGetDatum(body), false, 200, false,
+								NULL);
+			claim.values[CLAIM_RESPONSE_CODE] = Int32GetDatum(200);
+			claim.values[CLAIM_RESPONSE_BODY] = JsonbPGetDatum(body);
+			claim.nulls[CLAIM_RESPONSE_CODE] = false;
+			claim.nulls[CLAIM_RESPONSE_BODY] = false;
+		}
 		idem_restore_user(&owner);
-		claim.values[CLAIM_RESPONSE_CODE] = Int32GetDatum(200);
-		claim.values[CLAIM_RESPONSE_BODY] = JsonbPGetDatum(body);
-		claim.nulls[CLAIM_RESPONSE_CODE] = claim.nulls[CLAIM_RESPONSE_BODY] = false;
 	}
 
 	MemoryContextSwitchTo(caller_context);

@@ -118,8 +118,8 @@ check_interval_setting(char **newval, void **extra,
 		GUC_check_errdetail("The interval must be at most 100 years.");
 		return false;
 	}
-	/* PostgreSQL 15 frees "extra" with free(), so it must come from malloc. */
-	result = (Interval *) malloc(sizeof(Interval));
+	/* freed by the GUC machinery, so allocated as it expects (pg_compat.h) */
+	result = (Interval *) idem_guc_malloc(sizeof(Interval));
 	if (result == NULL)
 		return false;
 	*result = span;

@@ -17,6 +17,8 @@
 #include "utils/jsonb.h"
 #include "utils/timestamp.h"
 
+#include "pg_compat.h"
+
 /* Longest scope, consumer and event id, in characters (SPEC). */
 #define IDEM_MAX_NAME_CHARS 255
 
@@ -109,11 +111,15 @@ typedef struct IdemClaim
 
 /* keys.c; the caller is connected to SPI and runs as the owner. */
 extern void idem_claim_key(text *key, text *scope, Jsonb *request,
-						   Interval *ttl, Interval *lease, IdemClaim *claim);
+						   Interval *ttl, Interval *lease, bool create_later,
+						   IdemClaim *claim);
 extern Datum idem_finish_key(text *key, text *scope, int64 fence,
 							bool completed, Datum body, bool body_isnull,
 							int32 response_code, bool retryable,
 							Interval *ttl);
+extern void idem_insert_completed_key(text *key, text *scope, Jsonb *request,
+									  Interval *ttl, Jsonb *body,
+									  IdemClaim *claim);
 extern bool idem_claim_runs_work(const IdemClaim *claim);
 extern Datum idem_claim_datum(FunctionCallInfo fcinfo, IdemClaim *claim);
 extern Jsonb *idem_arg_response(FunctionCallInfo fcinfo, int argno,

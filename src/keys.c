@@ -49,8 +49,10 @@
 #include "access/xact.h"
 #include "catalog/pg_collation.h"
 #include "catalog/pg_type.h"
+#include "common/hashfn.h"
 #include "funcapi.h"
 #include "miscadmin.h"
+#include "storage/lock.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
@@ -135,6 +137,15 @@ typedef struct KeyRow
 	Datum		values[KEY_NCOLUMNS];
 	bool		nulls[KEY_NCOLUMNS];
 } KeyRow;
+
+/*
+ * The lock that a transaction takes before it creates a key: a
+ * transaction-scoped advisory lock on a hash of (scope, key), in a space
+ * of its own (pg_locks: locktype advisory, objsubid 3).  Two transactions
+ * creating one key meet here, so that execute() may run its statement
+ * before the key's row exists.
+ */
+#define KEY_LOCK_CLASS_SUBID 3
 
 /*
  * $1 scope, $2 key, $3 request hash, $4 now, $5 ttl, $6 lease.  The WHERE
@@ -225,6 +236,24 @@ static IdemQuery checkpoint_key = {
 static IdemQuery release_key = {
 	.sql = "DELETE FROM idempotency.idempotency_keys WHERE " HELD_BY_FENCE("$4"),
 	.nargs = 4, .argtypes = {TEXTOID, TEXTOID, INT8OID, TIMESTAMPTZOID}
+};
+
+/*
+ * $1 scope, $2 key, $3 request hash, $4 now, $5 ttl, $6 the answer: a key
+ * created completed, in one row version (execute() of a new key).
+ */
+static IdemQuery insert_completed_key = {
+	.sql = "INSERT INTO idempotency.idempotency_keys"
+	" (scope, idempotency_key, request_hash, status, fence, attempts,"
+	"  recovery_point, response_code, response_body, created_at, updated_at,"
+	"  expires_at)"
+	" VALUES ($1, $2, $3, 'completed',"
+	"  pg_catalog.nextval('idempotency.fence_seq'::pg_catalog.regclass), 1,"
+	"  'started', 200, $6, $4, $4, $4" PLUS "$5)"
+	" ON CONFLICT (scope, idempotency_key) DO NOTHING"
+	" RETURNING status, fence, attempts, recovery_point",
+	.nargs = 6, .argtypes = {TEXTOID, TEXTOID, BYTEAOID, TIMESTAMPTZOID,
+	INTERVALOID, JSONBOID}
 };
 
 /* $1 scope, $2 key, $3 now */
@@ -456,12 +485,37 @@ run_claim_statement(IdemQuery *query, Datum *args, const char *nulls,
 }
 
 /*
+ * Take the lock for creating the key (see KEY_LOCK_CLASS_SUBID), until the
+ * end of the transaction.
+ */
+static void
+lock_key_creation(text *scope, text *key)
+{
+	uint64		hash;
+	LOCKTAG		tag;
+
+	hash = hash_bytes_extended((const unsigned char *) VARDATA_ANY(scope),
+							   VARSIZE_ANY_EXHDR(scope), 0);
+	hash = hash_bytes_extended((const unsigned char *) VARDATA_ANY(key),
+							   VARSIZE_ANY_EXHDR(key), hash);
+	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, (uint32) (hash >> 32),
+						 (uint32) hash, KEY_LOCK_CLASS_SUBID);
+	(void) LockAcquire(&tag, ExclusiveLock, false, false);
+}
+
+/*
  * Claim a key: fill "claim" with the outcome and the columns it reveals.
  * Only the holder learns the fence.  Runs as the extension owner.
+ *
+ * With "create_later" (execute()), a key that is absent is not inserted:
+ * the claim takes the lock for creating it, so that no claim of it can
+ * start until this transaction ends, and sets claim->outcome to NULL.  The
+ * caller runs its work and creates the key completed with
+ * idem_insert_completed_key(): one row version instead of two.
  */
 void
 idem_claim_key(text *key, text *scope, Jsonb *request, Interval *ttl,
-			   Interval *lease, IdemClaim *claim)
+			   Interval *lease, bool create_later, IdemClaim *claim)
 {
 	TimestampTz now = GetCurrentStatementStartTimestamp();
 	bytea	   *request_hash = request ? idem_fingerprint(request) : NULL;
@@ -484,15 +538,35 @@ idem_claim_key(text *key, text *scope, Jsonb *request, Interval *ttl,
 		return;
 
 	/* from here on the claim writes: not in a read-only transaction */
-	PreventCommandIfReadOnly("idempotency.claim()");
+	PreventCommandIfReadOnly(create_later ? "idempotency.execute()" :
+							 "idempotency.claim()");
+
+	if (!found && create_later)
+	{
+		lock_key_creation(scope, key);
+		/* a transaction that held the lock may have created it */
+		found = read_key(scope, key, &row);
+		if (!found)
+		{
+			claim->outcome = NULL;
+			return;
+		}
+		if (answer_from_row(&row, request_hash, now, claim))
+			return;
+	}
 
 	/*
-	 * An absent key is most likely still absent: insert it.  When another
-	 * transaction inserted it meanwhile, the insert declines and the upsert
-	 * below decides.
+	 * An absent key is most likely still absent: insert it, holding the
+	 * lock for creating it (an execute() of it may be running its
+	 * statement).  When another transaction inserted it meanwhile, the
+	 * insert declines and the upsert below decides.
 	 */
-	if (!found && run_claim_statement(&insert_key, values, nulls, claim))
-		return;
+	if (!found)
+	{
+		lock_key_creation(scope, key);
+		if (run_claim_statement(&insert_key, values, nulls, claim))
+			return;
+	}
 
 	/*
 	 * The row read may be gone or changed by now; the upsert decides.  When
@@ -516,6 +590,41 @@ idem_claim_key(text *key, text *scope, Jsonb *request, Interval *ttl,
 			 errmsg("could not claim idempotency key \"%s\" due to concurrent changes",
 					text_to_cstring(key)),
 			 errhint("Retry the request; the next claim decides from the key's current state.")));
+}
+
+/*
+ * Create the key that idem_claim_key(..., create_later) found absent and
+ * locked,
+ * completed with "body" as its answer (code 200), and fill "claim" as a
+ * claim and completion of it would.  Every creator of a key takes the
+ * lock, so the key is still absent; should a row have come by some other
+ * way, the caller's work is rolled back with a serialization failure.
+ */
+void
+idem_insert_completed_key(text *key, text *scope, Jsonb *request,
+						  Interval *ttl, Jsonb *body, IdemClaim *claim)
+{
+	bytea	   *request_hash = request ? idem_fingerprint(request) : NULL;
+	Datum		values[6];
+	char		nulls[6] = {' ', ' ', request_hash ? ' ' : 'n', ' ', ' ', ' '};
+
+	memset(claim->nulls, true, sizeof(claim->nulls));
+	values[0] = PointerGetDatum(scope);
+	values[1] = PointerGetDatum(key);
+	values[2] = PointerGetDatum(request_hash);
+	values[3] = TimestampTzGetDatum(GetCurrentStatementStartTimestamp());
+	values[4] = IntervalPGetDatum(ttl);
+	values[5] = JsonbPGetDatum(body);
+	if (!run_claim_statement(&insert_completed_key, values, nulls, claim))
+		ereport(ERROR,
+				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+				 errmsg("could not store idempotency key \"%s\" due to a concurrent claim",
+						text_to_cstring(key)),
+				 errhint("Retry the request; the retry replays or waits for the other claim.")));
+	claim->outcome = "claimed";
+	claim->values[CLAIM_RESPONSE_CODE] = Int32GetDatum(200);
+	claim->values[CLAIM_RESPONSE_BODY] = JsonbPGetDatum(body);
+	claim->nulls[CLAIM_RESPONSE_CODE] = claim->nulls[CLAIM_RESPONSE_BODY] = false;
 }
 
 /*
@@ -671,7 +780,7 @@ idempotency_claim(PG_FUNCTION_ARGS)
 
 	idem_check_ttl_covers_lease(ttl, lease);
 	idem_become_owner(&owner);
-	idem_claim_key(key, scope, request, ttl, lease, &claim);
+	idem_claim_key(key, scope, request, ttl, lease, false, &claim);
 	idem_restore_user(&owner);
 	PG_RETURN_DATUM(idem_claim_datum(fcinfo, &claim));
 }

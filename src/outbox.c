@@ -486,11 +486,7 @@ idempotency_emit_event(PG_FUNCTION_ARGS)
 	append_jsonb(&buf, PG_ARGISNULL(4) ? NULL : PG_GETARG_JSONB_P(4));
 	appendStringInfoChar(&buf, '}');
 
-#if PG_VERSION_NUM >= 170000
-	lsn = LogLogicalMessage(OUTBOX_CHANNEL, buf.data, buf.len, true, false);
-#else
-	lsn = LogLogicalMessage(OUTBOX_CHANNEL, buf.data, buf.len, true);
-#endif
+	lsn = idem_log_logical_message(OUTBOX_CHANNEL, buf.data, buf.len, true);
 	pfree(buf.data);
 	PG_RETURN_LSN(lsn);
 }

@@ -134,8 +134,8 @@ idem_index_scan_next(IdemIndexScan *scan)
 {
 	if (scan->scan == NULL)
 	{
-		scan->scan = index_beginscan(scan->rel, scan->index, scan->snapshot,
-									 scan->nkeys, 0);
+		scan->scan = idem_index_beginscan(scan->rel, scan->index,
+										  scan->snapshot, scan->nkeys, 0);
 		index_rescan(scan->scan, scan->keys, scan->nkeys, NULL, 0);
 	}
 	return index_getnext_slot(scan->scan, ForwardScanDirection, scan->slot);

@@ -41,12 +41,13 @@ in_progress|t|
 mismatch
 replay|completed|201|{\"id\": 7}|charged|1
 t" <<'SQL'
-SELECT outcome, fence IS NOT NULL, status, recovery_point, attempts
-  FROM idempotency.claim('order-1', '{"amount": 100, "currency": "EUR"}');
+SELECT outcome, fence IS NOT NULL AS has_fence, status, recovery_point, attempts, fence AS f
+  FROM idempotency.claim('order-1', '{"amount": 100, "currency": "EUR"}') \gset
+SELECT :'outcome', :has_fence, :'status', :'recovery_point', :attempts;
 SELECT outcome, retry_after > '0'::interval, fence FROM idempotency.claim('order-1', '{"currency":"EUR","amount":100}');
 SELECT outcome FROM idempotency.claim('order-1', '{"amount": 999, "currency": "EUR"}');
-SELECT idempotency.checkpoint('order-1', (idempotency.lookup('order-1')).fence, 'charged');
-SELECT idempotency.complete('order-1', (idempotency.lookup('order-1')).fence, '{"id": 7}', 201);
+SELECT idempotency.checkpoint('order-1', :f, 'charged');
+SELECT idempotency.complete('order-1', :f, '{"id": 7}', 201);
 SELECT outcome, status, response_code, response_body, recovery_point, attempts
   FROM idempotency.claim('order-1', '{"amount": 100, "currency": "EUR"}');
 SELECT (idempotency.lookup('order-1')).status = 'completed';
@@ -84,8 +85,9 @@ check "fail: retryable resumes, final replays the error" \
 replay|402|{\"error\": \"card declined\"}" <<'SQL'
 SELECT fence AS f FROM idempotency.claim('order-3') \gset
 SELECT idempotency.fail('order-3', :f, '{"error": "timeout"}', 504, retryable => true);
-SELECT outcome, attempts, fence > :f FROM idempotency.claim('order-3');
-SELECT fence AS f FROM idempotency.lookup('order-3') \gset
+SELECT outcome, attempts, fence > :f AS larger, fence AS f2 FROM idempotency.claim('order-3') \gset
+SELECT :'outcome', :attempts, :larger;
+\set f :f2
 SELECT idempotency.fail('order-3', :f, '{"error": "card declined"}', 402, false);
 SELECT outcome, response_code, response_body FROM idempotency.claim('order-3');
 SQL

@@ -55,7 +55,7 @@ my $pgbench = IPC::Run::start(
 # and a trigger, lets the clients write, and drops them again.
 my $deadline = time() + $seconds;
 my $gen = 0;
-while (time() < $deadline)
+while (1)
 {
 	$gen++;
 	$node->safe_psql('postgres', qq{

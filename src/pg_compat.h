@@ -1,0 +1,45 @@
+/*-------------------------------------------------------------------------
+ *
+ * pg_compat.h
+ *	  The differences between the PostgreSQL majors the extension supports
+ *	  (15, 17 and 18; doc/testing.md), each behind one PG_VERSION_NUM
+ *	  guard.  Nothing else in src/ tests the server version.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef IDEM_PG_COMPAT_H
+#define IDEM_PG_COMPAT_H
+
+#include "access/genam.h"
+#include "replication/message.h"
+#include "utils/guc.h"
+
+/*
+ * Memory for a GUC check hook's "extra": PostgreSQL 16 and later free it
+ * with guc_free(), 15 with free().
+ */
+#if PG_VERSION_NUM >= 160000
+#define idem_guc_malloc(size) guc_malloc(LOG, (size))
+#else
+#define idem_guc_malloc(size) malloc(size)
+#endif
+
+/* PostgreSQL 18 added the instrumentation argument of index_beginscan(). */
+#if PG_VERSION_NUM >= 180000
+#define idem_index_beginscan(heap, index, snapshot, nkeys, norderbys) \
+	index_beginscan((heap), (index), (snapshot), NULL, (nkeys), (norderbys))
+#else
+#define idem_index_beginscan(heap, index, snapshot, nkeys, norderbys) \
+	index_beginscan((heap), (index), (snapshot), (nkeys), (norderbys))
+#endif
+
+/* PostgreSQL 17 added the "flush" argument of LogLogicalMessage(). */
+#if PG_VERSION_NUM >= 170000
+#define idem_log_logical_message(prefix, message, size, transactional) \
+	LogLogicalMessage((prefix), (message), (size), (transactional), false)
+#else
+#define idem_log_logical_message(prefix, message, size, transactional) \
+	LogLogicalMessage((prefix), (message), (size), (transactional))
+#endif
+
+#endif							/* IDEM_PG_COMPAT_H */
