@@ -48,7 +48,8 @@ set -eu
 dir=$1 m=$2 src=$3
 cd "$dir/$src"
 export DEBIAN_FRONTEND=noninteractive
-apt_opts="-q -y -o Acquire::Check-Valid-Until=false -o APT::Install-Recommends=false"
+# another run of apt (a parallel make test) is waited for, not failed on
+apt_opts="-q -y -o Acquire::Check-Valid-Until=false -o APT::Install-Recommends=false -o DPkg::Lock::Timeout=600"
 # apt-get, its output in DIR/apt.log (shown when it fails)
 quiet_apt() { apt-get "$@" >>"$dir/apt.log" 2>&1 || { tail -20 "$dir/apt.log" >&2; exit 1; }; }
 if ! command -v dpkg-checkbuilddeps >/dev/null; then
