@@ -108,7 +108,8 @@ else
 fi
 deb=$(ls "$stage/${pkg}_${version}_"*.deb 2>/dev/null | head -1)
 [ -n "$deb" ] || die "dpkg-buildpackage made no ${pkg}_${version}_*.deb; log in $stage/build.log"
-# the debug symbols package beside the package, if debhelper made one
-mv "$stage/${pkg}"*_"${version}"_*.deb "$OUT/"
+# to build/deb/, with the debug symbols package if debhelper made one;
+# build/deb/pgN/ keeps them too, beside the .changes and .buildinfo
+cp "$stage/${pkg}"*_"${version}"_*.deb "$OUT/"
 idem_log "built $(basename "$deb") in $((SECONDS - t0))s ($(idem_suite_of "$m"))"
 echo "$OUT/$(basename "$deb")"
