@@ -217,10 +217,13 @@ idem_learn_columns(IdemColumns *columns, Relation rel)
 					attr->atttypid != columns->types[col])
 				{
 					columns->relid = InvalidOid;
-					elog(ERROR, "column \"%s\" of relation \"%s\" has type %s, not %s",
-						 columns->names[col], RelationGetRelationName(rel),
-						 format_type_be(attr->atttypid),
-						 format_type_be(columns->types[col]));
+					ereport(ERROR,
+							(errcode(ERRCODE_DATATYPE_MISMATCH),
+							 errmsg("column \"%s\" of relation \"idempotency.%s\" has type %s, not %s",
+									columns->names[col], RelationGetRelationName(rel),
+									format_type_be(attr->atttypid),
+									format_type_be(columns->types[col])),
+							 errhint("Restore the column's type; the extension reads it as created.")));
 				}
 				columns->attnums[col] = attr->attnum;
 			}

@@ -16,8 +16,8 @@ SELECT has_table('idempotency', 'tokens', 'tokens table');
 
 SELECT has_function('idempotency', 'fingerprint', ARRAY['jsonb']);
 SELECT has_function('idempotency', 'claim', ARRAY['text', 'jsonb', 'text', 'interval', 'interval']);
-SELECT has_function('idempotency', 'complete', ARRAY['text', 'bigint', 'jsonb', 'integer', 'text']);
-SELECT has_function('idempotency', 'fail', ARRAY['text', 'bigint', 'jsonb', 'integer', 'boolean', 'text']);
+SELECT has_function('idempotency', 'complete', ARRAY['text', 'bigint', 'jsonb', 'integer', 'text', 'interval']);
+SELECT has_function('idempotency', 'fail', ARRAY['text', 'bigint', 'jsonb', 'integer', 'boolean', 'text', 'interval']);
 SELECT has_function('idempotency', 'checkpoint', ARRAY['text', 'bigint', 'text', 'interval', 'text']);
 SELECT has_function('idempotency', 'release', ARRAY['text', 'bigint', 'text']);
 SELECT has_function('idempotency', 'lookup', ARRAY['text', 'text']);

@@ -12,28 +12,7 @@
 SET client_min_messages = warning;
 CREATE ROLE regress_sec_app;
 CREATE ROLE regress_sec_nobody;
-DO $$
-BEGIN
-    IF to_regprocedure('idempotency.grant_usage(regrole)') IS NOT NULL THEN
-        EXECUTE 'SELECT idempotency.grant_usage(''regress_sec_app'')';
-    ELSE
-        GRANT USAGE ON SCHEMA idempotency TO regress_sec_app;
-        GRANT EXECUTE ON FUNCTION
-            idempotency.fingerprint(jsonb),
-            idempotency.claim(text, jsonb, text, interval, interval),
-            idempotency.complete(text, bigint, jsonb, integer, text),
-            idempotency.fail(text, bigint, jsonb, integer, boolean, text),
-            idempotency.checkpoint(text, bigint, text, interval, text),
-            idempotency.release(text, bigint, text),
-            idempotency.lookup(text, text),
-            idempotency.execute(text, jsonb, text, text[], text, interval),
-            idempotency.issue_token(text, interval),
-            idempotency.consume_token(uuid, text),
-            idempotency.lock_key(text),
-            idempotency.try_lock(text)
-        TO regress_sec_app;
-    END IF;
-END $$;
+SELECT idempotency.grant_usage('regress_sec_app');
 
 -- nothing of the extension is granted to PUBLIC (each query: no rows)
 SELECT p.oid::regprocedure FROM pg_proc p

@@ -94,6 +94,30 @@ SELECT idempotency.process_once('dw-consumer', 'e-3') AS first;
 ROLLBACK;
 SELECT idempotency.process_once('dw-consumer', 'e-3') AS first_after_rollback;
 
+-- a column whose type changed is refused with 42804 instead of misread
+-- (this should fail)
+ALTER TABLE idempotency.idempotency_keys ALTER COLUMN retryable TYPE text;
+SELECT outcome FROM idempotency.claim('DW-7');
+ALTER TABLE idempotency.idempotency_keys ALTER COLUMN retryable TYPE boolean USING retryable::boolean;
+SELECT outcome, response_code FROM idempotency.claim('DW-7');
+
+-- a take-over that a trigger keeps from happening: the claim gives up
+-- after its rounds with 40001 and a hint (this should fail)
+UPDATE idempotency.idempotency_keys SET expires_at = now() - interval '1 second'
+ WHERE idempotency_key = 'DW-7';
+CREATE FUNCTION dw_skip() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  RETURN NULL;
+END $$;
+CREATE TRIGGER dw_skip BEFORE UPDATE ON idempotency.idempotency_keys
+  FOR EACH ROW EXECUTE FUNCTION dw_skip();
+\set VERBOSITY default
+SELECT outcome FROM idempotency.claim('DW-7');
+\set VERBOSITY terse
+DROP TRIGGER dw_skip ON idempotency.idempotency_keys;
+DROP FUNCTION dw_skip();
+SELECT outcome FROM idempotency.claim('DW-7');
+
 DROP TABLE dw_fired;
 DROP FUNCTION dw_count();
 DELETE FROM idempotency.idempotency_keys WHERE idempotency_key LIKE 'dw-%' OR idempotency_key = 'DW-7';
