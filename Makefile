@@ -14,6 +14,9 @@
 #   make memory               backend memory across 1M calls (test/memory.sh)
 #   make lint                 cppcheck and clang-tidy (test/lint.sh)
 #   make dist                 the release zip for PGXN, idempotency-<version>.zip
+#   make deb                  the Debian package postgresql-15-idempotency in
+#                             build/deb/ (debian/, pg_buildext); PG=17 or PG=18
+#                             builds it in that major's chroot (scripts/deb.sh)
 #
 # PG_MAJOR (default 15) picks the server to build against when PG_CONFIG is
 # not given: /usr/lib/postgresql/$(PG_MAJOR)/bin/pg_config.  See
@@ -88,7 +91,7 @@ test/expected:
 $(DATA_built): $(sort $(wildcard sql/$(EXTVERSION)/*.sql))
 	cat $^ > $@
 
-.PHONY: run test matrix bench profile stress sanitize memory lint dist
+.PHONY: run test matrix bench profile stress sanitize memory lint dist deb
 run:
 	bash scripts/run.sh
 test:
@@ -112,3 +115,8 @@ lint:
 # idempotency-<version>/, as pgvector and pg_cron make theirs.
 dist:
 	git archive --format zip --prefix=$(EXTENSION)-$(DISTVERSION)/ -o $(EXTENSION)-$(DISTVERSION).zip HEAD
+
+# The Debian binary package for one PostgreSQL major (default 15) in
+# build/deb/, built from a copy of the tree: scripts/deb.sh.
+deb:
+	bash scripts/deb.sh $(PG)
