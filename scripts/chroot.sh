@@ -21,6 +21,24 @@ IDEM_MIRROR=${IDEM_MIRROR:-http://deb.debian.org/debian}
 # Bump when the recipe changes: chroots with another stamp are rebuilt.
 IDEM_CHROOT_RECIPE=1
 
+# idem_chroot_configure DIR: apt in a new chroot takes the archive as the
+# snapshot it is (old Valid-Until) and installs no recommends; no service
+# starts on install (policy-rc.d), no "main" cluster is created; the host's
+# resolver and certificates are copied in.
+idem_chroot_configure() {
+  local dir=$1
+  cat >"$dir/etc/apt/apt.conf.d/99idempotency" <<'EOF'
+Acquire::Check-Valid-Until "false";
+APT::Install-Recommends "false";
+APT::Install-Suggests "false";
+EOF
+  printf '#!/bin/sh\nexit 101\n' >"$dir/usr/sbin/policy-rc.d"
+  chmod 755 "$dir/usr/sbin/policy-rc.d"
+  mkdir -p "$dir/etc/postgresql-common"
+  echo 'create_main_cluster = false' >"$dir/etc/postgresql-common/createcluster.conf"
+  idem_chroot_sync_host "$dir"
+}
+
 # idem_suite_of MAJOR: the Debian suite that ships postgresql-MAJOR.
 idem_suite_of() {
   case $1 in
@@ -169,19 +187,8 @@ idem_chroot_build() {
     idem_chroot_release "$new"
     return 1
   }
-  # apt: the archive is a snapshot (old Valid-Until), no recommends; no
-  # service starts on install (policy-rc.d), and no "main" cluster
-  cat >"$new/etc/apt/apt.conf.d/99idempotency" <<'EOF'
-Acquire::Check-Valid-Until "false";
-APT::Install-Recommends "false";
-APT::Install-Suggests "false";
-EOF
-  printf '#!/bin/sh\nexit 101\n' >"$new/usr/sbin/policy-rc.d"
-  chmod 755 "$new/usr/sbin/policy-rc.d"
-  mkdir -p "$new/etc/postgresql-common"
-  echo 'create_main_cluster = false' >"$new/etc/postgresql-common/createcluster.conf"
+  idem_chroot_configure "$new"
   echo "$suite" >"$new/etc/idempotency-chroot"
-  idem_chroot_sync_host "$new"
 
   idem_chroot_mount "$new" || { idem_chroot_release "$new"; return 1; }
   apt_opts="-q -o Acquire::Check-Valid-Until=false"

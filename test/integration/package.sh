@@ -96,17 +96,7 @@ deb $IDEM_MIRROR $SUITE main
 deb $IDEM_MIRROR $SUITE-updates main
 deb http://deb.debian.org/debian-security $SUITE-security main
 EOF
-  cat >"$new/etc/apt/apt.conf.d/99idempotency" <<'EOF'
-Acquire::Check-Valid-Until "false";
-APT::Install-Recommends "false";
-APT::Install-Suggests "false";
-EOF
-  # no service starts on install, and no "main" cluster
-  printf '#!/bin/sh\nexit 101\n' >"$new/usr/sbin/policy-rc.d"
-  chmod 755 "$new/usr/sbin/policy-rc.d"
-  mkdir -p "$new/etc/postgresql-common"
-  echo 'create_main_cluster = false' >"$new/etc/postgresql-common/createcluster.conf"
-  idem_chroot_sync_host "$new"
+  idem_chroot_configure "$new"
   idem_chroot_mount "$new" || { idem_chroot_release "$new"; fail "could not mount proc and /dev in $new"; }
   step "installing $CH_PACKAGES in the chroot"
   if ! { idem_chroot_exec "$new" apt-get -q update &&
