@@ -34,6 +34,7 @@ int			idem_max_key_length = IDEM_MAX_NAME_CHARS;
 int			idem_max_response_bytes = 1024 * 1024;
 int			idem_outbox_max_attempts = 10;
 bool		idem_outbox_notify = true;
+int			idem_outbox_notify_interval = 10;
 
 /* The text values behind the interval settings; the GUC machinery owns them. */
 static char *default_ttl_text;
@@ -227,6 +228,11 @@ _PG_init(void)
 							 "NOTIFY serializes the commits of all notifying transactions of the cluster; producers at high concurrency may turn it off and let relays poll.",
 							 &idem_outbox_notify, true,
 							 PGC_USERSET, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("idempotency.outbox_notify_interval",
+							"Sets how long after its last notification a session's commits enqueue events without notifying again.",
+							"A relay woken by that notification drains the outbox and looks again after twice this interval, so it finds their events; 0 notifies at every commit.",
+							&idem_outbox_notify_interval, 10, 0, 60000,
+							PGC_USERSET, GUC_UNIT_MS, NULL, NULL, NULL);
 
 	MarkGUCPrefixReserved("idempotency");
 }

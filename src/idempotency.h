@@ -33,6 +33,7 @@ extern int	idem_max_key_length;
 extern int	idem_max_response_bytes;
 extern int	idem_outbox_max_attempts;
 extern bool idem_outbox_notify;
+extern int	idem_outbox_notify_interval;
 
 /* Argument checks, in arguments.c; each raises 22023 with a useful hint. */
 extern void idem_require_arg(FunctionCallInfo fcinfo, int argno,

@@ -54,6 +54,7 @@
 #include "common/hashfn.h"
 #include "funcapi.h"
 #include "lib/stringinfo.h"
+#include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "replication/message.h"
 #include "storage/lock.h"
@@ -326,6 +327,76 @@ event_args(FunctionCallInfo fcinfo, text **aggregate_type,
 }
 
 /*
+ * Waking the relays.  A transaction that enqueued events notifies channel
+ * idempotency_outbox when it commits (the payload: the aggregate type of
+ * its first event), unless the last notification of this session
+ * committed less than idempotency.outbox_notify_interval ago.  PostgreSQL
+ * commits notifying transactions one at a time, so a producer that
+ * notified at every commit would lose group commit; with the interval,
+ * each session notifies at most once per interval.
+ *
+ * No event is left behind: the relay that the session's last notification
+ * woke drains the outbox, and after its last empty claim_events() it looks
+ * once more, twice the interval later, before it waits (doc/guide.md,
+ * "Relays").  A commit that skipped its notification decided at its
+ * pre-commit, less than one interval after that notification's commit, so
+ * the second look sees it.  The decision is made at pre-commit, so a
+ * rolled-back or prepared transaction never counts as a notification.
+ */
+static bool relay_callback_registered = false;
+static bool xact_enqueued = false;
+static bool xact_notified = false;
+static char xact_payload[IDEM_MAX_NAME_CHARS * MAX_MULTIBYTE_CHAR_LEN + 1];
+static TimestampTz last_notify_committed = 0;
+
+static void
+relay_xact_callback(XactEvent event, void *arg pg_attribute_unused())
+{
+	switch (event)
+	{
+		case XACT_EVENT_PRE_COMMIT:
+			if (xact_enqueued && idem_outbox_notify &&
+				(idem_outbox_notify_interval == 0 ||
+				 TimestampDifferenceExceeds(last_notify_committed,
+											GetCurrentTimestamp(),
+											idem_outbox_notify_interval)))
+			{
+				Async_Notify(OUTBOX_CHANNEL, xact_payload);
+				xact_notified = true;
+			}
+			break;
+		case XACT_EVENT_COMMIT:
+			if (xact_notified)
+				last_notify_committed = GetCurrentTimestamp();
+			xact_enqueued = xact_notified = false;
+			break;
+		case XACT_EVENT_ABORT:
+		case XACT_EVENT_PREPARE:
+			xact_enqueued = xact_notified = false;
+			break;
+		default:
+			break;
+	}
+}
+
+/*
+ * Note that this transaction enqueued an event of "aggregate_type".
+ */
+static void
+wake_relays_at_commit(text *aggregate_type)
+{
+	if (!relay_callback_registered)
+	{
+		RegisterXactCallback(relay_xact_callback, NULL);
+		relay_callback_registered = true;
+	}
+	if (!xact_enqueued)
+		text_to_cstring_buffer(aggregate_type, xact_payload,
+							   sizeof(xact_payload));
+	xact_enqueued = true;
+}
+
+/*
  * enqueue_event(aggregate_type, aggregate_id, event_type, payload, headers)
  * RETURNS bigint: the new event's id.  The row and the notification belong
  * to the caller's transaction.
@@ -356,10 +427,7 @@ idempotency_enqueue_event(PG_FUNCTION_ARGS)
 				false);
 
 	(void) idem_run_as_owner(&insert_event, values, nulls, false, &id, &isnull);
-
-	/* Same payload, same notification: one per aggregate type and commit. */
-	if (idem_outbox_notify)
-		Async_Notify(OUTBOX_CHANNEL, text_to_cstring(aggregate_type));
+	wake_relays_at_commit(aggregate_type);
 	PG_RETURN_DATUM(id);
 }
 
@@ -448,10 +516,8 @@ idempotency_enqueue_events(PG_FUNCTION_ARGS)
 	SPI_finish();
 	idem_restore_user(&owner);
 
-	/* one notification per aggregate type and commit, as enqueue_event */
-	if (idem_outbox_notify)
-		for (i = 0; i < n; i++)
-			Async_Notify(OUTBOX_CHANNEL, TextDatumGetCString(types[i]));
+	if (n > 0)
+		wake_relays_at_commit(DatumGetTextPP(types[0]));
 	return (Datum) 0;
 }
 

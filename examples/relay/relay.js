@@ -15,6 +15,10 @@
  *   RELAY_LEASE             lease per claim                (30 seconds)
  *   RELAY_POLL_MS           wait for a notification at most this long,
  *                           then poll (expired leases, retries)  (1000)
+ *   RELAY_SECOND_LOOK_MS    after the first empty claim, look once more
+ *                           this much later before waiting: twice the
+ *                           producers' idempotency.outbox_notify_interval,
+ *                           whose commits within it do not notify  (20)
  *   RELAY_NAME              name in the sink and the log   (relay-<pid>)
  *   RELAY_PUBLISH_DELAY_MS  pretend each publish takes this long (0)
  *   RELAY_EXIT_WHEN_IDLE_MS exit after finding nothing for this long;
@@ -35,6 +39,7 @@ const config = {
   batch: parseInt(setting('RELAY_BATCH', '100'), 10),
   lease: setting('RELAY_LEASE', '30 seconds'),
   pollMs: parseInt(setting('RELAY_POLL_MS', '1000'), 10),
+  secondLookMs: parseInt(setting('RELAY_SECOND_LOOK_MS', '20'), 10),
   name: setting('RELAY_NAME', `relay-${process.pid}`),
   publishDelayMs: parseInt(setting('RELAY_PUBLISH_DELAY_MS', '0'), 10),
   exitWhenIdleMs: parseInt(setting('RELAY_EXIT_WHEN_IDLE_MS', '0'), 10),
@@ -153,6 +158,7 @@ async function main() {
   log(`started (batch ${config.batch}, lease ${config.lease})`);
 
   let idleSince = Date.now();
+  let lookedAgain = false;
   while (!stopping) {
     waker.reset();
     /* Its own short transaction: claim_events wants READ COMMITTED. */
@@ -163,9 +169,13 @@ async function main() {
     );
     if (rows.length === 0) {
       if (config.exitWhenIdleMs > 0 && Date.now() - idleSince >= config.exitWhenIdleMs) break;
-      await waker.wait(config.pollMs);
+      /* a producer that notified less than an interval ago stays quiet:
+         look once more before waiting for the next notification */
+      await waker.wait(lookedAgain ? config.pollMs : config.secondLookMs);
+      lookedAgain = true;
       continue;
     }
+    lookedAgain = false;
     log(`batch start ${rows.length} events, ids ${rows[0].id}..${rows[rows.length - 1].id}`);
     const result = await publishBatch(client, sink, rows);
     log(`batch done ${result.published} published, ${result.failed} failed`);
