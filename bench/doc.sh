@@ -63,7 +63,7 @@ write_doc() {
   rm -f "$DOC_DIR"/bench-*.svg
   declare -A YLABEL=([relay]="events per second")
   for g in $BENCH_GROUPS; do
-    case $g in wal | memory | purge) continue ;; esac
+    case $g in wal | memory | purge | notify) continue ;; esac
     title=${TITLE[$g]}
     if chart "$g" "$DOC_DIR/bench-$g.svg" "$title" "${YLABEL[$g]:-transactions per second}"; then
       charts+=" $g"
@@ -155,13 +155,14 @@ write_doc() {
     echo
     echo "## Results"
     for g in $BENCH_GROUPS; do
-      case $g in wal | memory | purge) continue ;; esac
+      case $g in wal | memory | purge | notify) continue ;; esac
       table "$g" | sed 's/^### /### /'
       if [[ " $charts " == *" $g "* ]]; then
         printf '\n![%s: TPS at each client count](bench-%s.svg)\n' "${TITLE[$g]}" "$g"
       fi
     done
     [ -s "$WORK/purge.md" ] && cat "$WORK/purge.md"
+    [ -s "$WORK/notify.md" ] && cat "$WORK/notify.md"
     if [ -s "$TARGETS" ]; then
       printf '\n### Targets\n\nThe ratios the extension aims at, from this run.\n\n| target | measured | wanted | verdict |\n|---|---:|---:|---|\n'
       cat "$TARGETS"

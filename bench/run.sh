@@ -52,12 +52,12 @@ else	# the quick run, under 5 minutes
   BENCH_MEMORY_CALLS=${BENCH_MEMORY_CALLS:-10000}
 fi
 BENCH_CLIENTS=${BENCH_CLIENTS:-1 8}
-ALL_GROUPS="e2e bare syncoff replay hotkey inbox outbox transition relay wal memory purge"
+ALL_GROUPS="e2e bare syncoff replay hotkey inbox outbox inbox_batch outbox_batch transition relay notify wal memory purge"
 BENCH_GROUPS=${BENCH_GROUPS:-$ALL_GROUPS}
 SCRIPTS=$IDEM_TOP/bench/pgbench
 REQ='{"amount": 100, "currency": "EUR"}'
 
-idem_ensure_packages $IDEM_PACKAGES redis-server libhiredis-dev gnuplot-nox || exit 1
+idem_ensure_packages $IDEM_PACKAGES redis-server libhiredis-dev gnuplot-nox python3-psycopg2 || exit 1
 idem_build || { echo "build failed" >&2; exit 1; }
 
 WORK=$(mktemp -d /tmp/idempotency-bench.XXXXXX)
@@ -128,7 +128,7 @@ q -c 'VACUUM ANALYZE' -c 'CHECKPOINT' || exit 1
 has() {
   local f
   for f in "$@"; do
-    [ "$(qv "SELECT to_regproc('idempotency.$f') IS NOT NULL")" = t ] || return 1
+    [ "$(qv "SELECT count(*) > 0 FROM pg_proc WHERE pronamespace = 'idempotency'::regnamespace AND proname = '$f'")" = t ] || return 1
   done
 }
 
@@ -177,6 +177,7 @@ e2e execute ours pgbench e2e_execute.sql execute
 e2e one_tx ours pgbench e2e_onetx.sql claim,complete
 e2e phased ours pgbench e2e_phased.sql claim,complete
 e2e seeds_middleware base pgbench e2e_seeds.sql -
+e2e business_insert_only base pgbench e2e_insert_only.sql -
 e2e redis_aof_always base redis always -
 e2e redis_no_aof base redis noaof -
 bare phased ours pgbench phased.sql claim,complete
@@ -198,6 +199,12 @@ inbox insert_on_conflict base pgbench inbox.sql -
 outbox enqueue_event ours pgbench enqueue_event.sql enqueue_event
 outbox enqueue_event_notify_off ours pgbench enqueue_event.sql enqueue_event -c%20idempotency.outbox_notify=off
 outbox insert base pgbench outbox.sql -
+inbox_batch process_once_100 ours pgbench inbox_batch_100.sql process_once
+inbox_batch process_once_single_x100 base pgbench inbox_single_100.sql process_once
+inbox_batch inbox_multirow_100 base pgbench inbox_multirow_100.sql -
+outbox_batch enqueue_events_100 ours pgbench enqueue_batch_100.sql enqueue_events
+outbox_batch enqueue_event_single_x100 base pgbench enqueue_single_100.sql enqueue_event
+outbox_batch outbox_multirow_100 base pgbench outbox_multirow_100.sql -
 transition transition ours pgbench transition.sql transition
 transition update_then_select base pgbench transition_raw.sql -
 relay batch_100 ours relay relay_100.sql claim_events,mark_published
@@ -212,6 +219,8 @@ declare -A TITLE=(
   [hotkey]="Replay, all clients on one hot key"
   [inbox]="Inbox: process_once"
   [outbox]="Outbox: enqueue_event"
+  [inbox_batch]="Inbox: batches of 100 event ids (TPS column = batches/s; events/s = 100 x)"
+  [outbox_batch]="Outbox: batches of 100 events (TPS column = batches/s; events/s = 100 x)"
   [transition]="State machine: transition"
   [relay]="Outbox relay: claim_events + mark_published (TPS column = events/s)"
 )
@@ -467,9 +476,42 @@ SQL
   target "claim p99 during purge, ratio to without" "$(rmed 6 3)" 2 le
 }
 
+# --- relay wake-up: from an event's commit to a listening relay's claim,
+# with no other writer and with 8 pgbench clients enqueuing events.
+notify_check() {
+  has enqueue_event claim_events || return 0
+  local secs=$((BENCH_SECONDS * 5)) idle load pid
+  local dsn="host=$CLUSTER user=postgres dbname=bench"
+  # an empty outbox: probes must not queue behind other groups' events
+  q -c 'DELETE FROM idempotency.outbox_events' >/dev/null
+  idem_log "notify: relay wake-up, idle"
+  idle=$(/usr/bin/python3 "$IDEM_TOP/bench/notify_latency.py" "$dsn" "$secs" 2>>"$WORK/errors.log" || echo "NA NA 0 0")
+  idem_log "notify: relay wake-up, 8 producers"
+  (cd "$WORK" && "$BIN/pgbench" -n -M prepared -h "$CLUSTER" -U postgres -c 8 -j 8 \
+     -T "$((secs + 3))" -f "$SCRIPTS/enqueue_event.sql" bench >"$WORK/notify-load.log" 2>&1) &
+  pid=$!
+  sleep 1
+  load=$(/usr/bin/python3 "$IDEM_TOP/bench/notify_latency.py" "$dsn" "$secs" 2>>"$WORK/errors.log" || echo "NA NA 0 0")
+  wait "$pid"
+  {
+    printf '\n### Outbox: from an event'"'"'s commit to a listening relay'"'"'s claim\n\n'
+    echo "One relay (LISTEN, claim until empty, a second look after 20 ms, then wait); a probe"
+    echo "event every 5-25 ms, each committed alone (bench/notify_latency.py), for $secs s;"
+    echo "idempotency.outbox_notify_interval at its default (10 ms)."
+    echo
+    echo "| load | p50 ms | p99 ms | probes | not claimed |"
+    echo "|---|---:|---:|---:|---:|"
+    set -- $idle; echo "| no other writer | $1 | $2 | $3 | $4 |"
+    set -- $load; echo "| 8 pgbench clients enqueuing ($(sed -n 's/^tps = \([0-9.]*\) .*/\1/p' "$WORK/notify-load.log" | tail -1 | cut -d. -f1) events/s) | $1 | $2 | $3 | $4 |"
+  } >>"$WORK/notify.md"
+  set -- $idle; target "relay wake-up p99 ms, no other writer" "$2" 50 le
+  set -- $load; target "relay wake-up p99 ms, 8 producers" "$2" 50 le
+}
+
 START=$(date +%s)
 for g in $BENCH_GROUPS; do
   case $g in
+  notify) notify_check ;;
   wal) wal_check ;;
   memory) memory_check ;;
   purge) purge_check ;;
@@ -481,6 +523,7 @@ done
 for c in $BENCH_CLIENTS; do
   ratio_target e2e execute seeds_middleware "$c" 2.5 "end-to-end, execute vs the seeds' middleware"
   ratio_target e2e execute redis_aof_always "$c" 2 "end-to-end, execute vs the seeds' Redis scheme"
+  ratio_target e2e execute business_insert_only "$c" 0.9 "end-to-end, execute vs the business INSERT alone"
 done
 ratio_target e2e one_tx seeds_middleware 8 1.5 "end-to-end, one transaction vs the seeds' middleware"
 for c in $BENCH_CLIENTS; do
@@ -493,6 +536,10 @@ for c in $BENCH_CLIENTS; do
   ratio_target replay claim_replay plpgsql "$c" 1.8 "replay vs PL/pgSQL"
   ratio_target inbox process_once insert_on_conflict "$c" 0.95 "process_once vs the bare inbox INSERT"
   ratio_target outbox enqueue_event insert "$c" 0.9 "enqueue_event vs the bare outbox INSERT"
+  ratio_target inbox_batch process_once_100 process_once_single_x100 "$c" 5 "process_once, batch of 100 vs 100 single calls in one transaction"
+  ratio_target inbox_batch process_once_100 inbox_multirow_100 "$c" 0.9 "process_once, batch of 100 vs the bare multi-row INSERT ... ON CONFLICT"
+  ratio_target outbox_batch enqueue_events_100 enqueue_event_single_x100 "$c" 5 "enqueue_events, batch of 100 vs 100 single calls in one transaction"
+  ratio_target outbox_batch enqueue_events_100 outbox_multirow_100 "$c" 0.9 "enqueue_events, batch of 100 vs the bare multi-row INSERT"
   ratio_target transition transition update_then_select "$c" 1.3 "transition vs the guarded UPDATE + SELECT"
 done
 [ -n "${REPLAY_WAL:-}" ] && target "WAL bytes per replay" "$REPLAY_WAL" 0 le
@@ -513,6 +560,7 @@ REPORT=$IDEM_TOP/bench/results/$(date -u +%Y%m%dT%H%M%SZ).md
     "and in brackets the median of the per-round p50 latency ratios (baseline / ours); above 1, ours is faster."
   for g in $BENCH_GROUPS; do table "$g"; done
   [ -s "$WORK/purge.md" ] && cat "$WORK/purge.md"
+  [ -s "$WORK/notify.md" ] && cat "$WORK/notify.md"
   if [ -s "$TARGETS" ]; then
     printf '\n### Targets (TPS ratios, medians of the rounds)\n\n| target | measured | wanted | verdict |\n|---|---:|---:|---|\n'
     cat "$TARGETS"
