@@ -19,7 +19,7 @@
 
 #include "pg_compat.h"
 
-/* Longest scope, consumer and event id, in characters (SPEC). */
+/* Longest scope, consumer and event id, in characters (doc/reference.md). */
 #define IDEM_MAX_NAME_CHARS 255
 
 /* Settings, defined in idempotency.c. */
