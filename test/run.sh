@@ -18,7 +18,7 @@ IDEM_TOP=$(cd "$(dirname "$0")/.." && pwd)
 
 # What the test groups need beyond building and running.
 TEST_PACKAGES="redis-server libhiredis-dev python3-psycopg2 python3-flask
-  postgresql-$PG_MAJOR-plproxy nodejs npm"
+  postgresql-$PG_MAJOR-plproxy nodejs npm patroni etcd-server etcd-client"
 TEST_GROUPS=${TEST_GROUPS:-regress isolation pgtap tap integration}
 
 test_packages=()
