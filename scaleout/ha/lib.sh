@@ -149,6 +149,10 @@ ha_start_etcd() {
 # - use_pg_rewind, wal_log_hints and data checksums: a killed leader has
 #   WAL the new leader never got; pg_rewind (which needs hint-bit WAL, from
 #   either setting) lets it rejoin as a replica without a new base backup.
+# - wal_retrieve_retry_interval 500ms (default 5 s): after a failover a
+#   replica's first attempt to stream from the new leader can fail (its
+#   replication slot is created a moment later); in strict mode commits
+#   wait for that replica, so its retry delay is write downtime.
 # - pg_cron preloaded on every node, jobs in database postgres, connecting
 #   over the node's own socket (cron.host): it runs jobs only on the primary.
 ha_write_config() {
@@ -190,6 +194,7 @@ bootstrap:
         max_wal_senders: 10
         max_replication_slots: 10
         wal_keep_size: 256MB
+        wal_retrieve_retry_interval: 500ms
         shared_preload_libraries: pg_cron
         cron.database_name: postgres
   initdb:

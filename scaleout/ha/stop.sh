@@ -9,7 +9,9 @@ set -euo pipefail
 
 [ -d "$HA_DIR" ] || exit 0
 if [ -f "$HA_DIR/nodes" ]; then
-  for node in $(ha_nodes); do ha_stop_node "$node"; done
+  # all at once: a leader stopping alone waits for its replicas' WAL
+  for node in $(ha_nodes); do ha_stop_node "$node" & done
+  wait
 fi
 ha_stop_etcd
 [ -n "${KEEP_DATA:-}" ] || rm -rf "$HA_DIR"
