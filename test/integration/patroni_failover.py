@@ -190,11 +190,16 @@ class Client(threading.Thread):
         self.fences = []        # (time, key, fence) of every fence seen committed
         self.errors = []        # (time, code, key)
         self.violations = []
+        self.samples = {}       # code -> first error message seen with it
+        self.retry_outcomes = {}  # what the first claim/execute after an error said
+        self.after_error = False
         self.deadline = None    # set when stopping: give up retrying after it
 
     # -- plumbing ---------------------------------------------------------
-    def error(self, key, code):
+    def error(self, key, code, msg=''):
         self.errors.append((time.time(), code, key))
+        self.samples.setdefault(code, ' '.join(msg.split())[:160])
+        self.after_error = True
         if self.deadline and time.time() > self.deadline:
             raise GiveUp()
 
@@ -204,9 +209,9 @@ class Client(threading.Thread):
                 self.conn = psycopg2.connect(CONNSTR, application_name=self.name)
                 self.conn.autocommit = True
                 self.port = int(self.conn.info.port)
-            except psycopg2.OperationalError:
+            except psycopg2.OperationalError as e:
                 self.conn = None
-                self.error(key, '08001')        # could not connect to a read-write node
+                self.error(key, '08001', str(e))  # could not connect to a read-write node
                 time.sleep(0.1)
         return self.conn.cursor()
 
@@ -222,7 +227,7 @@ class Client(threading.Thread):
                 self.close()
         else:
             self.close()
-        self.error(key, code)
+        self.error(key, code, str(e))
         time.sleep(0.05)
 
     def close(self):
@@ -232,6 +237,12 @@ class Client(threading.Thread):
         except psycopg2.Error:
             pass
         self.conn = None
+
+    def outcome(self, outcome):
+        """Count what the first claim or execute after an error said."""
+        if self.after_error:
+            self.after_error = False
+            self.retry_outcomes[outcome] = self.retry_outcomes.get(outcome, 0) + 1
 
     def ack(self):
         self.writes.append((time.time(), self.port))
@@ -256,6 +267,7 @@ class Client(threading.Thread):
                 cur.execute('SELECT outcome, fence, response_body, retry_after FROM '
                             'idempotency.claim(%s, %s::jsonb, lease => %s)', (key, req, LEASE))
                 outcome, fence, body, retry_after = cur.fetchone()
+                self.outcome(outcome if outcome != 'in_progress' or held is None else 'in_progress (still ours)')
                 if outcome in ('claimed', 'resumed'):
                     if outcome == 'claimed' and key in self.claims:
                         self.violations.append('%s: claim seen committed (fence %d) was lost'
@@ -295,6 +307,7 @@ class Client(threading.Thread):
                 cur.execute('BEGIN')
                 cur.execute('SELECT outcome, fence, response_body FROM idempotency.claim(%s, %s::jsonb)', (key, req))
                 outcome, fence, body = cur.fetchone()
+                self.outcome(outcome)
                 if outcome == 'replay':
                     cur.execute('ROLLBACK')
                     if body.get('key') != key:
@@ -328,6 +341,7 @@ class Client(threading.Thread):
                             'idempotency.execute(%s, %s::jsonb, %s, ARRAY[%s, %s])',
                             (key, req, self.STATEMENT, key, self.name))
                 outcome, fence, body = cur.fetchone()
+                self.outcome(outcome)
                 if outcome in ('claimed', 'resumed'):
                     self.ack()
                     self.fence_seen(key, fence)
@@ -485,7 +499,16 @@ def figures(phase, clients, t_event, t_first, info):
             e = errors.setdefault(code, [0, set()])
             e[0] += 1
             e[1].add(key)
+    samples, outcomes = {}, {}
+    for c in clients:
+        for code, msg in c.samples.items():
+            samples.setdefault(code, msg)
+        for o, n in c.retry_outcomes.items():
+            outcomes[o] = outcomes.get(o, 0) + n
+    for code, msg in sorted(samples.items()):
+        log('# %s: %s error, e.g.: %s' % (phase, code, msg))
     return {
+        'retry_outcomes': dict(sorted(outcomes.items())),
         'phase': phase,
         'old': info['old'], 'new': info['new'],
         'outage': t_first - down_from, 'outage_from': down_label,
@@ -559,11 +582,12 @@ def cron_final(leaders):
     overlap = [(a[0], b[0]) for i, a in enumerate(rows) for b in rows[i + 1:]
                if a[3] is not None and b[2] < a[3]]
     check('cron: no two runs of the cleanup job overlap (%d runs)' % len(rows), not overlap, overlap)
-    minutes = {}
-    for r in rows:
-        minutes.setdefault(int(r[2]) // 60, []).append(r[0])
-    twice = {m: ids for m, ids in minutes.items() if len(ids) > 1}
-    check('cron: at most one run per scheduled minute', not twice, twice)
+    schedule = query(leader, "SELECT schedule FROM cron.job WHERE jobname = 'idempotency-cleanup'", db='postgres')[0][0]
+    m = re.match(r'(\d+) seconds?$', schedule)
+    period = int(m.group(1)) if m else 60
+    close = [(a[0], b[0]) for a, b in zip(rows, rows[1:]) if b[2] - a[2] < period / 2]
+    check('cron: at most one run per scheduled time (%r): consecutive starts at least %g s apart'
+          % (schedule, period / 2), not close, close)
     bad_fail = [r for r in rows if r[1] == 'failed' and r[4] != 'server restarted']
     check('cron: no run failed (other than runs cut off by the kill, marked "server restarted")',
           not bad_fail, bad_fail)
@@ -595,15 +619,16 @@ def report(figs, settings):
     lines = ['Measured by `test/integration/patroni_failover.sh` on %s (%d cores, shared with other work), %s.'
              % (datetime.date.today().isoformat(), os.cpu_count(), settings),
              '',
-             '| event | no writable primary | requests/s before | during | after | requests that saw an error and retried | errors by SQLSTATE (count on requests) |',
-             '| --- | ---: | ---: | ---: | ---: | ---: | --- |']
+             '| event | no writable primary | requests/s before | during | after | requests that saw an error and retried | errors by SQLSTATE (count on requests) | the retry\'s claim / execute said |',
+             '| --- | ---: | ---: | ---: | ---: | ---: | --- | --- |']
     for f in figs:
         ev = ('failover: SIGKILL of leader %s (Patroni + postmaster), %s promoted' % (f['old'], f['new'])
               if f['phase'] == 'failover' else
               'switchover %s -> %s (`patronictl switchover`, %.1f s)' % (f['old'], f['new'], f['cmd']))
-        lines.append('| %s | %.1f s (%s to first write) | %.0f | %.0f (%.1f s) | %.0f | %d of %d | %s |'
+        lines.append('| %s | %.1f s (%s to first write) | %.0f | %.0f (%.1f s) | %.0f | %d of %d | %s | %s |'
                      % (ev, f['outage'], f['outage_from'], f['before'], f['during'], f['during_len'],
-                        f['after'], f['retried'], f['requests'], fmt_errors(f['errors'])))
+                        f['after'], f['retried'], f['requests'], fmt_errors(f['errors']),
+                        ', '.join('%s %d' % kv for kv in f['retry_outcomes'].items()) or '-'))
     lines += ['',
               '"during" runs from the event to %d s after the first write on the new leader; "before" and "after" '
               'are the %d s on either side. Requests of all three kinds count.' % (SETTLE, WINDOW)]
