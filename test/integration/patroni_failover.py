@@ -647,10 +647,10 @@ def main():
                'client text NOT NULL, kind text NOT NULL, at timestamptz NOT NULL DEFAULT clock_timestamp())')
     cfg = rest(old, '/config')
     settings = ('%d nodes, synchronous_mode %s, synchronous_mode_strict %s, ttl %s, loop_wait %s, '
-                'retry_timeout %s, %d clients (%s)'
-                % (len(NODES), cfg.get('synchronous_mode'), cfg.get('synchronous_mode_strict'), cfg['ttl'],
+                'retry_timeout %s, %d clients (%s), load average %.1f at the start'
+                % (len(NODES), json.dumps(cfg.get('synchronous_mode')), json.dumps(cfg.get('synchronous_mode_strict')), cfg['ttl'],
                    cfg['loop_wait'], cfg['retry_timeout'], CLIENTS_PER_KIND * len(KINDS),
-                   ', '.join('%d %s' % (CLIENTS_PER_KIND, k) for k in KINDS)))
+                   ', '.join('%d %s' % (CLIENTS_PER_KIND, k) for k in KINDS), os.getloadavg()[0]))
     log('# ' + settings)
     t0 = time.time()
     leaders = []     # (node, from, to): who led when, for the pg_cron check
