@@ -34,13 +34,13 @@ finish() {
 }
 trap finish EXIT
 
-# pg_cron 1.5 and later take '5 seconds'; Debian 12 has 1.4: every minute.
-cron_version() {
-  sed -n "s/^default_version = '\(.*\)'/\1/p" "$("$1/pg_config" --sharedir)/extension/pg_cron.control"
-}
+# pg_cron 1.5 and later take '5 seconds'; Debian 12 has 1.4 ('1.4-1'):
+# every minute.
 export HA_CLEANUP_SCHEDULE='* * * * *'
-if [ -n "${PG_BINDIR:-}" ] && [ -x "$PG_BINDIR/pg_config" ]; then
-  case $(cron_version "$PG_BINDIR") in 1.[0-4] | 1.[0-4].*) ;; *) HA_CLEANUP_SCHEDULE='5 seconds' ;; esac
+control=$("${PG_BINDIR:-$PG_BIN}/pg_config" --sharedir)/extension/pg_cron.control
+read -r major minor < <(sed -n "s/^default_version = '\([0-9]*\)\.\([0-9]*\).*/\1 \2/p" "$control" 2>/dev/null) || true
+if [ -n "${minor:-}" ] && { [ "$major" -gt 1 ] || { [ "$major" -eq 1 ] && [ "$minor" -ge 5 ]; }; }; then
+  HA_CLEANUP_SCHEDULE='5 seconds'
 fi
 
 start=$(date +%s)
