@@ -582,6 +582,12 @@ def cron_final(leaders):
     for r in rows:
         if r[1] != 'succeeded':
             log('#   run %s: %s, start %s, "%s"' % (r[0], r[1], r[2], r[4]))
+    if any(r[1] != 'succeeded' for r in rows):
+        for n in NODES:
+            lines = [l.rstrip() for l in open(os.path.join(HA_DIR, n, 'log', 'postgresql.log'), errors='replace')
+                     if re.search(r'cron|FATAL|promot|shutting down|ready to accept', l)]
+            for l in lines[-40:]:
+                log('#   %s: %s' % (n, l[:200]))
     # a run cut off before it started (status "starting") has no start_time
     rows = [r for r in rows if r[2] is not None]
     overlap = [(a[0], b[0]) for i, a in enumerate(rows) for b in rows[i + 1:]
