@@ -153,8 +153,15 @@ ha_start_etcd() {
 #   replica's first attempt to stream from the new leader can fail (its
 #   replication slot is created a moment later); in strict mode commits
 #   wait for that replica, so its retry delay is write downtime.
-# - pg_cron preloaded on every node, jobs in database postgres, connecting
-#   over the node's own socket (cron.host): it runs jobs only on the primary.
+# - pg_cron preloaded on every node, jobs in database postgres; its
+#   scheduler runs only on the primary.  cron.use_background_workers: a job
+#   runs in a background worker of the node whose scheduler started it.
+#   Without it pg_cron connects with libpq to the host and port stored in
+#   cron.job when the job was scheduled (cron.host and the port of the node
+#   that led then): here every node has its own port, so after a failover
+#   the job would connect to the old leader, down or now a replica.
+#   (cron.host, the node's socket directory, is what that connection
+#   would use.)
 ha_write_config() {
   local node=$1 d=$HA_DIR/$1 port api
   mkdir -p "$d/log"
@@ -197,6 +204,8 @@ bootstrap:
         wal_retrieve_retry_interval: 500ms
         shared_preload_libraries: pg_cron
         cron.database_name: postgres
+        cron.use_background_workers: 'on'
+        max_worker_processes: 16
   initdb:
   - encoding: UTF8
   - locale: C.UTF-8

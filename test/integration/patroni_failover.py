@@ -50,7 +50,7 @@ CLIENTS_PER_KIND = int(os.environ.get('HA_CLIENTS_PER_KIND', '2'))
 WARMUP = 8                   # seconds of load before the event
 WINDOW = 6                   # seconds of the "before" and "after" windows
 SETTLE = 3                   # seconds after the first write that still count as "during"
-CRON_WAIT = 80               # seconds to wait for a pg_cron run (schedule: every minute)
+CRON_WAIT = 90               # seconds to wait for a pg_cron run (schedule: every minute)
 
 failures = 0
 
@@ -561,10 +561,19 @@ def cron_runs(leader, after):
 
 
 def wait_cron(label, after):
+    """The job runs on the new leader after the event and does its work
+    there: keys that expire now are gone after its next run."""
     leader = role_of('leader')
+    query(leader, "SELECT count(*) FROM generate_series(1, 50) g, "
+                  "idempotency.claim('expire-' || %s || '-' || g, NULL, ttl => '2 seconds', lease => '1 second')",
+          (label,))
+    after = max(after, time.time() + 2.5)
     runs = wait_for('a cron run', lambda: cron_runs(leader, after)[0] > 0 and cron_runs(leader, after), CRON_WAIT, 1)
     check('cron: the cleanup job ran and succeeded on the leader %s after the %s (%s)'
           % (leader, label, '%d succeeded of %d runs' % tuple(runs) if runs else 'no run'), runs)
+    left = query(leader, "SELECT count(*) FROM idempotency.idempotency_keys WHERE idempotency_key LIKE %s",
+                 ('expire-%s-%%' % label,))[0][0]
+    check('cron: that run purged, on %s, the 50 keys that had expired there (%d left)' % (leader, left), left == 0)
 
 
 def cron_final(leaders):
