@@ -566,7 +566,7 @@ REPORT=$IDEM_TOP/bench/results/$(date -u +%Y%m%dT%H%M%SZ).md
   echo "BENCH_SECONDS=$BENCH_SECONDS BENCH_ROUNDS=$BENCH_ROUNDS BENCH_CLIENTS=\"$BENCH_CLIENTS\"" \
     "BENCH_ROWS=$BENCH_ROWS BENCH_MEMORY_CALLS=$BENCH_MEMORY_CALLS$([ "$BENCH_GROUPS" = "$ALL_GROUPS" ] ||
       echo " BENCH_GROUPS=\"$BENCH_GROUPS\"");" \
-    "$(nproc) CPUs, PostgreSQL $(qv 'SHOW server_version')$([ -z "$BENCH_CHROOT" ] || echo " (Debian $BENCH_CHROOT chroot)")," \
+    "$(nproc) CPUs, PostgreSQL $(qv 'SHOW server_version')$([ -z "$BENCH_CHROOT" ] || echo " in the Debian $BENCH_CHROOT chroot")," \
     "$(redis-server --version | cut -d' ' -f3)," \
     "fsync=on, synchronous_commit=on, shared_buffers=1GB; ${BENCH_COMMIT:-$(git -C "$IDEM_TOP" rev-parse --short HEAD 2>/dev/null || echo '?')}" \
     "took $(( $(date +%s) - START )) s."
