@@ -9,6 +9,10 @@
 #   make test PG=17           the same for one major (or PG="15 18")
 #   make matrix               same as make test
 #   make bench                benchmarks against plain-SQL and Redis baselines
+#                             (bench/run.sh) on PostgreSQL 15, on the host
+#   make bench PG=18          the same on 17 or 18, in that major's chroot of
+#                             make test (bench/chroot.sh); the report comes
+#                             back as bench/results/<time>-pg18.md
 #   make stress               the TAP tests with the stress run at 60 s
 #   make sanitize             regression tests under UBSan and valgrind (test/sanitize.sh)
 #   make memory               backend memory across 1M calls (test/memory.sh)
@@ -99,7 +103,7 @@ test:
 matrix:
 	bash test/matrix.sh
 bench:
-	bash bench/run.sh
+	for m in $(or $(PG),$(PG_MAJOR)); do PG_MAJOR=$$m bash bench/run.sh || exit 1; done
 profile:
 	bash bench/profile.sh $(PROFILE_SCRIPTS)
 stress:

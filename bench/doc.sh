@@ -4,7 +4,10 @@
 # page never holds a figure that no run produced.  Uses run.sh's variables
 # (RESULTS, TARGETS, NOTES, WORK, BIN, BENCH_*) and functions (colmed,
 # table, qv).  The page is written when every group ran, or when BENCH_DOC=1
-# asks for it after a partial run; BENCH_DOC=0 never writes it.
+# asks for it after a partial run; BENCH_DOC=0 never writes it, nor does a
+# run in a chroot (make bench PG=17 or 18): the page is the host's run's,
+# with a section "PostgreSQL 18" holding the targets of the newest
+# bench/results/*-pg18.md that make bench PG=18 left, if any.
 
 DOC_DIR=$IDEM_TOP/doc
 
@@ -51,8 +54,29 @@ $plot
 GP
 }
 
+# other_major MAJOR: a section with the targets table of the newest report
+# of make bench PG=MAJOR in bench/results (<UTC timestamp>-pgMAJOR.md, so
+# the names sort by time), and its settings line.  Nothing without one.
+other_major() {
+  local m=$1 f
+  f=$(ls "$IDEM_TOP"/bench/results/*-pg"$m".md 2>/dev/null | sort | tail -1)
+  [ -n "$f" ] && grep -q '^### Targets' "$f" || return 0
+  printf '\n## PostgreSQL %s\n\n' "$m"
+  echo "The targets from the newest \`make bench PG=$m\` on this machine, in the Debian"
+  echo "$(idem_suite_of "$m") chroot of \`scripts/chroot.sh\` ($(sed -n '1s/^# make bench[^,]*, //p' "$f"), report"
+  echo "\`bench/results/$(basename "$f")\`, not in git), a separate run from the one above:"
+  echo
+  sed -n '3p' "$f"
+  echo
+  awk '/^### Targets/ {on = 1; next} on && /^#/ {exit} on && /^\|/ {print}' "$f"
+}
+
 write_doc() {
   local all=1 g page tmp cpu mem os groups_ran charts="" chart_file title
+  if [ -n "${BENCH_CHROOT:-}" ]; then
+    idem_log "doc/performance.md left alone (a run in the $BENCH_CHROOT chroot; the host's run writes it)"
+    return 0
+  fi
   for g in $ALL_GROUPS; do [[ " $BENCH_GROUPS " == *" $g "* ]] || all=0; done
   if [ "${BENCH_DOC:-}" = 0 ] || { [ "$all" = 0 ] && [ "${BENCH_DOC:-}" != 1 ]; }; then
     idem_log "doc/performance.md left alone (not every group ran; BENCH_DOC=1 writes it anyway)"
@@ -169,6 +193,7 @@ write_doc() {
     fi
     if [ -s "$NOTES" ]; then printf '\n### Notes\n\n'; cat "$NOTES"; fi
     if [ -s "$WORK/errors.log" ]; then printf '\n### Errors\n\n```\n'; tail -20 "$WORK/errors.log"; printf '```\n'; fi
+    other_major 18
     if [ -s "$IDEM_TOP/bench/notes.md" ]; then
       echo
       # without its leading HTML comment, which is for the people editing it

@@ -31,9 +31,21 @@
 #   BENCH_DOC=1         write doc/performance.md after a partial run too
 #                       (BENCH_DOC=0: never write it)
 # Workloads whose functions the build lacks are reported as skipped.
+#
+# PG_MAJOR (make bench PG=17, PG=18) picks the PostgreSQL major; one that is
+# not this system's own runs in its Debian chroot (bench/chroot.sh, as make
+# test does), with the knobs above passed on; its report comes back as
+# bench/results/<UTC timestamp>-pgN.md, and it never writes
+# doc/performance.md.
 set -uo pipefail
 IDEM_TOP=$(cd "$(dirname "$0")/.." && pwd)
 . "$IDEM_TOP/scripts/lib.sh"
+. "$IDEM_TOP/scripts/chroot.sh"
+idem_runs_natively "$PG_MAJOR" || exec bash "$IDEM_TOP/bench/chroot.sh" "$PG_MAJOR"
+# In a chroot of scripts/chroot.sh (bench/chroot.sh brought us here) the
+# run is not the host's: doc/performance.md is left alone, so gnuplot is
+# not needed either.
+BENCH_CHROOT=$(cat /etc/idempotency-chroot 2>/dev/null)
 
 # The command as it was given, for doc/performance.md.
 BENCH_COMMAND="make bench"
@@ -57,7 +69,8 @@ BENCH_GROUPS=${BENCH_GROUPS:-$ALL_GROUPS}
 SCRIPTS=$IDEM_TOP/bench/pgbench
 REQ='{"amount": 100, "currency": "EUR"}'
 
-idem_ensure_packages $IDEM_PACKAGES redis-server libhiredis-dev gnuplot-nox python3-psycopg2 || exit 1
+idem_ensure_packages $IDEM_PACKAGES redis-server libhiredis-dev python3-psycopg2 \
+  $([ -n "$BENCH_CHROOT" ] || echo gnuplot-nox) || exit 1
 idem_build || { echo "build failed" >&2; exit 1; }
 
 WORK=$(mktemp -d /tmp/idempotency-bench.XXXXXX)
@@ -548,12 +561,14 @@ done
 mkdir -p "$IDEM_TOP/bench/results"
 REPORT=$IDEM_TOP/bench/results/$(date -u +%Y%m%dT%H%M%SZ).md
 {
-  echo "# make bench, $(date -u '+%Y-%m-%d %H:%M UTC')"
+  echo "# make bench$([ -z "$BENCH_CHROOT" ] || echo " PG=$PG_MAJOR"), $(date -u '+%Y-%m-%d %H:%M UTC')"
   echo
   echo "BENCH_SECONDS=$BENCH_SECONDS BENCH_ROUNDS=$BENCH_ROUNDS BENCH_CLIENTS=\"$BENCH_CLIENTS\"" \
-    "BENCH_ROWS=$BENCH_ROWS BENCH_MEMORY_CALLS=$BENCH_MEMORY_CALLS;" \
-    "$(nproc) CPUs, PostgreSQL $(qv 'SHOW server_version'), $(redis-server --version | cut -d' ' -f3)," \
-    "fsync=on, synchronous_commit=on, shared_buffers=1GB; $(git -C "$IDEM_TOP" rev-parse --short HEAD 2>/dev/null || echo '?')" \
+    "BENCH_ROWS=$BENCH_ROWS BENCH_MEMORY_CALLS=$BENCH_MEMORY_CALLS$([ "$BENCH_GROUPS" = "$ALL_GROUPS" ] ||
+      echo " BENCH_GROUPS=\"$BENCH_GROUPS\"");" \
+    "$(nproc) CPUs, PostgreSQL $(qv 'SHOW server_version')$([ -z "$BENCH_CHROOT" ] || echo " in the Debian $BENCH_CHROOT chroot")," \
+    "$(redis-server --version | cut -d' ' -f3)," \
+    "fsync=on, synchronous_commit=on, shared_buffers=1GB; ${BENCH_COMMIT:-$(git -C "$IDEM_TOP" rev-parse --short HEAD 2>/dev/null || echo '?')}" \
     "took $(( $(date +%s) - START )) s."
   echo
   echo "Medians over the rounds. Ratio columns: the median of the per-round TPS ratios (ours / baseline)," \
