@@ -221,7 +221,8 @@ purge_row_by_row(Purge *purge, Datum *args, int64 limit)
 		SPI_freetuptable(rows);
 	}
 	SPI_cursor_close(portal);
-	if (skipped > 0)
+	/* every skipped row left its error; the first one is kept */
+	if (skipped > 0 && error != NULL)
 		ereport(WARNING,
 				(errmsg_plural("purge kept %lld row of \"idempotency.%s\" that could not be deleted",
 							   "purge kept %lld rows of \"idempotency.%s\" that could not be deleted",
@@ -229,6 +230,8 @@ purge_row_by_row(Purge *purge, Datum *args, int64 limit)
 							   relation_names[purge->relation]),
 				 errdetail("The first row failed with: %s", error->message),
 				 errhint("A foreign key without ON DELETE CASCADE or SET NULL that references these rows, or a trigger that raises an error, keeps them; every later purge tries them again.")));
+	if (error != NULL)
+		FreeErrorData(error);
 	return deleted;
 }
 
