@@ -496,7 +496,7 @@ notify_check() {
   local secs=$((BENCH_SECONDS * 5)) idle load pid
   local dsn="host=$CLUSTER user=postgres dbname=bench"
   # an empty outbox: probes must not queue behind other groups' events
-  q -c 'DELETE FROM idempotency.outbox_events' >/dev/null
+  q -c 'DELETE FROM idempotency.outbox_events' -c 'VACUUM (ANALYZE) idempotency.outbox_events' >/dev/null
   idem_log "notify: relay wake-up, idle"
   idle=$(/usr/bin/python3 "$IDEM_TOP/bench/notify_latency.py" "$dsn" "$secs" 2>>"$WORK/errors.log" || echo "NA NA 0 0")
   idem_log "notify: relay wake-up, 8 producers"
