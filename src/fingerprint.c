@@ -12,6 +12,7 @@
  */
 #include "postgres.h"
 
+#include "common/hashfn.h"
 #include "common/sha2.h"
 #include "utils/jsonb.h"
 
@@ -167,4 +168,19 @@ idempotency_fingerprint(PG_FUNCTION_ARGS)
 {
 	idem_require_arg(fcinfo, 0, "request");
 	PG_RETURN_BYTEA_P(idem_fingerprint(PG_GETARG_JSONB_P(0)));
+}
+
+/*
+ * A 64-bit hash of the pair ("a", "b") for lock tags: a's hash seeds b's,
+ * so ("ab", "c") and ("a", "bc") differ.
+ */
+uint64
+idem_hash_pair(text *a, text *b)
+{
+	uint64		hash;
+
+	hash = hash_bytes_extended((const unsigned char *) VARDATA_ANY(a),
+							   VARSIZE_ANY_EXHDR(a), 0);
+	return hash_bytes_extended((const unsigned char *) VARDATA_ANY(b),
+							   VARSIZE_ANY_EXHDR(b), hash);
 }

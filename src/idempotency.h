@@ -130,6 +130,7 @@ extern int32 idem_arg_response_code(FunctionCallInfo fcinfo, int argno);
 /* fingerprint.c */
 extern bytea *idem_fingerprint(Jsonb *request);
 extern void idem_sha256(const char *data, size_t len, uint8 *digest);
+extern uint64 idem_hash_pair(text *a, text *b);
 
 /* A direct index scan of one of the extension's tables (relations.c). */
 typedef struct IdemIndexScan

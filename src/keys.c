@@ -49,7 +49,6 @@
 #include "access/xact.h"
 #include "catalog/pg_collation.h"
 #include "catalog/pg_type.h"
-#include "common/hashfn.h"
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "storage/lock.h"
@@ -491,13 +490,9 @@ run_claim_statement(IdemQuery *query, Datum *args, const char *nulls,
 static void
 lock_key_creation(text *scope, text *key)
 {
-	uint64		hash;
+	uint64		hash = idem_hash_pair(scope, key);
 	LOCKTAG		tag;
 
-	hash = hash_bytes_extended((const unsigned char *) VARDATA_ANY(scope),
-							   VARSIZE_ANY_EXHDR(scope), 0);
-	hash = hash_bytes_extended((const unsigned char *) VARDATA_ANY(key),
-							   VARSIZE_ANY_EXHDR(key), hash);
 	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, (uint32) (hash >> 32),
 						 (uint32) hash, KEY_LOCK_CLASS_SUBID);
 	(void) LockAcquire(&tag, ExclusiveLock, false, false);

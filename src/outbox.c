@@ -51,7 +51,6 @@
 #include "catalog/pg_type.h"
 #include "commands/async.h"
 #include "commands/sequence.h"
-#include "common/hashfn.h"
 #include "funcapi.h"
 #include "lib/stringinfo.h"
 #include "mb/pg_wchar.h"
@@ -262,19 +261,13 @@ PG_FUNCTION_INFO_V1(idempotency_process_once);
 PG_FUNCTION_INFO_V1(idempotency_process_once_batch);
 
 /*
- * The lock bucket of an aggregate.  The type's hash seeds the id's, so
- * ("ab", "c") and ("a", "bc") differ.
+ * The lock bucket of an aggregate.
  */
 static uint32
 aggregate_bucket(text *aggregate_type, text *aggregate_id)
 {
-	uint64		hash;
-
-	hash = hash_bytes_extended((const unsigned char *) VARDATA_ANY(aggregate_type),
-							   VARSIZE_ANY_EXHDR(aggregate_type), 0);
-	hash = hash_bytes_extended((const unsigned char *) VARDATA_ANY(aggregate_id),
-							   VARSIZE_ANY_EXHDR(aggregate_id), hash);
-	return (uint32) (hash % OUTBOX_LOCK_BUCKETS);
+	return (uint32) (idem_hash_pair(aggregate_type, aggregate_id) %
+					 OUTBOX_LOCK_BUCKETS);
 }
 
 /*
@@ -444,14 +437,22 @@ append_jsonb(StringInfo buf, Jsonb *value)
 }
 
 /*
- * Return the first column of the "nrows" rows of the last SPI statement as
- * the rows of a set-returning function's result.
+ * Run "query" as the extension owner and return the first column of the
+ * rows it returns as the rows of the calling set-returning function.
  */
-static void
-return_first_column(ReturnSetInfo *rsinfo, uint64 nrows)
+static Datum
+return_first_column(FunctionCallInfo fcinfo, IdemQuery *query,
+					Datum *values, const char *nulls)
 {
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	IdemOwnerRights owner;
+	uint64		nrows;
 	uint64		row;
 
+	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
+	idem_become_owner(&owner);
+	SPI_connect();
+	nrows = idem_run(query, values, nulls, false, 0);
 	for (row = 0; row < nrows; row++)
 	{
 		bool		isnull;
@@ -460,6 +461,9 @@ return_first_column(ReturnSetInfo *rsinfo, uint64 nrows)
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, &value,
 							 &isnull);
 	}
+	SPI_finish();
+	idem_restore_user(&owner);
+	return (Datum) 0;
 }
 
 /*
@@ -472,7 +476,6 @@ return_first_column(ReturnSetInfo *rsinfo, uint64 nrows)
 Datum
 idempotency_enqueue_events(PG_FUNCTION_ARGS)
 {
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	Datum	   *types;
 	Datum	   *ids;
 	Datum	   *event_types;
@@ -481,8 +484,6 @@ idempotency_enqueue_events(PG_FUNCTION_ARGS)
 	bool	   *header_nulls;
 	Datum		values[5];
 	char		nulls[5] = "    ";
-	IdemOwnerRights owner;
-	uint64		nrows;
 	int			n;
 	int			i;
 
@@ -499,7 +500,6 @@ idempotency_enqueue_events(PG_FUNCTION_ARGS)
 		(void) idem_arg_array(fcinfo, 4, "headers", JSONBOID, n, &headers,
 							  &header_nulls);
 	PreventCommandIfReadOnly("idempotency.enqueue_events()");
-	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
 
 	/* Before the ids are drawn: see the locking rules above. */
 	for (i = 0; i < n; i++)
@@ -509,12 +509,7 @@ idempotency_enqueue_events(PG_FUNCTION_ARGS)
 
 	for (i = 0; i < 5; i++)
 		values[i] = PG_ARGISNULL(i) ? (Datum) 0 : PG_GETARG_DATUM(i);
-	idem_become_owner(&owner);
-	SPI_connect();
-	nrows = idem_run(&insert_events, values, nulls, false, 0);
-	return_first_column(rsinfo, nrows);
-	SPI_finish();
-	idem_restore_user(&owner);
+	(void) return_first_column(fcinfo, &insert_events, values, nulls);
 
 	if (n > 0)
 		wake_relays_at_commit(DatumGetTextPP(types[0]));
@@ -1002,11 +997,8 @@ idempotency_process_once(PG_FUNCTION_ARGS)
 Datum
 idempotency_process_once_batch(PG_FUNCTION_ARGS)
 {
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	Datum	   *ids;
 	Datum		values[2];
-	IdemOwnerRights owner;
-	uint64		nrows;
 
 	values[0] = PointerGetDatum(idem_arg_name(fcinfo, 0, "consumer", 1,
 											  IDEM_MAX_NAME_CHARS));
@@ -1014,13 +1006,5 @@ idempotency_process_once_batch(PG_FUNCTION_ARGS)
 							   -1, &ids);
 	values[1] = PG_GETARG_DATUM(1);
 	PreventCommandIfReadOnly("idempotency.process_once()");
-	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
-
-	idem_become_owner(&owner);
-	SPI_connect();
-	nrows = idem_run(&mark_processed_batch, values, NULL, false, 0);
-	return_first_column(rsinfo, nrows);
-	SPI_finish();
-	idem_restore_user(&owner);
-	return (Datum) 0;
+	return return_first_column(fcinfo, &mark_processed_batch, values, NULL);
 }
