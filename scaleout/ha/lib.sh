@@ -297,29 +297,27 @@ ha_kill_node() {
 ha_stop_node() {
   local node=$1 pat pm
   pat=$(cat "$HA_DIR/$node/pid" 2>/dev/null)
-  if ha_alive "$pat" patroni; then
-    idem_log "stopping Patroni of $node (pid $pat)"
-    kill -TERM "$pat"
-    ha_wait_gone "$pat" 60 || { kill -KILL "$pat" 2>/dev/null; ha_wait_gone "$pat" 5; }
-  fi
+  ha_stop_pid "$pat" patroni TERM 60 "Patroni of $node"
   pm=$(ha_postmaster_pid "$node")
-  if ha_alive "$pm" postgres; then
-    idem_log "stopping the postmaster of $node (pid $pm)"
-    kill -INT "$pm"
-    ha_wait_gone "$pm" 60 || { kill -KILL "$pm" 2>/dev/null; ha_wait_gone "$pm" 5; }
-  fi
+  ha_stop_pid "$pm" postgres INT 60 "the postmaster of $node"
   return 0
+}
+
+# ha_stop_pid PID NAME SIGNAL SECONDS WHAT: when PID is alive and runs NAME,
+# send SIGNAL and wait SECONDS for it to exit, then SIGKILL it.
+ha_stop_pid() {
+  local pid=$1 name=$2 sig=$3 secs=$4 what=$5
+  ha_alive "$pid" "$name" || return 0
+  idem_log "stopping $what (pid $pid)"
+  kill -"$sig" "$pid"
+  ha_wait_gone "$pid" "$secs" || { kill -KILL "$pid" 2>/dev/null; ha_wait_gone "$pid" 5; }
 }
 
 # ha_stop_etcd: stop etcd by its PID.
 ha_stop_etcd() {
   local pid
   pid=$(cat "$HA_DIR/etcd/pid" 2>/dev/null)
-  if ha_alive "$pid" etcd; then
-    idem_log "stopping etcd (pid $pid)"
-    kill -TERM "$pid"
-    ha_wait_gone "$pid" 30 || { kill -KILL "$pid" 2>/dev/null; ha_wait_gone "$pid" 5; }
-  fi
+  ha_stop_pid "$pid" etcd TERM 30 etcd
   return 0
 }
 
