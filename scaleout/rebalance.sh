@@ -62,11 +62,13 @@ frozen=$(date +%s%N)
 for ((i = 0; i < n; i++)); do
   so_psql "p$i" -c 'ALTER SYSTEM SET default_transaction_read_only = on' -c 'SELECT pg_reload_conf()' >/dev/null
   poll "p$i" "SELECT current_setting('default_transaction_read_only') = 'on'"
-  # sessions that began before the reload may still write: end them
-  so_psql "p$i" -Atc "SELECT count(*) FROM (SELECT pid FROM pg_stat_activity
-      WHERE backend_type = 'client backend' AND pid <> pg_backend_pid() OFFSET 0) s
-      WHERE NOT pg_terminate_backend(s.pid, 10000)" | grep -qx 0 ||
-    so_die "p$i: a session did not end"
+  # sessions that began before the reload may still write: end them, and
+  # wait until they are gone (one that ends by itself meanwhile is fine)
+  before_reload="backend_type = 'client backend' AND pid <> pg_backend_pid()
+      AND backend_start < pg_conf_load_time()"
+  so_psql "p$i" -Atc "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE $before_reload" \
+    >/dev/null 2>&1
+  poll "p$i" "SELECT NOT EXISTS (SELECT FROM pg_stat_activity WHERE $before_reload)"
 done
 
 idem_log "3. catching up and promoting p$n..p$((2 * n - 1))"

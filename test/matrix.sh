@@ -9,7 +9,8 @@
 #
 # Every line of a major's run is prefixed with [pgN].  The last lines are a
 # summary per major (timings included) and one total, "N passed, M failed";
-# the exit status is nonzero if anything failed.  TEST_GROUPS, STRESS_SECONDS
+# the exit status is nonzero if anything failed.  TEST_GROUPS,
+# INTEGRATION_TESTS, STRESS_SECONDS
 # and KEEP_WORK are passed on to test/run.sh.
 set -uo pipefail
 IDEM_TOP=$(cd "$(dirname "$0")/.." && pwd)
@@ -17,7 +18,7 @@ IDEM_TOP=$(cd "$(dirname "$0")/.." && pwd)
 . "$IDEM_TOP/scripts/chroot.sh"
 
 majors=${*:-15 17 18}
-IDEM_CHROOT_ENV="PG_MAJOR TEST_GROUPS STRESS_SECONDS KEEP_WORK CI"
+IDEM_CHROOT_ENV="PG_MAJOR TEST_GROUPS INTEGRATION_TESTS STRESS_SECONDS KEEP_WORK CI"
 OUT=$(mktemp -d /tmp/idempotency-matrix.XXXXXX)
 trap 'rm -rf "$OUT"' EXIT
 

@@ -11,7 +11,8 @@
 #   tap           test/t/*.pl (prove, PostgreSQL::Test::Cluster)
 #   integration   test/integration/*.sh (examples, relays, clients)
 # The last line is "N passed, M failed", counting test files.
-# TEST_GROUPS="regress isolation" limits the run to some groups.
+# TEST_GROUPS="regress isolation" limits the run to some groups;
+# INTEGRATION_TESTS="test/integration/docs.sh" to some integration scripts.
 # PG_MAJOR (default 15) picks the PostgreSQL major.  A major that is not
 # this system's own (17 or 18 on Debian 12) is run by test/matrix.sh in
 # its Debian chroot, where this script then runs natively; `make test`
@@ -135,7 +136,7 @@ for group in $TEST_GROUPS; do
     ;;
   integration)
     : >"$WORK/integration.log"
-    for t in test/integration/*.sh; do
+    for t in ${INTEGRATION_TESTS:-test/integration/*.sh}; do
       [ -e "$t" ] || continue
       idem_log "integration: $t"
       if bash "$t" >>"$WORK/integration.log" 2>&1; then
