@@ -13,6 +13,9 @@
 #   make bench PG=18          the same on 17 or 18, in that major's chroot of
 #                             make test (bench/chroot.sh); the report comes
 #                             back as bench/results/<time>-pg18.md
+#   make bench-scale          steady state with 1M, 10M and 50M live keys, 30
+#                             minutes each, beside hand-written SQL
+#                             (bench/scale.sh): doc/performance-at-scale.md
 #   make stress               the TAP tests with the stress run at 60 s
 #   make sanitize             regression tests under UBSan and valgrind (test/sanitize.sh)
 #   make memory               backend memory across 1M calls (test/memory.sh)
@@ -95,7 +98,7 @@ test/expected:
 $(DATA_built): $(sort $(wildcard sql/$(EXTVERSION)/*.sql))
 	cat $^ > $@
 
-.PHONY: run test matrix bench profile stress sanitize memory lint dist deb
+.PHONY: run test matrix bench bench-scale profile stress sanitize memory lint dist deb
 run:
 	bash scripts/run.sh
 test:
@@ -104,6 +107,9 @@ matrix:
 	bash test/matrix.sh
 bench:
 	for m in $(or $(PG),$(PG_MAJOR)); do PG_MAJOR=$$m bash bench/run.sh || exit 1; done
+
+bench-scale:
+	bash bench/scale.sh
 profile:
 	bash bench/profile.sh $(PROFILE_SCRIPTS)
 stress:

@@ -41,6 +41,7 @@ set -uo pipefail
 IDEM_TOP=$(cd "$(dirname "$0")/.." && pwd)
 . "$IDEM_TOP/scripts/lib.sh"
 . "$IDEM_TOP/scripts/chroot.sh"
+. "$IDEM_TOP/bench/lib.sh"
 idem_runs_natively "$PG_MAJOR" || exec bash "$IDEM_TOP/bench/chroot.sh" "$PG_MAJOR"
 # In a chroot of scripts/chroot.sh (bench/chroot.sh brought us here) the
 # run is not the host's: doc/performance.md is left alone, so gnuplot is
@@ -157,15 +158,8 @@ run_pgbench() {
     return
   fi
   tps=$(echo "$out" | sed -n 's/^tps = \([0-9.]*\) .*/\1/p' | tail -1)
-  echo "$tps $(cat "$dir"/tx.* | awk '{print $3}' | percentiles)"
+  echo "$tps $(cat "$dir"/tx.* | awk '{print $3}' | bench_percentiles)"
   rm -rf "$dir"
-}
-
-# percentiles: microsecond latencies on stdin -> "p50_ms p99_ms".
-percentiles() {
-  sort -n | awk '{a[NR] = $1}
-    END {if (NR == 0) print "NA NA";
-         else printf "%.3f %.3f\n", a[int(NR * 0.50) + 1] / 1000, a[int(NR * 0.99) + 1] / 1000}'
 }
 
 # run_relay SCRIPT CLIENTS BATCH: relay throughput from a full outbox, in
@@ -428,7 +422,7 @@ claims_during() {
   touch "$dir/stop"
   wait "$loader"
   echo "$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.2f", b - a}') $(cat "$dir"/r* |
-    awk -v a="$t0" -v b="$t1" '{t = $5 + $6 / 1e6; if (t >= a && t <= b) print $3}' | percentiles)"
+    awk -v a="$t0" -v b="$t1" '{t = $5 + $6 / 1e6; if (t >= a && t <= b) print $3}' | bench_percentiles)"
 }
 
 # --- purge: a million expired keys, purge_expired() against a bare DELETE,

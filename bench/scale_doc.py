@@ -1,0 +1,242 @@
+#!/usr/bin/python3
+"""bench/scale_doc.py: the report of `make bench-scale` (bench/scale.sh).
+
+    scale_doc.py RUNS.tsv STATES.tsv OUT.md [CHART_DIR]
+
+Reads the per-run and per-cycle records of bench/scale.sh and writes the
+Markdown report: per live-key count the medians of every workload, the
+ratios to the baselines, WAL per new key, size per live key over the run,
+purge throughput, and the targets of doc/performance-at-scale.md.  With
+CHART_DIR it also draws SVG charts there (gnuplot) and links them.
+The command line, machine and skipped counts come from the environment
+(SCALE_COMMAND, SCALE_SKIPPED).
+"""
+import csv
+import os
+import platform
+import statistics
+import subprocess
+import sys
+
+NEW = ("execute", "phased")
+TARGETS_AT = 10000000
+
+
+def read(path):
+    with open(path) as f:
+        return list(csv.DictReader(f, delimiter="\t"))
+
+
+def num(x):
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        return None
+
+
+def med(xs):
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+
+
+def mean(xs):
+    xs = [x for x in xs if x is not None]
+    return sum(xs) / len(xs) if xs else None
+
+
+def fmt(x, digits=2):
+    return "n/a" if x is None else f"{x:,.{digits}f}"
+
+
+def human(n):
+    return f"{n // 1000000}M" if n >= 1000000 else f"{n // 1000}k"
+
+
+def by_cycle(runs, keys):
+    """{cycle: {variant: row}} for one key count, warm-up cycle dropped."""
+    out = {}
+    for r in runs:
+        if int(r["keys"]) == keys and int(r["cycle"]) > 1:
+            out.setdefault(int(r["cycle"]), {})[r["variant"]] = r
+    return out
+
+
+def ratio(cycles, a, b, field="tps", invert=False):
+    rs = []
+    for c in cycles.values():
+        x, y = num(c.get(a, {}).get(field)), num(c.get(b, {}).get(field))
+        if x and y:
+            rs.append(y / x if invert else x / y)
+    return med(rs)
+
+
+def chart(chart_dir, name, title, ylabel, series, t_of):
+    """series: [(label, [(t, y)])]; writes CHART_DIR/name.svg."""
+    data = os.path.join(chart_dir, name + ".dat")
+    with open(data, "w") as f:
+        for label, pts in series:
+            f.write(f'"{label}"\n')
+            for t, y in pts:
+                if y is not None:
+                    f.write(f"{t / 60:.2f} {y}\n")
+            f.write("\n\n")
+    plots = ", ".join(
+        f"'{data}' index {i} with linespoints title columnheader(1)"
+        for i in range(len(series)))
+    script = f"""set terminal svg size 720,360 dynamic font 'sans,11'
+set output '{os.path.join(chart_dir, name + '.svg')}'
+set title '{title}'
+set xlabel 'minutes'
+set ylabel '{ylabel}'
+set key outside right top
+set grid
+set yrange [0:*]
+plot {plots}
+"""
+    subprocess.run(["gnuplot"], input=script, text=True, check=True)
+    os.unlink(data)
+    return name + ".svg"
+
+
+def main():
+    runs, states = read(sys.argv[1]), read(sys.argv[2])
+    out, chart_dir = sys.argv[3], sys.argv[4] if len(sys.argv) > 4 and sys.argv[4] else None
+    counts = sorted({int(r["keys"]) for r in runs})
+    lines = []
+    w = lines.append
+    if chart_dir:
+        w("<!-- written by make bench-scale (bench/scale.sh, bench/scale_doc.py); do not edit -->")
+        w("# Performance at scale: millions of live keys")
+        w("")
+        w("What this page is for: how the extension behaves in a steady state with")
+        w("millions of live keys, beside the hand-written SQL it replaces under the")
+        w("same churn, and what an operator should set for a given request rate and")
+        w("ttl. `make bench-scale` wrote it from the run it just made; the")
+        w("short-run benchmarks are in [performance.md](performance.md).")
+    else:
+        w("# make bench-scale report")
+    w("")
+    w(f"Command: `{os.environ.get('SCALE_COMMAND', 'make bench-scale')}`. "
+      f"Machine: {os.cpu_count()} cores, "
+      f"{os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') // 2**30} GiB, "
+      f"{platform.system()} {platform.release()}.")
+    if os.environ.get("SCALE_SKIPPED"):
+        w("")
+        w(os.environ["SCALE_SKIPPED"])
+    w("")
+    w("How to read it: each cycle runs every workload once, for the same number")
+    w("of seconds, in a rotating order, while pg_cron purges expired keys every")
+    w("minute (ours with `idempotency.schedule_cleanup`, the baseline's with a")
+    w("batched `DELETE`), autovacuum runs and checkpoints come at PostgreSQL's")
+    w("defaults. Figures are medians over the cycles after the first; ratios are")
+    w("medians of per-cycle ratios. WAL and full-page images are what the whole")
+    w("server wrote during a run (purge and autovacuum included) divided by the")
+    w("run's requests; \"WAL per new key\" is the mean of `execute` minus the mean")
+    w("of the business INSERT alone, over every cycle, so over several checkpoint")
+    w("cycles.")
+    for n in counts:
+        cycles = by_cycle(runs, n)
+        st = [s for s in states if int(s["keys"]) == n]
+        if not cycles or len(st) < 2:
+            continue
+        minutes = int(st[-1]["t"]) / 60
+        w("")
+        w(f"## {human(n)} live keys ({len(cycles) + 1} cycles, {minutes:.0f} minutes)")
+        w("")
+        w("| workload | TPS | p50 ms | p99 ms | WAL bytes / request | full-page images / request |")
+        w("| --- | ---: | ---: | ---: | ---: | ---: |")
+        variants = ["execute", "phased", "insert_only", "raw_new", "replay", "replay_pk"]
+        names = {"execute": "ours: new request, `execute` + business INSERT",
+                 "phased": "ours: new request, `claim`, INSERT, `complete`",
+                 "insert_only": "the business INSERT alone",
+                 "raw_new": "hand-written: INSERT ON CONFLICT, INSERT, UPDATE",
+                 "replay": "ours: retry of a completed key (`claim`)",
+                 "replay_pk": "hand-written: bare primary-key SELECT"}
+        walmean = {}
+        for v in variants:
+            rows = [c[v] for c in cycles.values() if v in c]
+            walmean[v] = mean(num(r["wal_bytes"]) for r in rows)
+            w(f"| {names[v]} | {fmt(med(num(r['tps']) for r in rows), 0)} "
+              f"| {fmt(med(num(r['p50_ms']) for r in rows), 3)} "
+              f"| {fmt(med(num(r['p99_ms']) for r in rows), 3)} "
+              f"| {fmt(med(num(r['wal_bytes']) for r in rows), 0)} "
+              f"| {fmt(med(num(r['fpi']) for r in rows), 3)} |")
+        first, last = st[0], st[-1]
+
+        def per_key(s, side):
+            live = num(s[side + "_live"])
+            return num(s[side + "_bytes"]) / live if live else None
+
+        def purged(side):
+            return (num(last[side + "_deleted"]) - num(first[side + "_deleted"])) / max(1, int(last["t"]))
+
+        exec_ratio = ratio(cycles, "execute", "insert_only")
+        raw_ratio = ratio(cycles, "raw_new", "insert_only")
+        replay_tps = ratio(cycles, "replay", "replay_pk")
+        p99_ratio = ratio(cycles, "replay", "replay_pk", "p99_ms")
+        wal_key = None
+        if walmean["execute"] is not None and walmean["insert_only"] is not None:
+            wal_key = walmean["execute"] - walmean["insert_only"]
+        wal_raw = None
+        if walmean["raw_new"] is not None and walmean["insert_only"] is not None:
+            wal_raw = walmean["raw_new"] - walmean["insert_only"]
+        size_growth = num(last["ext_bytes"]) / num(first["ext_bytes"])
+        key_growth = per_key(last, "ext") / per_key(first, "ext")
+        w("")
+        w("| figure | ours | hand-written |")
+        w("| --- | ---: | ---: |")
+        w(f"| new request TPS / the business INSERT alone | {fmt(exec_ratio)} (`execute`), "
+          f"{fmt(ratio(cycles, 'phased', 'insert_only'))} (phased) | {fmt(raw_ratio)} |")
+        w(f"| WAL per new key (bytes, mean) | {fmt(wal_key, 0)} | {fmt(wal_raw, 0)} |")
+        w(f"| retry TPS / bare primary-key SELECT | {fmt(replay_tps)} | 1 |")
+        w(f"| retry p99 / bare primary-key SELECT p99 | {fmt(p99_ratio)} | 1 |")
+        w(f"| table + indexes at start / end (MB) | {num(first['ext_bytes']) / 2**20:,.0f} / "
+          f"{num(last['ext_bytes']) / 2**20:,.0f} | {num(first['raw_bytes']) / 2**20:,.0f} / "
+          f"{num(last['raw_bytes']) / 2**20:,.0f} |")
+        w(f"| bytes per live key at start / end | {fmt(per_key(first, 'ext'), 0)} / "
+          f"{fmt(per_key(last, 'ext'), 0)} | {fmt(per_key(first, 'raw'), 0)} / "
+          f"{fmt(per_key(last, 'raw'), 0)} |")
+        w(f"| live keys at start / end | {int(num(first['ext_live'])):,} / {int(num(last['ext_live'])):,} "
+          f"| {int(num(first['raw_live'])):,} / {int(num(last['raw_live'])):,} |")
+        w(f"| dead tuples at the end | {int(num(last['ext_dead'])):,} | {int(num(last['raw_dead'])):,} |")
+        w(f"| rows purged per second | {fmt(purged('ext'), 0)} | {fmt(purged('raw'), 0)} |")
+        w(f"| checkpoints during the run | {int(num(last['checkpoints']) - num(first['checkpoints']))} | (same server) |")
+        if n == TARGETS_AT:
+            def met(ok):
+                return "met" if ok else "**not met**"
+            w("")
+            w(f"Targets at {human(n)} live keys:")
+            w("")
+            w(f"- `execute` + business INSERT >= 0.8x the INSERT alone: {fmt(exec_ratio)}, "
+              f"{met(exec_ratio is not None and exec_ratio >= 0.8)}")
+            w(f"- WAL per new key <= 2 kB on average: {fmt(wal_key, 0)} bytes, "
+              f"{met(wal_key is not None and wal_key <= 2048)}")
+            w(f"- retry p99 <= 1.5x the bare SELECT's: {fmt(p99_ratio)}, "
+              f"{met(p99_ratio is not None and p99_ratio <= 1.5)}")
+            w(f"- table + indexes flat over the run: {fmt(size_growth, 3)}x in size, "
+              f"{fmt(key_growth, 3)}x per live key, "
+              f"{met(key_growth <= 1.05)} (within 5% per live key)")
+        if chart_dir:
+            def pts(v, field):
+                return [(int(c[v]["t"]), num(c[v][field])) for _, c in sorted(cycles.items()) if v in c]
+            tag = human(n).lower()
+            svgs = [
+                chart(chart_dir, f"scale-{tag}-tps", f"TPS, {human(n)} live keys", "TPS",
+                      [(v, pts(v, "tps")) for v in ("execute", "phased", "insert_only", "raw_new")], None),
+                chart(chart_dir, f"scale-{tag}-wal", f"WAL bytes per request, {human(n)} live keys",
+                      "bytes", [(v, pts(v, "wal_bytes")) for v in ("execute", "phased", "insert_only", "raw_new")], None),
+                chart(chart_dir, f"scale-{tag}-p99", f"p99 latency of a retry, {human(n)} live keys",
+                      "ms", [(v, pts(v, "p99_ms")) for v in ("replay", "replay_pk")], None),
+                chart(chart_dir, f"scale-{tag}-size", f"bytes per live key, {human(n)} live keys",
+                      "bytes", [("ours", [(int(s["t"]), per_key(s, "ext")) for s in st]),
+                                ("hand-written", [(int(s["t"]), per_key(s, "raw")) for s in st])], None),
+            ]
+            w("")
+            for s in svgs:
+                w(f"![{s}]({s})")
+    with open(out, "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()
