@@ -128,6 +128,28 @@ table_state() {
              ($CHECKPOINTS)" | tr '|' ' '
 }
 
+# How long ALTER EXTENSION ... UPDATE from 1.1 (the table rewrite of 1.2)
+# takes with SCALE_UPGRADE_KEYS live keys, in a database of its own.
+UPGRADE=""
+measure_upgrade() {
+  local n=${SCALE_UPGRADE_KEYS:-1000000} t0 t1
+  "$BIN/psql" -X -q -h "$CLUSTER" -U postgres -d postgres -c 'CREATE DATABASE upgrade' || return 1
+  "$BIN/psql" -X -q -v ON_ERROR_STOP=1 -h "$CLUSTER" -U postgres -d upgrade \
+    -c "CREATE EXTENSION idempotency VERSION '1.1'" \
+    -c "INSERT INTO idempotency.idempotency_keys (idempotency_key, status, fence, response_code,
+          response_body, expires_at)
+        SELECT md5(i::text)::uuid::text, 'completed', nextval('idempotency.fence_seq'), 201,
+               '{\"status\": \"paid\"}', now() + interval '1 day' FROM generate_series(1, $n) i" \
+    -c 'VACUUM ANALYZE' -c CHECKPOINT || return 1
+  t0=$(date +%s%N)
+  "$BIN/psql" -X -q -v ON_ERROR_STOP=1 -h "$CLUSTER" -U postgres -d upgrade \
+    -c 'ALTER EXTENSION idempotency UPDATE' || return 1
+  t1=$(date +%s%N)
+  UPGRADE="$n $(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.1f", (b - a) / 1e9}')"
+  idem_log "ALTER EXTENSION idempotency UPDATE from 1.1 with $n keys: ${UPGRADE#* } s"
+  "$BIN/psql" -X -q -h "$CLUSTER" -U postgres -d postgres -c 'DROP DATABASE upgrade'
+}
+
 RESULTS=$WORK/runs.tsv
 STATES=$WORK/states.tsv
 printf 'keys\tcycle\tt\tvariant\ttps\tp50_ms\tp99_ms\twal_bytes\tfpi\n' >"$RESULTS"
@@ -143,6 +165,7 @@ for N in $SCALE_KEYS; do
   fi
   idem_log "$N keys: fresh cluster ($free GB free, about $need GB needed)"
   start_cluster || { cat "$CLUSTER/server.log"; exit 1; }
+  [ -n "$UPGRADE" ] || measure_upgrade || exit 1
 
   # calibration: new keys per second of a cycle, on the empty tables; the
   # rate at N keys is lower, so the ttl is set for 70% of it
@@ -199,7 +222,7 @@ done
 stamp=$(date -u +%Y%m%dT%H%M%SZ)
 mkdir -p "$IDEM_TOP/bench/results"
 REPORT=$IDEM_TOP/bench/results/scale-$stamp.md
-SCALE_COMMAND=$SCALE_COMMAND SCALE_SKIPPED=$SKIPPED \
+SCALE_COMMAND=$SCALE_COMMAND SCALE_SKIPPED=$SKIPPED SCALE_UPGRADE=$UPGRADE \
   /usr/bin/python3 "$IDEM_TOP/bench/scale_doc.py" "$RESULTS" "$STATES" "$REPORT" || exit 1
 cp "$RESULTS" "${REPORT%.md}-runs.tsv"
 cp "$STATES" "${REPORT%.md}-states.tsv"
@@ -210,7 +233,7 @@ if [ -z "$write_doc" ]; then
   [ "$SCALE_KEYS" = "1000000 10000000 50000000" ] && [ "$SCALE_MINUTES" -ge 30 ] && [ -z "$SKIPPED" ] && write_doc=1
 fi
 if [ "$write_doc" = 1 ]; then
-  SCALE_COMMAND=$SCALE_COMMAND SCALE_SKIPPED=$SKIPPED /usr/bin/python3 "$IDEM_TOP/bench/scale_doc.py" \
+  SCALE_COMMAND=$SCALE_COMMAND SCALE_SKIPPED=$SKIPPED SCALE_UPGRADE=$UPGRADE /usr/bin/python3 "$IDEM_TOP/bench/scale_doc.py" \
     "$RESULTS" "$STATES" "$IDEM_TOP/doc/performance-at-scale.md" "$IDEM_TOP/doc" || exit 1
   echo "wrote doc/performance-at-scale.md"
 fi

@@ -124,6 +124,15 @@ def main():
         w("")
         w(os.environ["SCALE_SKIPPED"])
     w("")
+    if os.environ.get("SCALE_UPGRADE"):
+        keys, seconds = os.environ["SCALE_UPGRADE"].split()
+        w("## Updating to 1.2")
+        w("")
+        w(f"`ALTER EXTENSION idempotency UPDATE` from 1.1 with {int(keys):,} live keys took "
+          f"{float(seconds):.1f} s on this machine (the table rewrite and the new primary "
+          f"key; claims wait meanwhile): about {float(seconds) / (int(keys) / 1e6):.1f} s per "
+          f"million keys.")
+        w("")
     w("How to read it: each cycle runs every workload once, for the same number")
     w("of seconds, in a rotating order, while pg_cron purges expired keys every")
     w("minute (ours with `idempotency.schedule_cleanup`, the baseline's with a")

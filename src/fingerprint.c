@@ -1,7 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * fingerprint.c
- *	  fingerprint(jsonb): SHA-256 of the canonical text of a request body.
+ *	  fingerprint(jsonb): SHA-256 of the canonical text of a request body;
+ *	  key_hash(scope, key): the 16-byte hash that indexes the table of keys.
  *
  * jsonb already stores objects with sorted, de-duplicated keys and prints
  * them with fixed spacing, so bodies that differ only in key order or
@@ -15,10 +16,12 @@
 #include "common/hashfn.h"
 #include "common/sha2.h"
 #include "utils/jsonb.h"
+#include "utils/uuid.h"
 
 #include "idempotency.h"
 
 PG_FUNCTION_INFO_V1(idempotency_fingerprint);
+PG_FUNCTION_INFO_V1(idempotency_key_hash);
 
 /*
  * SHA-256 (FIPS 180-4), computed here rather than through pg_cryptohash:
@@ -183,4 +186,46 @@ idem_hash_pair(text *a, text *b)
 							   VARSIZE_ANY_EXHDR(a), 0);
 	return hash_bytes_extended((const unsigned char *) VARDATA_ANY(b),
 							   VARSIZE_ANY_EXHDR(b), hash);
+}
+
+/*
+ * The first 16 bytes of SHA-256(length of scope as 4 bytes, big-endian ||
+ * scope || key), into "hash": the primary key of the table of keys.  The
+ * length makes ("ab", "c") and ("a", "bc") differ.
+ */
+void
+idem_key_hash(text *scope, text *key, pg_uuid_t *hash)
+{
+	uint32		scope_len = VARSIZE_ANY_EXHDR(scope);
+	uint32		key_len = VARSIZE_ANY_EXHDR(key);
+	size_t		len = 4 + (size_t) scope_len + key_len;
+	char		local[1024];
+	char	   *buf = len <= sizeof(local) ? local : palloc(len);
+	uint8		digest[PG_SHA256_DIGEST_LENGTH];
+
+	buf[0] = (char) (scope_len >> 24);
+	buf[1] = (char) (scope_len >> 16);
+	buf[2] = (char) (scope_len >> 8);
+	buf[3] = (char) scope_len;
+	memcpy(buf + 4, VARDATA_ANY(scope), scope_len);
+	memcpy(buf + 4 + scope_len, VARDATA_ANY(key), key_len);
+	idem_sha256(buf, len, digest);
+	memcpy(hash->data, digest, UUID_LEN);
+	if (buf != local)
+		pfree(buf);
+}
+
+/*
+ * key_hash(scope text, key text) RETURNS uuid
+ */
+Datum
+idempotency_key_hash(PG_FUNCTION_ARGS)
+{
+	pg_uuid_t  *hash;
+
+	idem_require_arg(fcinfo, 0, "scope");
+	idem_require_arg(fcinfo, 1, "key");
+	hash = palloc(sizeof(pg_uuid_t));
+	idem_key_hash(PG_GETARG_TEXT_PP(0), PG_GETARG_TEXT_PP(1), hash);
+	PG_RETURN_UUID_P(hash);
 }

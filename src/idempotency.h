@@ -16,6 +16,7 @@
 #include "executor/tuptable.h"
 #include "utils/jsonb.h"
 #include "utils/timestamp.h"
+#include "utils/uuid.h"
 
 #include "pg_compat.h"
 
@@ -131,6 +132,7 @@ extern int32 idem_arg_response_code(FunctionCallInfo fcinfo, int argno);
 extern bytea *idem_fingerprint(Jsonb *request);
 extern void idem_sha256(const char *data, size_t len, uint8 *digest);
 extern uint64 idem_hash_pair(text *a, text *b);
+extern void idem_key_hash(text *scope, text *key, pg_uuid_t *hash);
 
 /* A direct index scan of one of the extension's tables (relations.c). */
 typedef struct IdemIndexScan

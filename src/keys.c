@@ -66,7 +66,37 @@
 #define LE " OPERATOR(pg_catalog.<=) "
 #define GT " OPERATOR(pg_catalog.>) "
 #define PLUS " OPERATOR(pg_catalog.+) "
-#define KEY_IS_ARG "scope" EQ "$1 AND idempotency_key" EQ "$2"
+
+/*
+ * The table of keys comes in two layouts, and every statement on one key
+ * in two forms, [KEYS_BY_TEXT] and [KEYS_BY_HASH]:
+ * - 1.0 and 1.1: the primary key is (scope, idempotency_key);
+ * - 1.2 on: the primary key is key_hash, a generated column holding
+ *   idempotency.key_hash(scope, idempotency_key), 16 bytes whatever the
+ *   key's length; the statements still compare scope and key.
+ * The library serves both, so that a database keeps working between the
+ * installation of a new library and its ALTER EXTENSION ... UPDATE.
+ */
+typedef enum KeyLayout
+{
+	KEYS_BY_TEXT,
+	KEYS_BY_HASH,
+	NLAYOUTS
+} KeyLayout;
+
+#define KEY_IS_ARG_KEYS_BY_TEXT "scope" EQ "$1 AND idempotency_key" EQ "$2"
+#define KEY_IS_ARG_KEYS_BY_HASH \
+	"key_hash" EQ "idempotency.key_hash($1, $2) AND " KEY_IS_ARG_KEYS_BY_TEXT
+#define KEY_IS_ARG(layout) KEY_IS_ARG_##layout
+#define ON_KEY_KEYS_BY_TEXT " ON CONFLICT (scope, idempotency_key)"
+#define ON_KEY_KEYS_BY_HASH " ON CONFLICT (key_hash)"
+#define ON_KEY(layout) ON_KEY_##layout
+
+/* Both forms of a statement whose text is SQL(layout). */
+#define BOTH_LAYOUTS(SQL, n, ...) { \
+	{.sql = SQL(KEYS_BY_TEXT), .nargs = n, .argtypes = __VA_ARGS__}, \
+	{.sql = SQL(KEYS_BY_HASH), .nargs = n, .argtypes = __VA_ARGS__} \
+}
 
 /*
  * The columns of idempotency.idempotency_keys that the C code knows.
@@ -148,7 +178,9 @@ typedef struct KeyRow
 
 /*
  * $1 scope, $2 key, $3 request hash, $4 now, $5 ttl, $6 lease.  The WHERE
- * clause is the whole rule of when a claim may take an existing key over.
+ * clause is the whole rule of when a claim may take an existing key over;
+ * its first line keeps a key from taking over another key's row, should
+ * their hashes ever be equal (read_key() then raises the error).
  */
 #define NEW_KEY_ROW \
 	" (scope, idempotency_key, request_hash, status, fence, attempts," \
@@ -163,44 +195,41 @@ typedef struct KeyRow
  * The same arguments.  The common case, a key that the read found absent:
  * a plain insert, whose plan is much cheaper to start than the upsert's.
  */
-static IdemQuery insert_key = {
-	.sql = "INSERT INTO idempotency.idempotency_keys" NEW_KEY_ROW
-	" ON CONFLICT (scope, idempotency_key) DO NOTHING" CLAIMED_COLUMNS,
-	.nargs = 6, .argtypes = CLAIM_ARGTYPES
-};
+#define INSERT_KEY(layout) "INSERT INTO idempotency.idempotency_keys" \
+	NEW_KEY_ROW ON_KEY(layout) " DO NOTHING" CLAIMED_COLUMNS
+static IdemQuery insert_key[NLAYOUTS] = BOTH_LAYOUTS(INSERT_KEY, 6, CLAIM_ARGTYPES);
 
 #define EXPIRED "k.expires_at" LE "$4"
-static IdemQuery take_key = {
-	.sql = "INSERT INTO idempotency.idempotency_keys AS k" NEW_KEY_ROW
-	" ON CONFLICT (scope, idempotency_key) DO UPDATE SET"
-	"  request_hash = CASE WHEN " EXPIRED " THEN excluded.request_hash"
-	"   ELSE COALESCE(k.request_hash, excluded.request_hash) END,"
-	"  status = 'processing',"
-	"  fence = excluded.fence,"
-	"  attempts = CASE WHEN " EXPIRED " THEN 1"
-	"   ELSE k.attempts" PLUS "1 END,"
-	"  recovery_point = CASE WHEN " EXPIRED " THEN 'started'"
-	"   ELSE k.recovery_point END,"
-	"  response_code = NULL, response_body = NULL, retryable = NULL,"
-	"  locked_until = excluded.locked_until,"
-	"  created_at = CASE WHEN " EXPIRED " THEN excluded.created_at"
-	"   ELSE k.created_at END,"
-	"  updated_at = excluded.updated_at,"
-	"  expires_at = CASE WHEN " EXPIRED " THEN excluded.expires_at"
-	"   ELSE GREATEST(k.expires_at, excluded.locked_until) END"
-	" WHERE " EXPIRED
-	"  OR ((k.request_hash IS NULL OR $3 IS NULL OR k.request_hash" EQ "$3)"
-	"      AND ((k.status" EQ "'processing' AND k.locked_until" LE "$4)"
-	"           OR (k.status" EQ "'failed' AND k.retryable)))"
-	CLAIMED_COLUMNS,
-	.nargs = 6, .argtypes = CLAIM_ARGTYPES
-};
+#define TAKE_KEY(layout) "INSERT INTO idempotency.idempotency_keys AS k" \
+	NEW_KEY_ROW ON_KEY(layout) " DO UPDATE SET" \
+	"  request_hash = CASE WHEN " EXPIRED " THEN excluded.request_hash" \
+	"   ELSE COALESCE(k.request_hash, excluded.request_hash) END," \
+	"  status = 'processing'," \
+	"  fence = excluded.fence," \
+	"  attempts = CASE WHEN " EXPIRED " THEN 1" \
+	"   ELSE k.attempts" PLUS "1 END," \
+	"  recovery_point = CASE WHEN " EXPIRED " THEN 'started'" \
+	"   ELSE k.recovery_point END," \
+	"  response_code = NULL, response_body = NULL, retryable = NULL," \
+	"  locked_until = excluded.locked_until," \
+	"  created_at = CASE WHEN " EXPIRED " THEN excluded.created_at" \
+	"   ELSE k.created_at END," \
+	"  updated_at = excluded.updated_at," \
+	"  expires_at = CASE WHEN " EXPIRED " THEN excluded.expires_at" \
+	"   ELSE GREATEST(k.expires_at, excluded.locked_until) END" \
+	" WHERE k.scope" EQ "$1 AND k.idempotency_key" EQ "$2" \
+	"  AND (" EXPIRED \
+	"   OR ((k.request_hash IS NULL OR $3 IS NULL OR k.request_hash" EQ "$3)" \
+	"       AND ((k.status" EQ "'processing' AND k.locked_until" LE "$4)" \
+	"            OR (k.status" EQ "'failed' AND k.retryable))))" \
+	CLAIMED_COLUMNS
+static IdemQuery take_key[NLAYOUTS] = BOTH_LAYOUTS(TAKE_KEY, 6, CLAIM_ARGTYPES);
 
 /*
  * The key is held by fence $3 at "now": an expired key is gone, whatever
  * its fence (claim and lookup treat it as absent too).
  */
-#define HELD_BY_FENCE(now) KEY_IS_ARG " AND fence" EQ "$3" \
+#define HELD_BY_FENCE(layout, now) KEY_IS_ARG(layout) " AND fence" EQ "$3" \
 	" AND status" EQ "'processing' AND expires_at" GT now
 
 /*
@@ -208,59 +237,54 @@ static IdemQuery take_key = {
  * $8 retryable, $9 how long to replay the answer from now (NULL: keep
  * expires_at)
  */
-static IdemQuery finish_key = {
-	.sql = "UPDATE idempotency.idempotency_keys SET"
-	" status = CASE WHEN $7 THEN 'completed'::idempotency.key_status"
-	"  ELSE 'failed'::idempotency.key_status END,"
-	" response_code = $4, response_body = $5, retryable = $8,"
-	" locked_until = NULL, updated_at = $6,"
-	" expires_at = COALESCE($6" PLUS "$9, expires_at)"
-	" WHERE " HELD_BY_FENCE("$6") " RETURNING status",
-	.nargs = 9, .argtypes = {TEXTOID, TEXTOID, INT8OID, INT4OID, JSONBOID, TIMESTAMPTZOID,
-	BOOLOID, BOOLOID, INTERVALOID}
-};
+#define FINISH_KEY(layout) "UPDATE idempotency.idempotency_keys SET" \
+	" status = CASE WHEN $7 THEN 'completed'::idempotency.key_status" \
+	"  ELSE 'failed'::idempotency.key_status END," \
+	" response_code = $4, response_body = $5, retryable = $8," \
+	" locked_until = NULL, updated_at = $6," \
+	" expires_at = COALESCE($6" PLUS "$9, expires_at)" \
+	" WHERE " HELD_BY_FENCE(layout, "$6") " RETURNING status"
+static IdemQuery finish_key[NLAYOUTS] = BOTH_LAYOUTS(FINISH_KEY, 9,
+													{TEXTOID, TEXTOID, INT8OID, INT4OID, JSONBOID, TIMESTAMPTZOID,
+	BOOLOID, BOOLOID, INTERVALOID});
 
 /* $1 scope, $2 key, $3 fence, $4 recovery point or NULL, $5 now, $6 lease */
-static IdemQuery checkpoint_key = {
-	.sql = "UPDATE idempotency.idempotency_keys SET"
-	" recovery_point = COALESCE($4, recovery_point),"
-	" locked_until = $5" PLUS "$6,"
-	" expires_at = GREATEST(expires_at, $5" PLUS "$6),"
-	" updated_at = $5"
-	" WHERE " HELD_BY_FENCE("$5"),
-	.nargs = 6, .argtypes = {TEXTOID, TEXTOID, INT8OID, TEXTOID, TIMESTAMPTZOID, INTERVALOID}
-};
+#define CHECKPOINT_KEY(layout) "UPDATE idempotency.idempotency_keys SET" \
+	" recovery_point = COALESCE($4, recovery_point)," \
+	" locked_until = $5" PLUS "$6," \
+	" expires_at = GREATEST(expires_at, $5" PLUS "$6)," \
+	" updated_at = $5" \
+	" WHERE " HELD_BY_FENCE(layout, "$5")
+static IdemQuery checkpoint_key[NLAYOUTS] = BOTH_LAYOUTS(CHECKPOINT_KEY, 6,
+														{TEXTOID, TEXTOID, INT8OID, TEXTOID, TIMESTAMPTZOID, INTERVALOID});
 
 /* $1 scope, $2 key, $3 fence, $4 now */
-static IdemQuery release_key = {
-	.sql = "DELETE FROM idempotency.idempotency_keys WHERE " HELD_BY_FENCE("$4"),
-	.nargs = 4, .argtypes = {TEXTOID, TEXTOID, INT8OID, TIMESTAMPTZOID}
-};
+#define RELEASE_KEY(layout) \
+	"DELETE FROM idempotency.idempotency_keys WHERE " HELD_BY_FENCE(layout, "$4")
+static IdemQuery release_key[NLAYOUTS] = BOTH_LAYOUTS(RELEASE_KEY, 4,
+													 {TEXTOID, TEXTOID, INT8OID, TIMESTAMPTZOID});
 
 /*
  * $1 scope, $2 key, $3 request hash, $4 now, $5 ttl, $6 the answer: a key
  * created completed, in one row version (execute() of a new key).
  */
-static IdemQuery insert_completed_key = {
-	.sql = "INSERT INTO idempotency.idempotency_keys"
-	" (scope, idempotency_key, request_hash, status, fence, attempts,"
-	"  recovery_point, response_code, response_body, created_at, updated_at,"
-	"  expires_at)"
-	" VALUES ($1, $2, $3, 'completed',"
-	"  pg_catalog.nextval('idempotency.fence_seq'::pg_catalog.regclass), 1,"
-	"  'started', 200, $6, $4, $4, $4" PLUS "$5)"
-	" ON CONFLICT (scope, idempotency_key) DO NOTHING"
-	" RETURNING status, fence, attempts, recovery_point",
-	.nargs = 6, .argtypes = {TEXTOID, TEXTOID, BYTEAOID, TIMESTAMPTZOID,
-	INTERVALOID, JSONBOID}
-};
+#define INSERT_COMPLETED_KEY(layout) "INSERT INTO idempotency.idempotency_keys" \
+	" (scope, idempotency_key, request_hash, status, fence, attempts," \
+	"  recovery_point, response_code, response_body, created_at, updated_at," \
+	"  expires_at)" \
+	" VALUES ($1, $2, $3, 'completed'," \
+	"  pg_catalog.nextval('idempotency.fence_seq'::pg_catalog.regclass), 1," \
+	"  'started', 200, $6, $4, $4, $4" PLUS "$5)" \
+	ON_KEY(layout) " DO NOTHING" CLAIMED_COLUMNS
+static IdemQuery insert_completed_key[NLAYOUTS] = BOTH_LAYOUTS(INSERT_COMPLETED_KEY, 6,
+															  {TEXTOID, TEXTOID, BYTEAOID, TIMESTAMPTZOID,
+	INTERVALOID, JSONBOID});
 
 /* $1 scope, $2 key, $3 now */
-static IdemQuery lookup_key = {
-	.sql = "SELECT k FROM idempotency.idempotency_keys k"
-	" WHERE " KEY_IS_ARG " AND expires_at" GT "$3",
-	.nargs = 3, .argtypes = {TEXTOID, TEXTOID, TIMESTAMPTZOID}
-};
+#define LOOKUP_KEY(layout) "SELECT k FROM idempotency.idempotency_keys k" \
+	" WHERE " KEY_IS_ARG(layout) " AND expires_at" GT "$3"
+static IdemQuery lookup_key[NLAYOUTS] = BOTH_LAYOUTS(LOOKUP_KEY, 3,
+													{TEXTOID, TEXTOID, TIMESTAMPTZOID});
 
 /* SQL-callable functions */
 PG_FUNCTION_INFO_V1(idempotency_claim);
@@ -273,7 +297,18 @@ PG_FUNCTION_INFO_V1(idempotency_release);
 PG_FUNCTION_INFO_V1(idempotency_lookup);
 
 /*
- * Learn the layout of the table of keys, "rel", unless known.
+ * The layout of the table of keys: by hash once ALTER EXTENSION ... UPDATE
+ * has added key_hash (one syscache probe).
+ */
+static KeyLayout
+key_layout(void)
+{
+	return get_attnum(idem_relation_oid("idempotency_keys"), "key_hash") !=
+		InvalidAttrNumber ? KEYS_BY_HASH : KEYS_BY_TEXT;
+}
+
+/*
+ * Learn the columns of the table of keys, "rel", unless known.
  */
 static void
 learn_key_table(Relation rel)
@@ -305,17 +340,28 @@ learn_key_table(Relation rel)
  * everything committed before it starts.
  */
 static void
-begin_key_scan(IdemIndexScan *scan, ScanKeyData *skey, text *scope,
-			   text *key, LOCKMODE lockmode)
+begin_key_scan(IdemIndexScan *scan, ScanKeyData *skey, pg_uuid_t *hash,
+			   text *scope, text *key, LOCKMODE lockmode)
 {
-	/* both key columns are text COLLATE "C", as ScanKeyInit() assumes */
-	ScanKeyInit(&skey[0], 1, BTEqualStrategyNumber, F_TEXTEQ,
-				PointerGetDatum(scope));
-	ScanKeyInit(&skey[1], 2, BTEqualStrategyNumber, F_TEXTEQ,
-				PointerGetDatum(key));
 	idem_index_scan_begin(scan, "idempotency_keys", "idempotency_keys_pkey",
 						  lockmode, skey, 2);
 	learn_key_table(scan->rel);
+	if (IndexRelationGetNumberOfKeyAttributes(scan->index) == 1)
+	{
+		/* key_hash, and the row's scope and key are compared after */
+		idem_key_hash(scope, key, hash);
+		ScanKeyInit(&skey[0], 1, BTEqualStrategyNumber, F_UUID_EQ,
+					UUIDPGetDatum(hash));
+		scan->nkeys = 1;
+	}
+	else
+	{
+		/* both columns are text COLLATE "C", as ScanKeyInit() assumes */
+		ScanKeyInit(&skey[0], 1, BTEqualStrategyNumber, F_TEXTEQ,
+					PointerGetDatum(scope));
+		ScanKeyInit(&skey[1], 2, BTEqualStrategyNumber, F_TEXTEQ,
+					PointerGetDatum(key));
+	}
 }
 
 /*
@@ -356,6 +402,19 @@ next_key_row(IdemIndexScan *scan, KeyRow *row)
 }
 
 /*
+ * Whether the text datum "a" has the bytes of "b" (scopes and keys compare
+ * bytewise: they are COLLATE "C").
+ */
+static bool
+same_text(Datum a, text *b)
+{
+	text	   *ta = DatumGetTextPP(a);
+
+	return VARSIZE_ANY_EXHDR(ta) == VARSIZE_ANY_EXHDR(b) &&
+		memcmp(VARDATA_ANY(ta), VARDATA_ANY(b), VARSIZE_ANY_EXHDR(b)) == 0;
+}
+
+/*
  * Read the key's row into "row"; false when there is none.  This runs on
  * every claim, so it probes the index directly instead of starting an
  * executor for a SELECT.
@@ -364,12 +423,23 @@ static bool
 read_key(text *scope, text *key, KeyRow *row)
 {
 	ScanKeyData skey[2];
+	pg_uuid_t	hash;
 	IdemIndexScan scan;
 	bool		found;
 
-	begin_key_scan(&scan, skey, scope, key, AccessShareLock);
+	begin_key_scan(&scan, skey, &hash, scope, key, AccessShareLock);
 	found = next_key_row(&scan, row);
 	idem_index_scan_end(&scan);
+	if (found && (!same_text(row->values[COL_SCOPE], scope) ||
+				  !same_text(row->values[COL_KEY], key)))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNIQUE_VIOLATION),
+				 errmsg("idempotency key \"%s\" in scope \"%s\" has the same key_hash as key \"%s\" in scope \"%s\"",
+						text_to_cstring(key), text_to_cstring(scope),
+						TextDatumGetCString(row->values[COL_KEY]),
+						TextDatumGetCString(row->values[COL_SCOPE])),
+				 errdetail("Two keys share the first 16 bytes of their SHA-256; see doc/reference.md, \"Tables\"."),
+				 errhint("Use another key for this request.")));
 	return found;
 }
 
@@ -559,7 +629,7 @@ idem_claim_key(text *key, text *scope, Jsonb *request, Interval *ttl,
 	if (!found)
 	{
 		lock_key_creation(scope, key);
-		if (run_claim_statement(&insert_key, values, nulls, claim))
+		if (run_claim_statement(&insert_key[key_layout()], values, nulls, claim))
 			return;
 	}
 
@@ -574,7 +644,7 @@ idem_claim_key(text *key, text *scope, Jsonb *request, Interval *ttl,
 	 */
 	for (attempt = 0; attempt < 3; attempt++)
 	{
-		if (run_claim_statement(&take_key, values, nulls, claim))
+		if (run_claim_statement(&take_key[key_layout()], values, nulls, claim))
 			return;
 		if (read_key(scope, key, &row) &&
 			answer_from_row(&row, request_hash, now, claim))
@@ -610,7 +680,7 @@ idem_insert_completed_key(text *key, text *scope, Jsonb *request,
 	values[3] = TimestampTzGetDatum(GetCurrentStatementStartTimestamp());
 	values[4] = IntervalPGetDatum(ttl);
 	values[5] = JsonbPGetDatum(body);
-	if (!run_claim_statement(&insert_completed_key, values, nulls, claim))
+	if (!run_claim_statement(&insert_completed_key[key_layout()], values, nulls, claim))
 		ereport(ERROR,
 				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
 				 errmsg("could not store idempotency key \"%s\" due to a concurrent claim",
@@ -699,7 +769,7 @@ idem_finish_key(text *key, text *scope, int64 fence, bool completed,
 	values[8] = PointerGetDatum(ttl);
 
 	SPI_connect();
-	held = idem_run(&finish_key, values, nulls, false, 0) == 1;
+	held = idem_run(&finish_key[key_layout()], values, nulls, false, 0) == 1;
 	if (held)
 		status = idem_get_column(1, &isnull);
 	SPI_finish();
@@ -877,7 +947,7 @@ idempotency_checkpoint(PG_FUNCTION_ARGS)
 	values[5] = IntervalPGetDatum(lease);
 
 	PreventCommandIfReadOnly("idempotency.checkpoint()");
-	if (idem_run_as_owner(&checkpoint_key, values, nulls, false, NULL, NULL) != 1)
+	if (idem_run_as_owner(&checkpoint_key[key_layout()], values, nulls, false, NULL, NULL) != 1)
 		lease_lost(key, scope, fence);
 	PG_RETURN_VOID();
 }
@@ -899,7 +969,7 @@ idempotency_release(PG_FUNCTION_ARGS)
 	values[3] = TimestampTzGetDatum(GetCurrentStatementStartTimestamp());
 
 	PreventCommandIfReadOnly("idempotency.release()");
-	if (idem_run_as_owner(&release_key, values, NULL, false, NULL, NULL) != 1)
+	if (idem_run_as_owner(&release_key[key_layout()], values, NULL, false, NULL, NULL) != 1)
 		lease_lost(key, scope, fence);
 	PG_RETURN_VOID();
 }
@@ -952,7 +1022,7 @@ idempotency_lookup(PG_FUNCTION_ARGS)
 	values[1] = PointerGetDatum(key);
 	values[2] = TimestampTzGetDatum(GetCurrentStatementStartTimestamp());
 
-	(void) idem_run_as_owner(&lookup_key, values, NULL, true, &row, &isnull);
+	(void) idem_run_as_owner(&lookup_key[key_layout()], values, NULL, true, &row, &isnull);
 	if (isnull)
 		PG_RETURN_NULL();
 	if (pg_class_aclcheck(idem_relation_oid("idempotency_keys"), GetUserId(),

@@ -1,18 +1,18 @@
 -- bench/scale/load.sql: keys :lo .. :hi of the :rows live completed keys,
--- in the extension's table and in the baseline's.  Key i is
--- 'L' || (i * 999999937 mod 10^15), so keys reach the indexes in random
--- order as real ones do, and expires at :t0 + i/:rows of :ttl (:ttl_raw in
+-- in the extension's table and in the baseline's.  Keys look like the
+-- random UUIDs clients send (key i is md5(i) as a UUID), so they reach the
+-- indexes in random order as real ones do, and expires at :t0 + i/:rows of :ttl (:ttl_raw in
 -- the baseline's table), so that the keys expire at an even rate.
 INSERT INTO idempotency.idempotency_keys (scope, idempotency_key, request_hash,
     status, fence, recovery_point, response_code, response_body, created_at, expires_at)
-SELECT '', 'L' || ((i * 999999937) % 1000000000000000)::text,
+SELECT '', md5(i::text)::uuid::text,
        idempotency.fingerprint('{"amount": 100, "currency": "EUR"}'), 'completed',
        nextval('idempotency.fence_seq'), 'started', 201, '{"status": "paid"}', now(),
        :'t0'::timestamptz + make_interval(secs => :ttl * i::float8 / :rows)
   FROM generate_series(:lo::bigint, :hi) i;
 INSERT INTO bench.raw_keys (idempotency_key, request_hash, status,
     response_code, response_body, expires_at)
-SELECT 'L' || ((i * 999999937) % 1000000000000000)::text,
+SELECT md5(i::text)::uuid::text,
        '\x9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08'::bytea,
        'completed', 201, '{"status": "paid"}',
        :'t0'::timestamptz + make_interval(secs => :ttl_raw * i::float8 / :rows)

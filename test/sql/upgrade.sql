@@ -1,8 +1,11 @@
--- Versions and upgrades (doc/operations.md, "Upgrades"): 1.1 is the
--- default, reached from 1.0 by idempotency--1.0--1.1.sql.  A database at
--- 1.0 with live keys, a holder in flight and grants to an application role
--- is updated: rows, fences and grants survive, the holder completes with
--- its fence, and the catalog equals that of a fresh CREATE EXTENSION.
+-- Versions and upgrades (doc/operations.md, "Upgrades"): 1.2 is the
+-- default, reached from 1.0 by idempotency--1.0--1.1.sql and
+-- idempotency--1.1--1.2.sql.  A database at 1.0 works with this library
+-- before it is updated (the table of keys still has its 1.0 primary key);
+-- with live keys, a holder in flight and grants to an application role it
+-- is updated: rows, fences and grants survive, the keys are found by their
+-- new hash, the holder completes with its fence, and the catalog equals
+-- that of a fresh CREATE EXTENSION.
 SELECT name, default_version, installed_version
   FROM pg_available_extensions WHERE name = 'idempotency';
 SELECT version, superuser, trusted, relocatable, schema, requires
@@ -88,6 +91,15 @@ SELECT idempotency.complete('done-before', fence, '{"paid": 1}', 201)
 SELECT outcome FROM idempotency.claim('held-across', '{"n": 2}');
 SELECT fence AS held_fence FROM idempotency.idempotency_keys
  WHERE idempotency_key = 'held-across' \gset
+-- every holder call and lookup of the 1.0 layout
+SELECT fence AS f FROM idempotency.claim('released-before') \gset
+SELECT idempotency.checkpoint('released-before', :f, 'charged');
+SELECT idempotency.release('released-before', :f);
+SELECT idempotency.lookup('released-before') IS NULL AS released,
+       (idempotency.lookup('done-before')).response_code;
+SELECT fence AS f FROM idempotency.claim('failed-before') \gset
+SELECT idempotency.fail('failed-before', :f, '{"declined": true}', 402, retryable => false);
+SELECT outcome, response_code FROM idempotency.claim('failed-before');
 SELECT pg_catalog.nextval('idempotency.fence_seq') AS fence_before \gset
 SET client_min_messages = warning;
 ALTER EXTENSION idempotency UPDATE;
@@ -99,6 +111,7 @@ SELECT e.extversion = a.default_version AS at_default_version
 -- the application role keeps every grant, on the new signatures too
 SET ROLE regress_upgrade_app;
 SELECT outcome, response_code, response_body FROM idempotency.claim('done-before', '{"n": 1}');
+SELECT outcome, response_code FROM idempotency.claim('failed-before');
 SELECT idempotency.complete('held-across', :held_fence, '{"paid": 2}', ttl => '1 hour');
 SELECT outcome, response_body FROM idempotency.claim('held-across', '{"n": 2}');
 SELECT outcome, fence > :fence_before AS fences_grow FROM idempotency.claim('after-update');
@@ -108,6 +121,11 @@ SELECT p.oid::regprocedure AS routine_app_lacks FROM pg_proc p
    AND p.proname IN ('claim', 'complete', 'fail', 'checkpoint', 'release', 'lookup', 'execute',
                      'mark_published', 'mark_failed', 'claim_events', 'enqueue_event')
    AND NOT has_function_privilege('regress_upgrade_app', p.oid, 'EXECUTE');
+-- the keys of 1.0 have their hash, and the primary key is on it
+SELECT idempotency_key, key_hash = idempotency.key_hash(scope, idempotency_key) AS hashed
+  FROM idempotency.idempotency_keys ORDER BY idempotency_key;
+SELECT pg_get_constraintdef(oid) FROM pg_constraint
+ WHERE conrelid = 'idempotency.idempotency_keys'::regclass AND contype = 'p';
 SELECT regress_catalog_summary() AS updated_catalog \gset
 SELECT :'updated_catalog' LIKE '%routine idempotency.complete(text,bigint,jsonb,integer,text,interval)%'
        AND :'updated_catalog' LIKE '%column idempotency_keys.fence bigint%'
