@@ -33,7 +33,8 @@
 #   SCALE_KEYS      live key counts (default "1000000 10000000 50000000");
 #                   a count whose data would not fit in the free disk space
 #                   (about 1.2 kB per key with the WAL) is skipped, and said so
-#   SCALE_MINUTES   steady-state minutes per count (default 30)
+#   SCALE_MINUTES   steady-state minutes per count (default 30), or one
+#                   figure per count of SCALE_KEYS ("30 60 30")
 #   SCALE_SEGMENT   seconds per pgbench run (default 10; a cycle is 6 runs)
 #   SCALE_CLIENTS   pgbench clients (default 8)
 #   SCALE_SETTINGS  extra postgresql.conf lines, e.g. "wal_compression = lz4"
@@ -51,6 +52,17 @@ for v in SCALE_SETTINGS SCALE_CLIENTS SCALE_SEGMENT SCALE_MINUTES SCALE_KEYS; do
 done
 SCALE_KEYS=${SCALE_KEYS:-1000000 10000000 50000000}
 SCALE_MINUTES=${SCALE_MINUTES:-30}
+# minutes_for N: the steady-state minutes of count N
+minutes_for() {
+  local i=0 k
+  for k in $SCALE_KEYS; do
+    i=$((i + 1))
+    [ "$k" = "$1" ] || continue
+    set -- $SCALE_MINUTES
+    [ $# -ge $i ] && eval echo "\${$i}" || echo "${@: -1}"
+    return
+  done
+}
 SCALE_SEGMENT=${SCALE_SEGMENT:-10}
 SCALE_CLIENTS=${SCALE_CLIENTS:-8}
 SCALE_SETTINGS=${SCALE_SETTINGS:-}
@@ -200,7 +212,8 @@ for N in $SCALE_KEYS; do
   t0s=$(qv "SELECT extract(epoch FROM '$t0'::timestamptz)::bigint")
   cycle=0
   printf '%s\t0\t0\t%s\n' "$N" "$(table_state | tr ' ' '\t')" >>"$STATES"
-  while [ $(($(date +%s) - start)) -lt $((SCALE_MINUTES * 60)) ]; do
+  minutes=$(minutes_for "$N")
+  while [ $(($(date +%s) - start)) -lt $((minutes * 60)) ]; do
     cycle=$((cycle + 1))
     order=$(echo $VARIANTS | awk -v k="$cycle" '{for (i = 0; i < NF; i++) printf "%s ", $((i + k) % NF + 1)}')
     for v in $order; do
@@ -230,7 +243,8 @@ echo "report: $REPORT"
 write_doc=${SCALE_DOC:-}
 if [ -z "$write_doc" ]; then
   write_doc=0
-  [ "$SCALE_KEYS" = "1000000 10000000 50000000" ] && [ "$SCALE_MINUTES" -ge 30 ] && [ -z "$SKIPPED" ] && write_doc=1
+  [ "$SCALE_KEYS" = "1000000 10000000 50000000" ] && [ -z "$SKIPPED" ] && write_doc=1
+  for m in $SCALE_MINUTES; do [ "$m" -ge 30 ] || write_doc=0; done
 fi
 if [ "$write_doc" = 1 ]; then
   SCALE_COMMAND=$SCALE_COMMAND SCALE_SKIPPED=$SKIPPED SCALE_UPGRADE=$UPGRADE /usr/bin/python3 "$IDEM_TOP/bench/scale_doc.py" \
