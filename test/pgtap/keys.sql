@@ -6,7 +6,7 @@ SELECT plan(40);
 
 SELECT has_schema('idempotency');
 SELECT has_table('idempotency', 'idempotency_keys', 'request keys table');
-SELECT col_is_pk('idempotency', 'idempotency_keys', ARRAY['scope', 'idempotency_key'], 'keys: PK (scope, idempotency_key)');
+SELECT col_is_pk('idempotency', 'idempotency_keys', 'key_hash', 'keys: PK key_hash (since 1.2)');
 SELECT col_type_is('idempotency', 'idempotency_keys', 'request_hash', 'bytea', 'request_hash is bytea');
 SELECT col_type_is('idempotency', 'idempotency_keys', 'status', 'idempotency.key_status', 'status is key_status');
 SELECT col_type_is('idempotency', 'idempotency_keys', 'fence', 'bigint', 'fence is bigint');
