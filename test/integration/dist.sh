@@ -51,9 +51,11 @@ pkglib=$WORK/stage$("$PG_CONFIG" --pkglibdir)
 share=$WORK/stage$("$PG_CONFIG" --sharedir)
 [ -f "$pkglib/idempotency.so" ] || fail "idempotency.so was not installed"
 [ -f "$share/extension/idempotency.control" ] || fail "the control file was not installed"
-for s in "idempotency--1.0.sql" "idempotency--1.0--$extversion.sql"; do
+# the install script of 1.0 and every update script, up to the default
+for s in idempotency--1.0.sql $(cd "$TOP/sql" && ls idempotency--*--*.sql); do
   [ -f "$share/extension/$s" ] || fail "$s was not installed"
 done
+ls "$share/extension/" | grep -q -- "--$extversion\.sql$" || fail "no update script reaches $extversion"
 [ -f "$share/doc/extension/idempotency/reference.md" ] || [ -n "$(find "$WORK/stage" -name reference.md | head -1)" ] ||
   fail "the documentation was not installed"
 echo "ok: built from the zip and installed: the library, the control file, the SQL scripts up to $extversion and the docs"
