@@ -8,8 +8,8 @@ Markdown report: per live-key count the medians of every workload, the
 ratios to the baselines, WAL per new key, size per live key over the run,
 purge throughput, and the targets of doc/performance-at-scale.md.  With
 CHART_DIR it also draws SVG charts there (gnuplot) and links them.
-The command line, machine and skipped counts come from the environment
-(SCALE_COMMAND, SCALE_SKIPPED).
+The command line, machine, skipped counts and a note on the run come
+from the environment (SCALE_COMMAND, SCALE_SKIPPED, SCALE_NOTE).
 """
 import csv
 import os
@@ -120,19 +120,11 @@ def main():
       f"Machine: {os.cpu_count()} cores, "
       f"{os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') // 2**30} GiB, "
       f"{platform.system()} {platform.release()}.")
-    if os.environ.get("SCALE_SKIPPED"):
-        w("")
-        w(os.environ["SCALE_SKIPPED"])
+    for note in ("SCALE_SKIPPED", "SCALE_NOTE"):
+        if os.environ.get(note):
+            w("")
+            w(os.environ[note])
     w("")
-    if os.environ.get("SCALE_UPGRADE"):
-        keys, seconds = os.environ["SCALE_UPGRADE"].split()
-        w("## Updating to 1.2")
-        w("")
-        w(f"`ALTER EXTENSION idempotency UPDATE` from 1.1 with {int(keys):,} live keys took "
-          f"{float(seconds):.1f} s on this machine (the table rewrite and the new primary "
-          f"key; claims wait meanwhile): about {float(seconds) / (int(keys) / 1e6):.1f} s per "
-          f"million keys.")
-        w("")
     w("How to read it: each cycle runs every workload once, for the same number")
     w("of seconds, in a rotating order, while pg_cron purges expired keys every")
     w("minute (ours with `idempotency.schedule_cleanup`, the baseline's with a")
@@ -243,6 +235,16 @@ def main():
             w("")
             for s in svgs:
                 w(f"![{s}]({s})")
+    if os.environ.get("SCALE_UPGRADE"):
+        keys, seconds = os.environ["SCALE_UPGRADE"].split()
+        w("")
+        w("## Updating to 1.2")
+        w("")
+        w(f"`ALTER EXTENSION idempotency UPDATE` from 1.1 with {int(keys):,} live keys took "
+          f"{float(seconds):.1f} s on this machine (the table rewrite and the new primary "
+          f"key; claims wait meanwhile): about {float(seconds) / (int(keys) / 1e6):.1f} s per "
+          f"million keys.")
+        w("")
     with open(out, "w") as f:
         f.write("\n".join(lines) + "\n")
 
