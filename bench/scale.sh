@@ -7,7 +7,7 @@
 # defaults for checkpoints (checkpoint_timeout 5min, max_wal_size 1GB),
 # autovacuum on and durable commits:
 #   1. loads N completed keys into idempotency.idempotency_keys and N into
-#      the baseline's bench.raw_keys (bench/scale/load.sql; the keys reach
+#      the baseline's bench.seed_keys (bench/scale/load.sql; the keys reach
 #      the indexes in random order), and N rows into the business table.
 #      The loaded keys expire at an even rate, so that with the new keys
 #      the workloads add, the live count stays near N (the ttl of both is
@@ -96,7 +96,7 @@ start_cluster() {
   runuser -u postgres -- "$BIN/pg_ctl" -D "$CLUSTER/data" -l "$CLUSTER/server.log" -w -s restart || return 1
   "$BIN/psql" -X -q -h "$CLUSTER" -U postgres -d postgres -c 'CREATE DATABASE bench' \
     -c 'CREATE EXTENSION pg_cron' || return 1
-  q -c 'CREATE EXTENSION idempotency' -f "$SCRIPTS/setup.sql" >/dev/null
+  q -c 'CREATE EXTENSION idempotency' -f "$IDEM_TOP/bench/setup.sql" -f "$SCRIPTS/setup.sql" >/dev/null
 }
 
 # run VARIANT LO TTL_EXT TTL_RAW: one pgbench run; prints
@@ -133,10 +133,10 @@ table_state() {
              pg_total_relation_size('idempotency.idempotency_keys'),
              (SELECT n_dead_tup || ' ' || n_tup_del FROM pg_stat_user_tables
                WHERE relid = 'idempotency.idempotency_keys'::regclass),
-             (SELECT count(*) FROM bench.raw_keys WHERE expires_at > now()),
-             pg_total_relation_size('bench.raw_keys'),
+             (SELECT count(*) FROM bench.seed_keys WHERE expires_at > now()),
+             pg_total_relation_size('bench.seed_keys'),
              (SELECT n_dead_tup || ' ' || n_tup_del FROM pg_stat_user_tables
-               WHERE relid = 'bench.raw_keys'::regclass),
+               WHERE relid = 'bench.seed_keys'::regclass),
              ($CHECKPOINTS)" | tr '|' ' '
 }
 
@@ -191,7 +191,7 @@ for N in $SCALE_KEYS; do
   done
   ttl_ext=$(awk -v n="$N" -v r="$ext_rate" 'BEGIN {printf "%d", n / (0.7 * r)}')
   ttl_raw=$(awk -v n="$N" -v r="$raw_rate" 'BEGIN {printf "%d", n / (0.7 * r)}')
-  q -c 'TRUNCATE bench.payments, bench.raw_keys, idempotency.idempotency_keys' >/dev/null
+  q -c 'TRUNCATE bench.payments, bench.seed_keys, idempotency.idempotency_keys' >/dev/null
   idem_log "$N keys: new keys per second about $ext_rate (ours), $raw_rate (baseline); ttl $ttl_ext s, $ttl_raw s"
 
   t0=$(qv "SELECT now() + interval '2 minutes'")

@@ -10,7 +10,7 @@ SELECT '', md5(i::text)::uuid::text,
        nextval('idempotency.fence_seq'), 'started', 201, '{"status": "paid"}', now(),
        :'t0'::timestamptz + make_interval(secs => :ttl * i::float8 / :rows)
   FROM generate_series(:lo::bigint, :hi) i;
-INSERT INTO bench.raw_keys (idempotency_key, request_hash, status,
+INSERT INTO bench.seed_keys (idempotency_key, request_hash, status,
     response_code, response_body, expires_at)
 SELECT md5(i::text)::uuid::text,
        '\x9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08'::bytea,
