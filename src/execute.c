@@ -309,7 +309,7 @@ idempotency_execute(PG_FUNCTION_ARGS)
 
 		idem_become_owner(&owner);
 		if (claim.outcome == NULL)
-			idem_insert_completed_key(key, scope, request, ttl, body, &claim);
+			idem_insert_completed_key(key, scope, ttl, body, &claim);
 		else
 		{
 			claim.values[CLAIM_STATUS] =

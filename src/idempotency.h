@@ -109,6 +109,7 @@ typedef struct IdemClaim
 								 * mismatch */
 	Datum		values[CLAIM_RESULT_NATTS];
 	bool		nulls[CLAIM_RESULT_NATTS];
+	bytea	   *request_hash;	/* fingerprint of the request, or NULL */
 } IdemClaim;
 
 /* keys.c; the caller is connected to SPI and runs as the owner. */
@@ -119,9 +120,8 @@ extern Datum idem_finish_key(text *key, text *scope, int64 fence,
 							bool completed, Datum body, bool body_isnull,
 							int32 response_code, bool retryable,
 							Interval *ttl);
-extern void idem_insert_completed_key(text *key, text *scope, Jsonb *request,
-									  Interval *ttl, Jsonb *body,
-									  IdemClaim *claim);
+extern void idem_insert_completed_key(text *key, text *scope, Interval *ttl,
+									  Jsonb *body, IdemClaim *claim);
 extern bool idem_claim_runs_work(const IdemClaim *claim);
 extern Datum idem_claim_datum(FunctionCallInfo fcinfo, IdemClaim *claim);
 extern Jsonb *idem_arg_response(FunctionCallInfo fcinfo, int argno,

@@ -159,6 +159,18 @@ static Datum key_statuses[NSTATUSES];
 static Oid	key_statuses_relid = InvalidOid;
 
 /*
+ * A key to look up: its scope and key and, once a probe has computed it,
+ * its key_hash (a claim probes up to three times).
+ */
+typedef struct KeyName
+{
+	text	   *scope;
+	text	   *key;
+	bool		hashed;
+	pg_uuid_t	hash;
+} KeyName;
+
+/*
  * The key's row as the last read_key() found it: its known columns.
  */
 typedef struct KeyRow
@@ -340,8 +352,8 @@ learn_key_table(Relation rel)
  * everything committed before it starts.
  */
 static void
-begin_key_scan(IdemIndexScan *scan, ScanKeyData *skey, pg_uuid_t *hash,
-			   text *scope, text *key, LOCKMODE lockmode)
+begin_key_scan(IdemIndexScan *scan, ScanKeyData *skey, KeyName *name,
+			   LOCKMODE lockmode)
 {
 	idem_index_scan_begin(scan, "idempotency_keys", "idempotency_keys_pkey",
 						  lockmode, skey, 2);
@@ -349,18 +361,20 @@ begin_key_scan(IdemIndexScan *scan, ScanKeyData *skey, pg_uuid_t *hash,
 	if (IndexRelationGetNumberOfKeyAttributes(scan->index) == 1)
 	{
 		/* key_hash, and the row's scope and key are compared after */
-		idem_key_hash(scope, key, hash);
+		if (!name->hashed)
+			idem_key_hash(name->scope, name->key, &name->hash);
+		name->hashed = true;
 		ScanKeyInit(&skey[0], 1, BTEqualStrategyNumber, F_UUID_EQ,
-					UUIDPGetDatum(hash));
+					UUIDPGetDatum(&name->hash));
 		scan->nkeys = 1;
 	}
 	else
 	{
 		/* both columns are text COLLATE "C", as ScanKeyInit() assumes */
 		ScanKeyInit(&skey[0], 1, BTEqualStrategyNumber, F_TEXTEQ,
-					PointerGetDatum(scope));
+					PointerGetDatum(name->scope));
 		ScanKeyInit(&skey[1], 2, BTEqualStrategyNumber, F_TEXTEQ,
-					PointerGetDatum(key));
+					PointerGetDatum(name->key));
 	}
 }
 
@@ -420,14 +434,15 @@ same_text(Datum a, text *b)
  * executor for a SELECT.
  */
 static bool
-read_key(text *scope, text *key, KeyRow *row)
+read_key(KeyName *name, KeyRow *row)
 {
+	text	   *scope = name->scope;
+	text	   *key = name->key;
 	ScanKeyData skey[2];
-	pg_uuid_t	hash;
 	IdemIndexScan scan;
 	bool		found;
 
-	begin_key_scan(&scan, skey, &hash, scope, key, AccessShareLock);
+	begin_key_scan(&scan, skey, name, AccessShareLock);
 	found = next_key_row(&scan, row);
 	idem_index_scan_end(&scan);
 	if (found && (!same_text(row->values[COL_SCOPE], scope) ||
@@ -586,11 +601,13 @@ idem_claim_key(text *key, text *scope, Jsonb *request, Interval *ttl,
 	bytea	   *request_hash = request ? idem_fingerprint(request) : NULL;
 	Datum		values[6];
 	char		nulls[6] = {' ', ' ', request_hash ? ' ' : 'n', ' ', ' ', ' '};
+	KeyName		name = {.scope = scope, .key = key};
 	KeyRow		row;
 	int			attempt;
 	bool		found;
 
 	memset(claim->nulls, true, sizeof(claim->nulls));
+	claim->request_hash = request_hash;
 	values[0] = PointerGetDatum(scope);
 	values[1] = PointerGetDatum(key);
 	values[2] = PointerGetDatum(request_hash);
@@ -598,7 +615,7 @@ idem_claim_key(text *key, text *scope, Jsonb *request, Interval *ttl,
 	values[4] = IntervalPGetDatum(ttl);
 	values[5] = IntervalPGetDatum(lease);
 
-	found = read_key(scope, key, &row);
+	found = read_key(&name, &row);
 	if (found && answer_from_row(&row, request_hash, now, claim))
 		return;
 
@@ -610,7 +627,7 @@ idem_claim_key(text *key, text *scope, Jsonb *request, Interval *ttl,
 	{
 		lock_key_creation(scope, key);
 		/* a transaction that held the lock may have created it */
-		found = read_key(scope, key, &row);
+		found = read_key(&name, &row);
 		if (!found)
 		{
 			claim->outcome = NULL;
@@ -646,7 +663,7 @@ idem_claim_key(text *key, text *scope, Jsonb *request, Interval *ttl,
 	{
 		if (run_claim_statement(&take_key[key_layout()], values, nulls, claim))
 			return;
-		if (read_key(scope, key, &row) &&
+		if (read_key(&name, &row) &&
 			answer_from_row(&row, request_hash, now, claim))
 			return;
 	}
@@ -666,10 +683,10 @@ idem_claim_key(text *key, text *scope, Jsonb *request, Interval *ttl,
  * way, the caller's work is rolled back with a serialization failure.
  */
 void
-idem_insert_completed_key(text *key, text *scope, Jsonb *request,
-						  Interval *ttl, Jsonb *body, IdemClaim *claim)
+idem_insert_completed_key(text *key, text *scope, Interval *ttl, Jsonb *body,
+						  IdemClaim *claim)
 {
-	bytea	   *request_hash = request ? idem_fingerprint(request) : NULL;
+	bytea	   *request_hash = claim->request_hash;
 	Datum		values[6];
 	char		nulls[6] = {' ', ' ', request_hash ? ' ' : 'n', ' ', ' ', ' '};
 
