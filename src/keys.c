@@ -721,27 +721,28 @@ idem_claim_runs_work(const IdemClaim *claim)
 
 /*
  * The claim as an idempotency.claim_result datum, in the caller's memory.
- * The row type is looked up once per call site and kept in fn_extra.
+ * The row type comes from the typcache: a function scan starts a new
+ * FmgrInfo on every execution, so nothing kept in fn_extra would survive.
  */
 Datum
 idem_claim_datum(FunctionCallInfo fcinfo, IdemClaim *claim)
 {
-	TupleDesc	tupdesc = (TupleDesc) fcinfo->flinfo->fn_extra;
+	Oid			typid = get_fn_expr_rettype(fcinfo->flinfo);
+	TupleDesc	tupdesc;
+	HeapTuple	tuple;
 
-	if (tupdesc == NULL)
+	if (!OidIsValid(typid) || typid == RECORDOID)
 	{
-		MemoryContext old = MemoryContextSwitchTo(fcinfo->flinfo->fn_mcxt);
-
 		if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 			elog(ERROR, "return type must be a row type");
-		tupdesc = BlessTupleDesc(tupdesc);
-		MemoryContextSwitchTo(old);
-		fcinfo->flinfo->fn_extra = tupdesc;
+		typid = tupdesc->tdtypeid;
 	}
 	claim->values[CLAIM_OUTCOME] = CStringGetTextDatum(claim->outcome);
 	claim->nulls[CLAIM_OUTCOME] = false;
-	return HeapTupleGetDatum(heap_form_tuple(tupdesc, claim->values,
-											 claim->nulls));
+	tupdesc = lookup_rowtype_tupdesc(typid, -1);
+	tuple = heap_form_tuple(tupdesc, claim->values, claim->nulls);
+	ReleaseTupleDesc(tupdesc);
+	return HeapTupleGetDatum(tuple);
 }
 
 /*
