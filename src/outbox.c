@@ -231,20 +231,16 @@ static IdemQuery mark_processed = {
 };
 
 /*
- * $1 consumer, $2 event ids: the ids marked now, each once, in the order
- * of their first occurrence in the array.  They are inserted in the
- * order of the primary key, so that two batches sharing ids in any order
- * wait for each other instead of deadlocking.
+ * $1 consumer, $2 event ids: marks the ids not marked yet, each once, and
+ * returns them.  They are inserted in the order of the primary key, so
+ * that two batches sharing ids in any order wait for each other instead of
+ * deadlocking.
  */
 static IdemQuery mark_processed_batch = {
-	.sql = "WITH marked AS ("
-	" INSERT INTO idempotency.processed_events (consumer, event_id)"
+	.sql = "INSERT INTO idempotency.processed_events (consumer, event_id)"
 	" SELECT $1, u.e FROM pg_catalog.unnest($2::pg_catalog.text[]) AS u(e)"
 	"  ORDER BY u.e COLLATE \"C\""
-	" ON CONFLICT DO NOTHING RETURNING event_id)"
-	" SELECT u.e FROM pg_catalog.unnest($2::pg_catalog.text[]) WITH ORDINALITY AS u(e, n)"
-	" JOIN marked m ON m.event_id" EQ "u.e COLLATE \"C\""
-	" GROUP BY u.e ORDER BY pg_catalog.min(u.n)",
+	" ON CONFLICT DO NOTHING RETURNING event_id",
 	.nargs = 2, .argtypes = {TEXTOID, TEXTARRAYOID}
 };
 
@@ -987,6 +983,22 @@ idempotency_process_once(PG_FUNCTION_ARGS)
 }
 
 /*
+ * qsort/bsearch order of text Datums by their bytes (event ids are
+ * COLLATE "C").
+ */
+static int
+compare_text_bytes(const void *a, const void *b)
+{
+	text	   *ta = DatumGetTextPP(*(const Datum *) a);
+	text	   *tb = DatumGetTextPP(*(const Datum *) b);
+	int			la = VARSIZE_ANY_EXHDR(ta);
+	int			lb = VARSIZE_ANY_EXHDR(tb);
+	int			c = memcmp(VARDATA_ANY(ta), VARDATA_ANY(tb), Min(la, lb));
+
+	return c != 0 ? c : (la > lb) - (la < lb);
+}
+
+/*
  * process_once(consumer text, event_ids text[]) RETURNS SETOF text: the
  * ids of the array seen for the first time, in the order given; the
  * others (seen before, or earlier in the same array) are left out.  One
@@ -997,14 +1009,57 @@ idempotency_process_once(PG_FUNCTION_ARGS)
 Datum
 idempotency_process_once_batch(PG_FUNCTION_ARGS)
 {
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	IdemOwnerRights owner;
 	Datum	   *ids;
 	Datum		values[2];
+	Datum	   *marked;
+	bool	   *returned;
+	uint64		nmarked;
+	uint64		row;
+	int			n;
+	int			i;
 
 	values[0] = PointerGetDatum(idem_arg_name(fcinfo, 0, "consumer", 1,
 											  IDEM_MAX_NAME_CHARS));
-	(void) idem_arg_name_array(fcinfo, 1, "event_ids", 1, IDEM_MAX_NAME_CHARS,
-							   -1, &ids);
+	n = idem_arg_name_array(fcinfo, 1, "event_ids", 1, IDEM_MAX_NAME_CHARS,
+							-1, &ids);
 	values[1] = PG_GETARG_DATUM(1);
 	PreventCommandIfReadOnly("idempotency.process_once()");
-	return return_first_column(fcinfo, &mark_processed_batch, values, NULL);
+
+	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
+	idem_become_owner(&owner);
+	SPI_connect();
+	nmarked = idem_run(&mark_processed_batch, values, NULL, false, 0);
+
+	/*
+	 * Return the ids marked now in the order of their first occurrence in
+	 * the array: look each element up among them (sorted), once.
+	 */
+	marked = palloc(sizeof(Datum) * Max(nmarked, 1));
+	returned = palloc0(sizeof(bool) * Max(nmarked, 1));
+	for (row = 0; row < nmarked; row++)
+	{
+		bool		isnull;
+
+		marked[row] = idem_get_row_column(row, 1, &isnull);
+	}
+	qsort(marked, nmarked, sizeof(Datum), compare_text_bytes);
+	for (i = 0; i < n && nmarked > 0; i++)
+	{
+		Datum	   *found = bsearch(&ids[i], marked, nmarked, sizeof(Datum),
+									compare_text_bytes);
+
+		if (found != NULL && !returned[found - marked])
+		{
+			bool		isnull = false;
+
+			returned[found - marked] = true;
+			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, &ids[i],
+								 &isnull);
+		}
+	}
+	SPI_finish();
+	idem_restore_user(&owner);
+	return (Datum) 0;
 }
