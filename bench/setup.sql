@@ -27,8 +27,12 @@ CREATE TABLE bench.payments (
 );
 
 -- Same shapes as the extension's tables, for the bare-statement baselines
--- (LIKE copies whatever indexes the extension gives its own tables).
+-- (LIKE copies whatever indexes the extension gives its own tables), but
+-- keyed by the key text as a hand-written table is: without 1.2's
+-- key_hash, whose primary key the PL/pgSQL claim's ON CONFLICT cannot name.
 CREATE TABLE bench.pl_keys (LIKE idempotency.idempotency_keys INCLUDING ALL);
+ALTER TABLE bench.pl_keys DROP COLUMN key_hash,
+    ADD PRIMARY KEY (scope, idempotency_key);
 CREATE SEQUENCE bench.pl_fence_seq AS bigint;
 
 -- State-machine rows: one table for transition(), one for the raw pair.
