@@ -7,8 +7,10 @@
 # defaults for checkpoints (checkpoint_timeout 5min, max_wal_size 1GB),
 # autovacuum on and durable commits:
 #   1. loads N completed keys into idempotency.idempotency_keys and N into
-#      the baseline's bench.seed_keys (bench/scale/load.sql; the keys reach
-#      the indexes in random order), and N rows into the business table.
+#      the baseline's bench.seed_keys (bench/scale/load.sql; keys that
+#      look like random UUIDs, so the new keys reach the indexes in random
+#      order; the primary keys are built after the load, see below), and N
+#      rows into the business table.
 #      The loaded keys expire at an even rate, so that with the new keys
 #      the workloads add, the live count stays near N (the ttl of both is
 #      N over the rate of new keys measured on a short calibration run);

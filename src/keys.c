@@ -362,8 +362,10 @@ begin_key_scan(IdemIndexScan *scan, ScanKeyData *skey, KeyName *name,
 	{
 		/* key_hash, and the row's scope and key are compared after */
 		if (!name->hashed)
+		{
 			idem_key_hash(name->scope, name->key, &name->hash);
-		name->hashed = true;
+			name->hashed = true;
+		}
 		ScanKeyInit(&skey[0], 1, BTEqualStrategyNumber, F_UUID_EQ,
 					UUIDPGetDatum(&name->hash));
 		scan->nkeys = 1;

@@ -433,12 +433,66 @@ append_jsonb(StringInfo buf, Jsonb *value)
 }
 
 /*
+ * qsort/bsearch order of text Datums by their bytes (event ids are
+ * COLLATE "C").
+ */
+static int
+compare_text_bytes(const void *a, const void *b)
+{
+	text	   *ta = DatumGetTextPP(*(const Datum *) a);
+	text	   *tb = DatumGetTextPP(*(const Datum *) b);
+	int			la = VARSIZE_ANY_EXHDR(ta);
+	int			lb = VARSIZE_ANY_EXHDR(tb);
+	int			c = memcmp(VARDATA_ANY(ta), VARDATA_ANY(tb), Min(la, lb));
+
+	return c != 0 ? c : (la > lb) - (la < lb);
+}
+
+/*
+ * Put the "nrows" text values of the first column of SPI_tuptable, each
+ * distinct, into the result set in the order of their first occurrence in
+ * order[0 .. norder - 1]: each element is looked up among them (sorted)
+ * and put once.
+ */
+static void
+put_rows_in_order(ReturnSetInfo *rsinfo, uint64 nrows, Datum *order,
+				  int norder)
+{
+	Datum	   *rows = palloc(sizeof(Datum) * Max(nrows, 1));
+	bool	   *put = palloc0(sizeof(bool) * Max(nrows, 1));
+	bool		isnull;
+	uint64		row;
+	int			i;
+
+	/* event ids are never NULL */
+	for (row = 0; row < nrows; row++)
+		rows[row] = idem_get_row_column(row, 1, &isnull);
+	isnull = false;
+	qsort(rows, nrows, sizeof(Datum), compare_text_bytes);
+	for (i = 0; i < norder && nrows > 0; i++)
+	{
+		Datum	   *found = bsearch(&order[i], rows, nrows, sizeof(Datum),
+									compare_text_bytes);
+
+		if (found != NULL && !put[found - rows])
+		{
+			put[found - rows] = true;
+			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc,
+								 &order[i], &isnull);
+		}
+	}
+}
+
+/*
  * Run "query" as the extension owner and return the first column of the
- * rows it returns as the rows of the calling set-returning function.
+ * rows it returns as the rows of the calling set-returning function: in
+ * the order the query returns them or, with "order", in the order of
+ * their first occurrence among those text values (put_rows_in_order()).
  */
 static Datum
 return_first_column(FunctionCallInfo fcinfo, IdemQuery *query,
-					Datum *values, const char *nulls)
+					Datum *values, const char *nulls, Datum *order,
+					int norder)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	IdemOwnerRights owner;
@@ -449,13 +503,18 @@ return_first_column(FunctionCallInfo fcinfo, IdemQuery *query,
 	idem_become_owner(&owner);
 	SPI_connect();
 	nrows = idem_run(query, values, nulls, false, 0);
-	for (row = 0; row < nrows; row++)
+	if (order != NULL)
+		put_rows_in_order(rsinfo, nrows, order, norder);
+	else
 	{
-		bool		isnull;
-		Datum		value = idem_get_row_column(row, 1, &isnull);
+		for (row = 0; row < nrows; row++)
+		{
+			bool		isnull;
+			Datum		value = idem_get_row_column(row, 1, &isnull);
 
-		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, &value,
-							 &isnull);
+			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, &value,
+								 &isnull);
+		}
 	}
 	SPI_finish();
 	idem_restore_user(&owner);
@@ -505,7 +564,7 @@ idempotency_enqueue_events(PG_FUNCTION_ARGS)
 
 	for (i = 0; i < 5; i++)
 		values[i] = PG_ARGISNULL(i) ? (Datum) 0 : PG_GETARG_DATUM(i);
-	(void) return_first_column(fcinfo, &insert_events, values, nulls);
+	(void) return_first_column(fcinfo, &insert_events, values, nulls, NULL, 0);
 
 	if (n > 0)
 		wake_relays_at_commit(DatumGetTextPP(types[0]));
@@ -983,22 +1042,6 @@ idempotency_process_once(PG_FUNCTION_ARGS)
 }
 
 /*
- * qsort/bsearch order of text Datums by their bytes (event ids are
- * COLLATE "C").
- */
-static int
-compare_text_bytes(const void *a, const void *b)
-{
-	text	   *ta = DatumGetTextPP(*(const Datum *) a);
-	text	   *tb = DatumGetTextPP(*(const Datum *) b);
-	int			la = VARSIZE_ANY_EXHDR(ta);
-	int			lb = VARSIZE_ANY_EXHDR(tb);
-	int			c = memcmp(VARDATA_ANY(ta), VARDATA_ANY(tb), Min(la, lb));
-
-	return c != 0 ? c : (la > lb) - (la < lb);
-}
-
-/*
  * process_once(consumer text, event_ids text[]) RETURNS SETOF text: the
  * ids of the array seen for the first time, in the order given; the
  * others (seen before, or earlier in the same array) are left out.  One
@@ -1009,16 +1052,9 @@ compare_text_bytes(const void *a, const void *b)
 Datum
 idempotency_process_once_batch(PG_FUNCTION_ARGS)
 {
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	IdemOwnerRights owner;
 	Datum	   *ids;
 	Datum		values[2];
-	Datum	   *marked;
-	bool	   *returned;
-	uint64		nmarked;
-	uint64		row;
 	int			n;
-	int			i;
 
 	values[0] = PointerGetDatum(idem_arg_name(fcinfo, 0, "consumer", 1,
 											  IDEM_MAX_NAME_CHARS));
@@ -1026,40 +1062,7 @@ idempotency_process_once_batch(PG_FUNCTION_ARGS)
 							-1, &ids);
 	values[1] = PG_GETARG_DATUM(1);
 	PreventCommandIfReadOnly("idempotency.process_once()");
-
-	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
-	idem_become_owner(&owner);
-	SPI_connect();
-	nmarked = idem_run(&mark_processed_batch, values, NULL, false, 0);
-
-	/*
-	 * Return the ids marked now in the order of their first occurrence in
-	 * the array: look each element up among them (sorted), once.
-	 */
-	marked = palloc(sizeof(Datum) * Max(nmarked, 1));
-	returned = palloc0(sizeof(bool) * Max(nmarked, 1));
-	for (row = 0; row < nmarked; row++)
-	{
-		bool		isnull;
-
-		marked[row] = idem_get_row_column(row, 1, &isnull);
-	}
-	qsort(marked, nmarked, sizeof(Datum), compare_text_bytes);
-	for (i = 0; i < n && nmarked > 0; i++)
-	{
-		Datum	   *found = bsearch(&ids[i], marked, nmarked, sizeof(Datum),
-									compare_text_bytes);
-
-		if (found != NULL && !returned[found - marked])
-		{
-			bool		isnull = false;
-
-			returned[found - marked] = true;
-			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, &ids[i],
-								 &isnull);
-		}
-	}
-	SPI_finish();
-	idem_restore_user(&owner);
-	return (Datum) 0;
+	/* the ids marked now, in the order of their first occurrence */
+	return return_first_column(fcinfo, &mark_processed_batch, values, NULL,
+							   ids, n);
 }
