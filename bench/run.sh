@@ -209,9 +209,11 @@ outbox insert base pgbench outbox.sql -
 inbox_batch process_once_100 ours pgbench inbox_batch_100.sql process_once
 inbox_batch process_once_single_x100 base pgbench inbox_single_100.sql process_once
 inbox_batch inbox_multirow_100 base pgbench inbox_multirow_100.sql -
+inbox_batch inbox_multirow_arrays_100 base pgbench inbox_multirow_arrays_100.sql -
 outbox_batch enqueue_events_100 ours pgbench enqueue_batch_100.sql enqueue_events
 outbox_batch enqueue_event_single_x100 base pgbench enqueue_single_100.sql enqueue_event
 outbox_batch outbox_multirow_100 base pgbench outbox_multirow_100.sql -
+outbox_batch outbox_multirow_arrays_100 base pgbench outbox_multirow_arrays_100.sql -
 transition transition ours pgbench transition.sql transition
 transition update_then_select base pgbench transition_raw.sql -
 relay batch_100 ours relay relay_100.sql claim_events,mark_published
@@ -545,8 +547,10 @@ for c in $BENCH_CLIENTS; do
   ratio_target outbox enqueue_event insert "$c" 0.9 "enqueue_event vs the bare outbox INSERT"
   ratio_target inbox_batch process_once_100 process_once_single_x100 "$c" 5 "process_once, batch of 100 vs 100 single calls in one transaction"
   ratio_target inbox_batch process_once_100 inbox_multirow_100 "$c" 0.9 "process_once, batch of 100 vs the bare multi-row INSERT ... ON CONFLICT"
+  ratio_target inbox_batch process_once_100 inbox_multirow_arrays_100 "$c" 0.9 "process_once, batch of 100 vs the same INSERT from the same array"
   ratio_target outbox_batch enqueue_events_100 enqueue_event_single_x100 "$c" 5 "enqueue_events, batch of 100 vs 100 single calls in one transaction"
   ratio_target outbox_batch enqueue_events_100 outbox_multirow_100 "$c" 0.9 "enqueue_events, batch of 100 vs the bare multi-row INSERT"
+  ratio_target outbox_batch enqueue_events_100 outbox_multirow_arrays_100 "$c" 0.9 "enqueue_events, batch of 100 vs the same INSERT from the same arrays"
   ratio_target transition transition update_then_select "$c" 1.3 "transition vs the guarded UPDATE + SELECT"
 done
 [ -n "${REPLAY_WAL:-}" ] && target "WAL bytes per replay" "$REPLAY_WAL" 0 le

@@ -47,9 +47,13 @@ static void
 check_name_length(text *value, const char *argname, int min_chars,
 				  int max_chars)
 {
-	int			nchars = pg_mbstrlen_with_len(VARDATA_ANY(value),
-											  VARSIZE_ANY_EXHDR(value));
+	int			nbytes = VARSIZE_ANY_EXHDR(value);
+	int			nchars;
 
+	/* a character takes one byte or more: most names need no counting */
+	if (nbytes <= max_chars && nbytes >= min_chars && min_chars <= 1)
+		return;
+	nchars = pg_mbstrlen_with_len(VARDATA_ANY(value), nbytes);
 	if (nchars < min_chars)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -149,7 +153,10 @@ idem_arg_key(FunctionCallInfo fcinfo, int argno)
 
 	idem_require_arg(fcinfo, argno, "key");
 	key = PG_GETARG_TEXT_PP(argno);
-	nchars = pg_mbstrlen_with_len(VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key));
+	nchars = VARSIZE_ANY_EXHDR(key);
+	/* characters only need counting when there are more bytes than allowed */
+	if (nchars > idem_max_key_length)
+		nchars = pg_mbstrlen_with_len(VARDATA_ANY(key), nchars);
 	if (nchars == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),

@@ -539,6 +539,7 @@ idempotency_enqueue_events(PG_FUNCTION_ARGS)
 	bool	   *header_nulls;
 	Datum		values[5];
 	char		nulls[5] = "    ";
+	uint64		locked[OUTBOX_LOCK_BUCKETS / 64] = {0};
 	int			n;
 	int			i;
 
@@ -556,11 +557,21 @@ idempotency_enqueue_events(PG_FUNCTION_ARGS)
 							  &header_nulls);
 	PreventCommandIfReadOnly("idempotency.enqueue_events()");
 
-	/* Before the ids are drawn: see the locking rules above. */
+	/*
+	 * Before the ids are drawn: see the locking rules above.  Each bucket
+	 * once, however many events of the batch hash to it.
+	 */
 	for (i = 0; i < n; i++)
-		lock_bucket(aggregate_bucket(DatumGetTextPP(types[i]),
-									 DatumGetTextPP(ids[i])),
-					ShareLock, false);
+	{
+		uint32		bucket = aggregate_bucket(DatumGetTextPP(types[i]),
+											  DatumGetTextPP(ids[i]));
+
+		if (!(locked[bucket / 64] & (UINT64CONST(1) << (bucket % 64))))
+		{
+			lock_bucket(bucket, ShareLock, false);
+			locked[bucket / 64] |= UINT64CONST(1) << (bucket % 64);
+		}
+	}
 
 	for (i = 0; i < 5; i++)
 		values[i] = PG_ARGISNULL(i) ? (Datum) 0 : PG_GETARG_DATUM(i);
