@@ -231,15 +231,17 @@ static IdemQuery mark_processed = {
 };
 
 /*
- * $1 consumer, $2 event ids: marks the ids not marked yet, each once, and
- * returns them.  They are inserted in the order of the primary key, so
- * that two batches sharing ids in any order wait for each other instead of
- * deadlocking.
+ * $1 consumer, $2 event ids, sorted by their bytes and each once
+ * (process_once_batch sorts them): marks the ids not marked yet and
+ * returns them.  They are inserted in the order of the array, so that two
+ * batches sharing ids wait for each other instead of deadlocking, whatever
+ * order their callers gave.  (The function scan WITH ORDINALITY is known to
+ * be in that order, so the ORDER BY costs no sort.)
  */
 static IdemQuery mark_processed_batch = {
 	.sql = "INSERT INTO idempotency.processed_events (consumer, event_id)"
-	" SELECT $1, u.e FROM pg_catalog.unnest($2::pg_catalog.text[]) AS u(e)"
-	"  ORDER BY u.e COLLATE \"C\""
+	" SELECT $1, u.e FROM pg_catalog.unnest($2::pg_catalog.text[])"
+	"  WITH ORDINALITY AS u(e, n) ORDER BY u.n"
 	" ON CONFLICT DO NOTHING RETURNING event_id",
 	.nargs = 2, .argtypes = {TEXTOID, TEXTARRAYOID}
 };
@@ -1064,15 +1066,29 @@ Datum
 idempotency_process_once_batch(PG_FUNCTION_ARGS)
 {
 	Datum	   *ids;
+	Datum	   *sorted;
 	Datum		values[2];
 	int			n;
+	int			nsorted = 0;
+	int			i;
 
 	values[0] = PointerGetDatum(idem_arg_name(fcinfo, 0, "consumer", 1,
 											  IDEM_MAX_NAME_CHARS));
 	n = idem_arg_name_array(fcinfo, 1, "event_ids", 1, IDEM_MAX_NAME_CHARS,
 							-1, &ids);
-	values[1] = PG_GETARG_DATUM(1);
 	PreventCommandIfReadOnly("idempotency.process_once()");
+
+	/* the ids in byte order, each once: see mark_processed_batch */
+	sorted = palloc(sizeof(Datum) * Max(n, 1));
+	memcpy(sorted, ids, sizeof(Datum) * n);
+	qsort(sorted, n, sizeof(Datum), compare_text_bytes);
+	for (i = 0; i < n; i++)
+		if (nsorted == 0 ||
+			compare_text_bytes(&sorted[nsorted - 1], &sorted[i]) != 0)
+			sorted[nsorted++] = sorted[i];
+	values[1] = PointerGetDatum(construct_array(sorted, nsorted, TEXTOID, -1,
+												false, TYPALIGN_INT));
+
 	/* the ids marked now, in the order of their first occurrence */
 	return return_first_column(fcinfo, &mark_processed_batch, values, NULL,
 							   ids, n);
