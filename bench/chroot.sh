@@ -30,7 +30,7 @@ BENCH_COMMIT=$(git -C "$IDEM_TOP" rev-parse --short HEAD 2>/dev/null || echo '?'
   BENCH_COMMIT+=" (with uncommitted changes to src, sql or bench)"
 export BENCH_COMMIT
 IDEM_CHROOT_ENV="PG_MAJOR BENCH_SECONDS BENCH_ROUNDS BENCH_CLIENTS BENCH_ROWS
-  BENCH_MEMORY_CALLS BENCH_GROUPS BENCH_KEEP BENCH_DOC BENCH_COMMIT"
+  BENCH_MEMORY_CALLS BENCH_GROUPS BENCH_KEEP BENCH_DOC BENCH_COMMIT NOTIFY_RATE"
 
 ch=$(idem_chroot_dir "$m")
 idem_chroot_lock "$m"

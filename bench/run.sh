@@ -27,6 +27,8 @@
 #   BENCH_MEMORY_CALLS  calls per function in the memory check (default
 #                       100000 [10000])
 #   BENCH_GROUPS        workload groups to run (default: all)
+#   NOTIFY_RATE         events per second of the steady load under which the
+#                       relay wake-up is measured (default 500)
 #   BENCH_KEEP=1        keep the work directory (cluster, logs)
 #   BENCH_DOC=1         write doc/performance.md after a partial run too
 #                       (BENCH_DOC=0: never write it)
@@ -50,11 +52,12 @@ BENCH_CHROOT=$(cat /etc/idempotency-chroot 2>/dev/null)
 
 # The command as it was given, for doc/performance.md.
 BENCH_COMMAND="make bench"
-for v in BENCH_GROUPS BENCH_MEMORY_CALLS BENCH_ROWS BENCH_CLIENTS BENCH_ROUNDS BENCH_SECONDS; do
+for v in BENCH_GROUPS BENCH_MEMORY_CALLS BENCH_ROWS BENCH_CLIENTS BENCH_ROUNDS BENCH_SECONDS NOTIFY_RATE; do
   [ -n "${!v:-}" ] && BENCH_COMMAND="$v=$(printf '%q' "${!v}") $BENCH_COMMAND"
 done
 BENCH_LOAD=$(cut -d' ' -f1-3 /proc/loadavg)
 BENCH_SECONDS=${BENCH_SECONDS:-2}
+NOTIFY_RATE=${NOTIFY_RATE:-500}
 if [ "$BENCH_SECONDS" -ge 2 ]; then
   BENCH_ROUNDS=${BENCH_ROUNDS:-7}
   BENCH_ROWS=${BENCH_ROWS:-1000000}
@@ -489,32 +492,53 @@ SQL
 # with no other writer and with 8 pgbench clients enqueuing events.
 notify_check() {
   has enqueue_event claim_events || return 0
-  local secs=$((BENCH_SECONDS * 5)) idle load pid
-  local dsn="host=$CLUSTER user=postgres dbname=bench"
+  local secs=$((BENCH_SECONDS * 5)) idle steady flood
   # an empty outbox: probes must not queue behind other groups' events
   q -c 'DELETE FROM idempotency.outbox_events' -c 'VACUUM (ANALYZE) idempotency.outbox_events' >/dev/null
   idem_log "notify: relay wake-up, idle"
-  idle=$(/usr/bin/python3 "$IDEM_TOP/bench/notify_latency.py" "$dsn" "$secs" 2>>"$WORK/errors.log" || echo "NA NA 0 0")
-  idem_log "notify: relay wake-up, 8 producers"
-  (cd "$WORK" && "$BIN/pgbench" -n -M prepared -h "$CLUSTER" -U postgres -c 8 -j 8 \
-     -T "$((secs + 3))" -f "$SCRIPTS/enqueue_event.sql" bench >"$WORK/notify-load.log" 2>&1) &
-  pid=$!
-  sleep 1
-  load=$(/usr/bin/python3 "$IDEM_TOP/bench/notify_latency.py" "$dsn" "$secs" 2>>"$WORK/errors.log" || echo "NA NA 0 0")
-  wait "$pid"
+  idle=$(notify_probe "$secs" "" idle)
+  idem_log "notify: relay wake-up, 8 producers at $NOTIFY_RATE events/s"
+  steady=$(notify_probe "$secs" "-R $NOTIFY_RATE" steady)
+  idem_log "notify: relay wake-up, 8 producers as fast as they can"
+  flood=$(notify_probe "$secs" "" flood load)
   {
     printf '\n### Outbox: from an event'"'"'s commit to a listening relay'"'"'s claim\n\n'
     echo "One relay (LISTEN, claim until empty, a second look after 20 ms, then wait); a probe"
     echo "event every 5-25 ms, each committed alone (bench/notify_latency.py), for $secs s;"
-    echo "idempotency.outbox_notify_interval at its default (10 ms)."
+    echo "idempotency.outbox_notify_interval at its default (10 ms). Under load, 8 pgbench"
+    echo "clients enqueue events meanwhile, at a fixed rate (pgbench -R) or as fast as they"
+    echo "can; in the second case the producers take the CPU and the one relay falls"
+    echo "behind, so the figure is the queue's wait, not the wake-up's."
     echo
     echo "| load | p50 ms | p99 ms | probes | not claimed |"
     echo "|---|---:|---:|---:|---:|"
     set -- $idle; echo "| no other writer | $1 | $2 | $3 | $4 |"
-    set -- $load; echo "| 8 pgbench clients enqueuing ($(sed -n 's/^tps = \([0-9.]*\) .*/\1/p' "$WORK/notify-load.log" | tail -1 | cut -d. -f1) events/s) | $1 | $2 | $3 | $4 |"
+    set -- $steady; echo "| 8 pgbench clients enqueuing $(tps_of steady) events/s (-R $NOTIFY_RATE) | $1 | $2 | $3 | $4 |"
+    set -- $flood; echo "| 8 pgbench clients enqueuing as fast as they can ($(tps_of flood) events/s) | $1 | $2 | $3 | $4 |"
   } >>"$WORK/notify.md"
   set -- $idle; target "relay wake-up p99 ms, no other writer" "$2" 50 le
-  set -- $load; target "relay wake-up p99 ms, 8 producers" "$2" 50 le
+  set -- $steady; target "relay wake-up p99 ms, 8 producers at $NOTIFY_RATE events/s" "$2" 50 le
+}
+
+# notify_probe SECONDS PGBENCH_OPTS NAME [load]: bench/notify_latency.py's
+# "p50 p99 probes missed", with 8 pgbench clients enqueuing meanwhile when
+# asked ("load"; with PGBENCH_OPTS, -R N say); their log is notify-NAME.log.
+notify_probe() {
+  local secs=$1 opts=$2 name=$3 pid=
+  local dsn="host=$CLUSTER user=postgres dbname=bench"
+  if [ -n "$opts" ] || [ -n "${4:-}" ]; then
+    (cd "$WORK" && "$BIN/pgbench" -n -M prepared -h "$CLUSTER" -U postgres -c 8 -j 8 $opts \
+       -T "$((secs + 3))" -f "$SCRIPTS/enqueue_event.sql" bench >"$WORK/notify-$name.log" 2>&1) &
+    pid=$!
+    sleep 1
+  fi
+  /usr/bin/python3 "$IDEM_TOP/bench/notify_latency.py" "$dsn" "$secs" 2>>"$WORK/errors.log" || echo "NA NA 0 0"
+  [ -z "$pid" ] || wait "$pid"
+}
+
+# tps_of NAME: the events per second of notify_probe NAME's pgbench.
+tps_of() {
+  sed -n 's/^tps = \([0-9.]*\) .*/\1/p' "$WORK/notify-$1.log" | tail -1 | cut -d. -f1
 }
 
 START=$(date +%s)
