@@ -489,18 +489,19 @@ SQL
 }
 
 # --- relay wake-up: from an event's commit to a listening relay's claim,
-# with no other writer and with 8 pgbench clients enqueuing events.
+# with no other writer, with 8 pgbench clients enqueuing NOTIFY_RATE events
+# a second, and with 8 enqueuing as fast as they can.
 notify_check() {
   has enqueue_event claim_events || return 0
   local secs=$((BENCH_SECONDS * 5)) idle steady flood
   # an empty outbox: probes must not queue behind other groups' events
   q -c 'DELETE FROM idempotency.outbox_events' -c 'VACUUM (ANALYZE) idempotency.outbox_events' >/dev/null
   idem_log "notify: relay wake-up, idle"
-  idle=$(notify_probe "$secs" "" idle)
+  idle=$(notify_probe "$secs" idle)
   idem_log "notify: relay wake-up, 8 producers at $NOTIFY_RATE events/s"
-  steady=$(notify_probe "$secs" "-R $NOTIFY_RATE" steady)
+  steady=$(notify_probe "$secs" steady "-R $NOTIFY_RATE")
   idem_log "notify: relay wake-up, 8 producers as fast as they can"
-  flood=$(notify_probe "$secs" "" flood load)
+  flood=$(notify_probe "$secs" flood "")
   {
     printf '\n### Outbox: from an event'"'"'s commit to a listening relay'"'"'s claim\n\n'
     echo "One relay (LISTEN, claim until empty, a second look after 20 ms, then wait); a probe"
@@ -520,14 +521,14 @@ notify_check() {
   set -- $steady; target "relay wake-up p99 ms, 8 producers at $NOTIFY_RATE events/s" "$2" 50 le
 }
 
-# notify_probe SECONDS PGBENCH_OPTS NAME [load]: bench/notify_latency.py's
-# "p50 p99 probes missed", with 8 pgbench clients enqueuing meanwhile when
-# asked ("load"; with PGBENCH_OPTS, -R N say); their log is notify-NAME.log.
+# notify_probe SECONDS NAME [PGBENCH_OPTS]: bench/notify_latency.py's
+# "p50 p99 probes missed"; given PGBENCH_OPTS (empty, or -R N say), with 8
+# pgbench clients enqueuing meanwhile, whose log is notify-NAME.log.
 notify_probe() {
-  local secs=$1 opts=$2 name=$3 pid=
+  local secs=$1 name=$2 pid=
   local dsn="host=$CLUSTER user=postgres dbname=bench"
-  if [ -n "$opts" ] || [ -n "${4:-}" ]; then
-    (cd "$WORK" && "$BIN/pgbench" -n -M prepared -h "$CLUSTER" -U postgres -c 8 -j 8 $opts \
+  if [ $# -ge 3 ]; then
+    (cd "$WORK" && "$BIN/pgbench" -n -M prepared -h "$CLUSTER" -U postgres -c 8 -j 8 $3 \
        -T "$((secs + 3))" -f "$SCRIPTS/enqueue_event.sql" bench >"$WORK/notify-$name.log" 2>&1) &
     pid=$!
     sleep 1

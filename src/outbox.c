@@ -55,6 +55,7 @@
 #include "lib/stringinfo.h"
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
+#include "nodes/bitmapset.h"
 #include "replication/message.h"
 #include "storage/lock.h"
 #include "utils/array.h"
@@ -541,7 +542,7 @@ idempotency_enqueue_events(PG_FUNCTION_ARGS)
 	bool	   *header_nulls;
 	Datum		values[5];
 	char		nulls[5] = "    ";
-	uint64		locked[OUTBOX_LOCK_BUCKETS / 64] = {0};
+	Bitmapset  *locked = NULL;
 	int			n;
 	int			i;
 
@@ -568,10 +569,10 @@ idempotency_enqueue_events(PG_FUNCTION_ARGS)
 		uint32		bucket = aggregate_bucket(DatumGetTextPP(types[i]),
 											  DatumGetTextPP(ids[i]));
 
-		if (!(locked[bucket / 64] & (UINT64CONST(1) << (bucket % 64))))
+		if (!bms_is_member((int) bucket, locked))
 		{
 			lock_bucket(bucket, ShareLock, false);
-			locked[bucket / 64] |= UINT64CONST(1) << (bucket % 64);
+			locked = bms_add_member(locked, (int) bucket);
 		}
 	}
 
