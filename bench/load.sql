@@ -1,9 +1,9 @@
 -- The rows the replay workloads read: :rows completed keys of the request
 -- :'req', in the extension's table and in both baseline tables.
 -- psql -v rows=N -v req='{...}' -f bench/load.sql
-INSERT INTO idempotency.idempotency_keys (scope, idempotency_key, request_hash,
+INSERT INTO idempotency.idempotency_keys (key_hash, scope, idempotency_key, request_hash,
     status, fence, recovery_point, response_code, response_body, expires_at)
-SELECT '', 'replay-' || i, idempotency.fingerprint(:'req'), 'completed',
+SELECT idempotency.key_hash('', 'replay-' || i), '', 'replay-' || i, idempotency.fingerprint(:'req'), 'completed',
        nextval('idempotency.fence_seq'), 'started', 200, '{"status": "paid"}',
        now() + interval '7 days'
   FROM generate_series(1, :rows) i;

@@ -442,10 +442,10 @@ purge_check() {
   for r in $(seq "$rounds"); do
     idem_log "purge round $r: loading $BENCH_ROWS expired keys"
     q >/dev/null <<SQL || return 0
-INSERT INTO idempotency.idempotency_keys (scope, idempotency_key, request_hash,
+INSERT INTO idempotency.idempotency_keys (key_hash, scope, idempotency_key, request_hash,
     status, fence, recovery_point, response_code, response_body, created_at,
     updated_at, expires_at)
-SELECT '', 'purge-$r-' || i, idempotency.fingerprint('$REQ'), 'completed',
+SELECT idempotency.key_hash('', 'purge-$r-' || i), '', 'purge-$r-' || i, idempotency.fingerprint('$REQ'), 'completed',
        nextval('idempotency.fence_seq'), 'started', 200, '{"status": "paid"}',
        now() - interval '2 days', now() - interval '2 days', now() - interval '1 day'
   FROM generate_series(1, $BENCH_ROWS) i;

@@ -134,8 +134,28 @@ reset_statement_cache(void)
 }
 
 /*
+ * Refuse a statement that SPI cannot run inside a function: transaction
+ * control (the key and the work commit or roll back together, with the
+ * caller's transaction) and COPY to or from the client.
+ */
+static void
+refuse_statement_kind(Node *stmt)
+{
+	if (IsA(stmt, TransactionStmt))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_TRANSACTION_TERMINATION),
+				 errmsg("execute() cannot run transaction control statements"),
+				 errdetail("The statement runs in the caller's transaction, which commits or rolls back the key with it."),
+				 errhint("Commit or roll back in the caller, after execute() returns.")));
+	if (IsA(stmt, CopyStmt) && ((CopyStmt *) stmt)->filename == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("execute() cannot run COPY to or from the client")));
+}
+
+/*
  * The prepared plan of "sql" with "nparams" text parameters; checks on
- * first use that it is exactly one statement.
+ * first use that it is exactly one statement, of a kind it can run.
  */
 static StatementEntry *
 statement_plan(const char *sql, int nparams)
@@ -174,6 +194,7 @@ statement_plan(const char *sql, int nparams)
 				 errdetail("The statement text holds %d statements.",
 						   list_length(sources)),
 				 errhint("Put the work in one statement, for example with a WITH clause, or use claim() and complete() around several statements.")));
+	refuse_statement_kind(((CachedPlanSource *) linitial(sources))->raw_parse_tree->stmt);
 	if (SPI_keepplan(plan) != 0)
 		elog(ERROR, "SPI_keepplan failed");
 

@@ -110,6 +110,7 @@ typedef struct IdemClaim
 	Datum		values[CLAIM_RESULT_NATTS];
 	bool		nulls[CLAIM_RESULT_NATTS];
 	bytea	   *request_hash;	/* fingerprint of the request, or NULL */
+	TimestampTz now;			/* the claim's clock reading */
 } IdemClaim;
 
 /* keys.c; the caller is connected to SPI and runs as the owner. */

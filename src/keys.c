@@ -36,8 +36,24 @@
  * on a hot standby (25006).  Only the read of step 1 skips the executor: a
  * claim that it answers writes nothing, and works on a standby.
  *
- * All times are the statement's start time, passed as a parameter, so that
- * the C decisions and the SQL agree on "now".
+ * The clock.  A call reads the clock once, when it starts its work (not the
+ * statement's or the transaction's start: a claim late in a long statement
+ * or in a procedure after a COMMIT would otherwise be granted a lease that
+ * has already run out), and passes the reading to its statements as "now",
+ * so that the C decisions and the SQL agree.  A claim that had to wait for
+ * another transaction creating the same key reads the clock again after
+ * the wait, and an upsert that waited for a row lock grants the lease from
+ * the clock after the wait: every lease, expiry and retention written is at
+ * least the reading plus its interval.
+ *
+ * Creating a key.  execute() runs its statement before the key's row
+ * exists, so every transaction that creates a key first takes the lock for
+ * creating it (KEY_LOCK_CLASS_SUBID) and then waits for any transaction
+ * whose uncommitted row of the key it finds (a dirty read of the index).
+ * The lock is released as soon as the key's row is written, not at
+ * commit: from then on the row itself makes concurrent creators wait, as
+ * for any unique index.  So a transaction holds at most one such lock at a
+ * time, however many keys it claims.
  *
  *-------------------------------------------------------------------------
  */
@@ -51,12 +67,15 @@
 #include "catalog/pg_type.h"
 #include "funcapi.h"
 #include "miscadmin.h"
+#include "storage/lmgr.h"
 #include "storage/lock.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
+#include "utils/snapmgr.h"
+#include "utils/syscache.h"
 #include "utils/typcache.h"
 
 #include "idempotency.h"
@@ -68,34 +87,43 @@
 #define PLUS " OPERATOR(pg_catalog.+) "
 
 /*
- * The table of keys comes in two layouts, and every statement on one key
- * in two forms, [KEYS_BY_TEXT] and [KEYS_BY_HASH]:
- * - 1.0 and 1.1: the primary key is (scope, idempotency_key);
- * - 1.2 on: the primary key is key_hash, a generated column holding
- *   idempotency.key_hash(scope, idempotency_key), 16 bytes whatever the
- *   key's length; the statements still compare scope and key.
- * The library serves both, so that a database keeps working between the
- * installation of a new library and its ALTER EXTENSION ... UPDATE.
+ * The table of keys is indexed by key_hash, a 16-byte hash of (scope, key)
+ * (idempotency.key_hash()), whatever the key's length; the statements still
+ * compare scope and key.  The library serves the layout of the version it
+ * ships and of the one before it, so that a database keeps working between
+ * the installation of a new library and its ALTER EXTENSION ... UPDATE:
+ * - [KEYS_WRITE_HASH] 1.3: key_hash is a plain column, which every INSERT
+ *   writes (a CHECK constraint holds it to the hash), so that logical
+ *   replication sends it like any column;
+ * - [KEYS_GENERATE_HASH] 1.2: key_hash is a stored generated column, which
+ *   INSERTs leave out (pgoutput of 15 and 17 does not send it).
+ * Only the INSERTs differ.  A table of 1.0 or 1.1, keyed by (scope,
+ * idempotency_key), is refused until the database is updated.
  */
 typedef enum KeyLayout
 {
-	KEYS_BY_TEXT,
-	KEYS_BY_HASH,
+	KEYS_WRITE_HASH,
+	KEYS_GENERATE_HASH,
 	NLAYOUTS
 } KeyLayout;
 
-#define KEY_IS_ARG_KEYS_BY_TEXT "scope" EQ "$1 AND idempotency_key" EQ "$2"
-#define KEY_IS_ARG_KEYS_BY_HASH \
-	"key_hash" EQ "idempotency.key_hash($1, $2) AND " KEY_IS_ARG_KEYS_BY_TEXT
-#define KEY_IS_ARG(layout) KEY_IS_ARG_##layout
-#define ON_KEY_KEYS_BY_TEXT " ON CONFLICT (scope, idempotency_key)"
-#define ON_KEY_KEYS_BY_HASH " ON CONFLICT (key_hash)"
-#define ON_KEY(layout) ON_KEY_##layout
+/* key_hash is $7 in the statements that create a key */
+#define HASH_COLUMN_KEYS_WRITE_HASH "key_hash, "
+#define HASH_VALUE_KEYS_WRITE_HASH "$7, "
+#define HASH_COLUMN_KEYS_GENERATE_HASH ""
+#define HASH_VALUE_KEYS_GENERATE_HASH ""
+#define HASH_COLUMN(layout) HASH_COLUMN_##layout
+#define HASH_VALUE(layout) HASH_VALUE_##layout
+
+/* The key's row, with its key_hash in parameter $n */
+#define KEY_IS_ARG(n) "key_hash" EQ "$" #n \
+	" AND scope" EQ "$1 AND idempotency_key" EQ "$2"
+#define ON_KEY " ON CONFLICT (key_hash)"
 
 /* Both forms of a statement whose text is SQL(layout). */
 #define BOTH_LAYOUTS(SQL, n, ...) { \
-	{.sql = SQL(KEYS_BY_TEXT), .nargs = n, .argtypes = __VA_ARGS__}, \
-	{.sql = SQL(KEYS_BY_HASH), .nargs = n, .argtypes = __VA_ARGS__} \
+	{.sql = SQL(KEYS_WRITE_HASH), .nargs = n, .argtypes = __VA_ARGS__}, \
+	{.sql = SQL(KEYS_GENERATE_HASH), .nargs = n, .argtypes = __VA_ARGS__} \
 }
 
 /*
@@ -180,40 +208,48 @@ typedef struct KeyRow
 } KeyRow;
 
 /*
- * The lock that a transaction takes before it creates a key: a
- * transaction-scoped advisory lock on a hash of (scope, key), in a space
- * of its own (pg_locks: locktype advisory, objsubid 3).  Two transactions
- * creating one key meet here, so that execute() may run its statement
- * before the key's row exists.
+ * The lock that a transaction takes before it creates a key (see "Creating
+ * a key" above): an advisory lock on the first 8 bytes of the key's
+ * key_hash, in a space of its own (pg_locks: locktype advisory, objsubid
+ * 3), held from before the key's row is looked for until it is written.
  */
 #define KEY_LOCK_CLASS_SUBID 3
 
 /*
- * $1 scope, $2 key, $3 request hash, $4 now, $5 ttl, $6 lease.  The WHERE
- * clause is the whole rule of when a claim may take an existing key over;
- * its first line keeps a key from taking over another key's row, should
- * their hashes ever be equal (read_key() then raises the error).
+ * $1 scope, $2 key, $3 request hash, $4 now, $5 ttl, $6 lease, $7 key_hash.
+ * The WHERE clause of TAKE_KEY is the whole rule of when a claim may take
+ * an existing key over; its first line keeps a key from taking over another
+ * key's row, should their hashes ever be equal (read_key() then raises the
+ * error).
  */
-#define NEW_KEY_ROW \
-	" (scope, idempotency_key, request_hash, status, fence, attempts," \
-	"  recovery_point, locked_until, created_at, updated_at, expires_at)" \
-	" VALUES ($1, $2, $3, 'processing'," \
+#define NEW_KEY_ROW(layout) \
+	" (" HASH_COLUMN(layout) "scope, idempotency_key, request_hash, status," \
+	"  fence, attempts, recovery_point, locked_until, created_at, updated_at," \
+	"  expires_at)" \
+	" VALUES (" HASH_VALUE(layout) "$1, $2, $3, 'processing'," \
 	"  pg_catalog.nextval('idempotency.fence_seq'::pg_catalog.regclass), 1," \
 	"  'started', $4" PLUS "$6, $4, $4, $4" PLUS "$5)"
 #define CLAIMED_COLUMNS " RETURNING status, fence, attempts, recovery_point"
-#define CLAIM_ARGTYPES {TEXTOID, TEXTOID, BYTEAOID, TIMESTAMPTZOID, INTERVALOID, INTERVALOID}
+#define CLAIM_ARGTYPES {TEXTOID, TEXTOID, BYTEAOID, TIMESTAMPTZOID, INTERVALOID, \
+	INTERVALOID, UUIDOID}
 
 /*
  * The same arguments.  The common case, a key that the read found absent:
  * a plain insert, whose plan is much cheaper to start than the upsert's.
  */
 #define INSERT_KEY(layout) "INSERT INTO idempotency.idempotency_keys" \
-	NEW_KEY_ROW ON_KEY(layout) " DO NOTHING" CLAIMED_COLUMNS
-static IdemQuery insert_key[NLAYOUTS] = BOTH_LAYOUTS(INSERT_KEY, 6, CLAIM_ARGTYPES);
+	NEW_KEY_ROW(layout) ON_KEY " DO NOTHING" CLAIMED_COLUMNS
+static IdemQuery insert_key[NLAYOUTS] = BOTH_LAYOUTS(INSERT_KEY, 7, CLAIM_ARGTYPES);
 
+/*
+ * The upsert may wait for the row lock of a holder in flight: the lease it
+ * grants runs from the clock after the wait.
+ */
 #define EXPIRED "k.expires_at" LE "$4"
+#define LEASE_END "GREATEST(excluded.locked_until," \
+	" pg_catalog.clock_timestamp()" PLUS "$6)"
 #define TAKE_KEY(layout) "INSERT INTO idempotency.idempotency_keys AS k" \
-	NEW_KEY_ROW ON_KEY(layout) " DO UPDATE SET" \
+	NEW_KEY_ROW(layout) ON_KEY " DO UPDATE SET" \
 	"  request_hash = CASE WHEN " EXPIRED " THEN excluded.request_hash" \
 	"   ELSE COALESCE(k.request_hash, excluded.request_hash) END," \
 	"  status = 'processing'," \
@@ -223,80 +259,88 @@ static IdemQuery insert_key[NLAYOUTS] = BOTH_LAYOUTS(INSERT_KEY, 6, CLAIM_ARGTYP
 	"  recovery_point = CASE WHEN " EXPIRED " THEN 'started'" \
 	"   ELSE k.recovery_point END," \
 	"  response_code = NULL, response_body = NULL, retryable = NULL," \
-	"  locked_until = excluded.locked_until," \
+	"  locked_until = " LEASE_END "," \
 	"  created_at = CASE WHEN " EXPIRED " THEN excluded.created_at" \
 	"   ELSE k.created_at END," \
 	"  updated_at = excluded.updated_at," \
-	"  expires_at = CASE WHEN " EXPIRED " THEN excluded.expires_at" \
-	"   ELSE GREATEST(k.expires_at, excluded.locked_until) END" \
+	"  expires_at = CASE WHEN " EXPIRED " THEN GREATEST(excluded.expires_at, " LEASE_END ")" \
+	"   ELSE GREATEST(k.expires_at, " LEASE_END ") END" \
 	" WHERE k.scope" EQ "$1 AND k.idempotency_key" EQ "$2" \
 	"  AND (" EXPIRED \
 	"   OR ((k.request_hash IS NULL OR $3 IS NULL OR k.request_hash" EQ "$3)" \
 	"       AND ((k.status" EQ "'processing' AND k.locked_until" LE "$4)" \
 	"            OR (k.status" EQ "'failed' AND k.retryable))))" \
 	CLAIMED_COLUMNS
-static IdemQuery take_key[NLAYOUTS] = BOTH_LAYOUTS(TAKE_KEY, 6, CLAIM_ARGTYPES);
+static IdemQuery take_key[NLAYOUTS] = BOTH_LAYOUTS(TAKE_KEY, 7, CLAIM_ARGTYPES);
 
 /*
- * The key is held by fence $3 at "now": an expired key is gone, whatever
- * its fence (claim and lookup treat it as absent too).
+ * The key, its key_hash in $n, is held by fence $3 at "now": an expired key
+ * is gone, whatever its fence (claim and lookup treat it as absent too).
  */
-#define HELD_BY_FENCE(layout, now) KEY_IS_ARG(layout) " AND fence" EQ "$3" \
+#define HELD_BY_FENCE(n, now) KEY_IS_ARG(n) " AND fence" EQ "$3" \
 	" AND status" EQ "'processing' AND expires_at" GT now
 
 /*
  * $1 scope, $2 key, $3 fence, $4 code, $5 body, $6 now, $7 completed,
  * $8 retryable, $9 how long to replay the answer from now (NULL: keep
- * expires_at)
+ * expires_at), $10 key_hash
  */
-#define FINISH_KEY(layout) "UPDATE idempotency.idempotency_keys SET" \
-	" status = CASE WHEN $7 THEN 'completed'::idempotency.key_status" \
-	"  ELSE 'failed'::idempotency.key_status END," \
-	" response_code = $4, response_body = $5, retryable = $8," \
-	" locked_until = NULL, updated_at = $6," \
-	" expires_at = COALESCE($6" PLUS "$9, expires_at)" \
-	" WHERE " HELD_BY_FENCE(layout, "$6") " RETURNING status"
-static IdemQuery finish_key[NLAYOUTS] = BOTH_LAYOUTS(FINISH_KEY, 9,
-													{TEXTOID, TEXTOID, INT8OID, INT4OID, JSONBOID, TIMESTAMPTZOID,
-	BOOLOID, BOOLOID, INTERVALOID});
-
-/* $1 scope, $2 key, $3 fence, $4 recovery point or NULL, $5 now, $6 lease */
-#define CHECKPOINT_KEY(layout) "UPDATE idempotency.idempotency_keys SET" \
-	" recovery_point = COALESCE($4, recovery_point)," \
-	" locked_until = $5" PLUS "$6," \
-	" expires_at = GREATEST(expires_at, $5" PLUS "$6)," \
-	" updated_at = $5" \
-	" WHERE " HELD_BY_FENCE(layout, "$5")
-static IdemQuery checkpoint_key[NLAYOUTS] = BOTH_LAYOUTS(CHECKPOINT_KEY, 6,
-														{TEXTOID, TEXTOID, INT8OID, TEXTOID, TIMESTAMPTZOID, INTERVALOID});
-
-/* $1 scope, $2 key, $3 fence, $4 now */
-#define RELEASE_KEY(layout) \
-	"DELETE FROM idempotency.idempotency_keys WHERE " HELD_BY_FENCE(layout, "$4")
-static IdemQuery release_key[NLAYOUTS] = BOTH_LAYOUTS(RELEASE_KEY, 4,
-													 {TEXTOID, TEXTOID, INT8OID, TIMESTAMPTZOID});
+static IdemQuery finish_key = {
+	.sql = "UPDATE idempotency.idempotency_keys SET"
+	" status = CASE WHEN $7 THEN 'completed'::idempotency.key_status"
+	"  ELSE 'failed'::idempotency.key_status END,"
+	" response_code = $4, response_body = $5, retryable = $8,"
+	" locked_until = NULL, updated_at = $6,"
+	" expires_at = COALESCE($6" PLUS "$9, expires_at)"
+	" WHERE " HELD_BY_FENCE(10, "$6") " RETURNING status",
+	.nargs = 10, .argtypes = {TEXTOID, TEXTOID, INT8OID, INT4OID, JSONBOID,
+	TIMESTAMPTZOID, BOOLOID, BOOLOID, INTERVALOID, UUIDOID}
+};
 
 /*
- * $1 scope, $2 key, $3 request hash, $4 now, $5 ttl, $6 the answer: a key
- * created completed, in one row version (execute() of a new key).
+ * $1 scope, $2 key, $3 fence, $4 recovery point or NULL, $5 now, $6 lease,
+ * $7 key_hash
+ */
+static IdemQuery checkpoint_key = {
+	.sql = "UPDATE idempotency.idempotency_keys SET"
+	" recovery_point = COALESCE($4, recovery_point),"
+	" locked_until = $5" PLUS "$6,"
+	" expires_at = GREATEST(expires_at, $5" PLUS "$6),"
+	" updated_at = $5"
+	" WHERE " HELD_BY_FENCE(7, "$5"),
+	.nargs = 7, .argtypes = {TEXTOID, TEXTOID, INT8OID, TEXTOID, TIMESTAMPTZOID,
+	INTERVALOID, UUIDOID}
+};
+
+/* $1 scope, $2 key, $3 fence, $4 now, $5 key_hash */
+static IdemQuery release_key = {
+	.sql = "DELETE FROM idempotency.idempotency_keys WHERE " HELD_BY_FENCE(5, "$4"),
+	.nargs = 5, .argtypes = {TEXTOID, TEXTOID, INT8OID, TIMESTAMPTZOID, UUIDOID}
+};
+
+/*
+ * $1 scope, $2 key, $3 request hash, $4 now, $5 ttl, $6 the answer, $7
+ * key_hash: a key created completed, in one row version (execute() of a
+ * new key).
  */
 #define INSERT_COMPLETED_KEY(layout) "INSERT INTO idempotency.idempotency_keys" \
-	" (scope, idempotency_key, request_hash, status, fence, attempts," \
-	"  recovery_point, response_code, response_body, created_at, updated_at," \
-	"  expires_at)" \
-	" VALUES ($1, $2, $3, 'completed'," \
+	" (" HASH_COLUMN(layout) "scope, idempotency_key, request_hash, status," \
+	"  fence, attempts, recovery_point, response_code, response_body," \
+	"  created_at, updated_at, expires_at)" \
+	" VALUES (" HASH_VALUE(layout) "$1, $2, $3, 'completed'," \
 	"  pg_catalog.nextval('idempotency.fence_seq'::pg_catalog.regclass), 1," \
 	"  'started', 200, $6, $4, $4, $4" PLUS "$5)" \
-	ON_KEY(layout) " DO NOTHING" CLAIMED_COLUMNS
-static IdemQuery insert_completed_key[NLAYOUTS] = BOTH_LAYOUTS(INSERT_COMPLETED_KEY, 6,
+	ON_KEY " DO NOTHING" CLAIMED_COLUMNS
+static IdemQuery insert_completed_key[NLAYOUTS] = BOTH_LAYOUTS(INSERT_COMPLETED_KEY, 7,
 															  {TEXTOID, TEXTOID, BYTEAOID, TIMESTAMPTZOID,
-	INTERVALOID, JSONBOID});
+	INTERVALOID, JSONBOID, UUIDOID});
 
-/* $1 scope, $2 key, $3 now */
-#define LOOKUP_KEY(layout) "SELECT k FROM idempotency.idempotency_keys k" \
-	" WHERE " KEY_IS_ARG(layout) " AND expires_at" GT "$3"
-static IdemQuery lookup_key[NLAYOUTS] = BOTH_LAYOUTS(LOOKUP_KEY, 3,
-													{TEXTOID, TEXTOID, TIMESTAMPTZOID});
+/* $1 scope, $2 key, $3 now, $4 key_hash */
+static IdemQuery lookup_key = {
+	.sql = "SELECT k FROM idempotency.idempotency_keys k"
+	" WHERE " KEY_IS_ARG(4) " AND expires_at" GT "$3",
+	.nargs = 4, .argtypes = {TEXTOID, TEXTOID, TIMESTAMPTZOID, UUIDOID}
+};
 
 /* SQL-callable functions */
 PG_FUNCTION_INFO_V1(idempotency_claim);
@@ -309,14 +353,49 @@ PG_FUNCTION_INFO_V1(idempotency_release);
 PG_FUNCTION_INFO_V1(idempotency_lookup);
 
 /*
- * The layout of the table of keys: by hash once ALTER EXTENSION ... UPDATE
- * has added key_hash (one syscache probe).
+ * Refuse a table of keys older than the layouts served (see KeyLayout).
+ */
+static void
+refuse_old_key_table(void)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("the idempotency extension of this database is older than its library"),
+			 errdetail("The library serves idempotency 1.2 and later; this database has an earlier version."),
+			 errhint("Run ALTER EXTENSION idempotency UPDATE in this database.")));
+}
+
+/*
+ * The layout of the table of keys: whether key_hash is written or
+ * generated (one syscache probe).
  */
 static KeyLayout
 key_layout(void)
 {
-	return get_attnum(idem_relation_oid("idempotency_keys"), "key_hash") !=
-		InvalidAttrNumber ? KEYS_BY_HASH : KEYS_BY_TEXT;
+	HeapTuple	tuple;
+	bool		generated;
+
+	tuple = SearchSysCacheAttName(idem_relation_oid("idempotency_keys"),
+								  "key_hash");
+	if (!HeapTupleIsValid(tuple))
+		refuse_old_key_table();
+	generated = ((Form_pg_attribute) GETSTRUCT(tuple))->attgenerated != '\0';
+	ReleaseSysCache(tuple);
+	return generated ? KEYS_GENERATE_HASH : KEYS_WRITE_HASH;
+}
+
+/*
+ * The key's key_hash, computed on first use.
+ */
+static Datum
+key_hash_of(KeyName *name)
+{
+	if (!name->hashed)
+	{
+		idem_key_hash(name->scope, name->key, &name->hash);
+		name->hashed = true;
+	}
+	return UUIDPGetDatum(&name->hash);
 }
 
 /*
@@ -356,28 +435,14 @@ begin_key_scan(IdemIndexScan *scan, ScanKeyData *skey, KeyName *name,
 			   LOCKMODE lockmode)
 {
 	idem_index_scan_begin(scan, "idempotency_keys", "idempotency_keys_pkey",
-						  lockmode, skey, 2);
+						  lockmode, skey, 1);
 	learn_key_table(scan->rel);
-	if (IndexRelationGetNumberOfKeyAttributes(scan->index) == 1)
-	{
-		/* key_hash, and the row's scope and key are compared after */
-		if (!name->hashed)
-		{
-			idem_key_hash(name->scope, name->key, &name->hash);
-			name->hashed = true;
-		}
-		ScanKeyInit(&skey[0], 1, BTEqualStrategyNumber, F_UUID_EQ,
-					UUIDPGetDatum(&name->hash));
-		scan->nkeys = 1;
-	}
-	else
-	{
-		/* both columns are text COLLATE "C", as ScanKeyInit() assumes */
-		ScanKeyInit(&skey[0], 1, BTEqualStrategyNumber, F_TEXTEQ,
-					PointerGetDatum(name->scope));
-		ScanKeyInit(&skey[1], 2, BTEqualStrategyNumber, F_TEXTEQ,
-					PointerGetDatum(name->key));
-	}
+	if (IndexRelationGetNumberOfKeyAttributes(scan->index) != 1)
+		refuse_old_key_table();
+	/* key_hash, and the row's scope and key are compared after */
+	ScanKeyInit(&skey[0], 1, BTEqualStrategyNumber, F_UUID_EQ,
+				key_hash_of(name));
+	scan->nkeys = 1;
 }
 
 /*
@@ -440,7 +505,7 @@ read_key(KeyName *name, KeyRow *row)
 {
 	text	   *scope = name->scope;
 	text	   *key = name->key;
-	ScanKeyData skey[2];
+	ScanKeyData skey[1];
 	IdemIndexScan scan;
 	bool		found;
 
@@ -571,18 +636,73 @@ run_claim_statement(IdemQuery *query, Datum *args, const char *nulls,
 }
 
 /*
- * Take the lock for creating the key (see KEY_LOCK_CLASS_SUBID), until the
- * end of the transaction.
+ * The lock for creating the key (see KEY_LOCK_CLASS_SUBID).
  */
 static void
-lock_key_creation(text *scope, text *key)
+key_creation_locktag(KeyName *name, LOCKTAG *tag)
 {
-	uint64		hash = idem_hash_pair(scope, key);
+	uint64		hash;
+
+	(void) key_hash_of(name);
+	memcpy(&hash, name->hash.data, sizeof(hash));
+	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, (uint32) (hash >> 32),
+						 (uint32) hash, KEY_LOCK_CLASS_SUBID);
+}
+
+/*
+ * Take the lock for creating the key, until unlock_key_creation(); true
+ * when another transaction held it and this one waited.
+ */
+static bool
+lock_key_creation(KeyName *name)
+{
 	LOCKTAG		tag;
 
-	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, (uint32) (hash >> 32),
-						 (uint32) hash, KEY_LOCK_CLASS_SUBID);
+	key_creation_locktag(name, &tag);
+	if (LockAcquire(&tag, ExclusiveLock, false, true) != LOCKACQUIRE_NOT_AVAIL)
+		return false;
 	(void) LockAcquire(&tag, ExclusiveLock, false, false);
+	return true;
+}
+
+static void
+unlock_key_creation(KeyName *name)
+{
+	LOCKTAG		tag;
+
+	key_creation_locktag(name, &tag);
+	LockRelease(&tag, ExclusiveLock, false);
+}
+
+/*
+ * With the lock for creating the key held: wait until no other transaction
+ * has an uncommitted row of the key, and return whether the key has a row
+ * now (which this transaction's snapshot may not show).  Sets *waited when
+ * it waited.
+ */
+static bool
+wait_for_key_creators(KeyName *name, bool *waited)
+{
+	for (;;)
+	{
+		SnapshotData dirty;
+		ScanKeyData skey[1];
+		IdemIndexScan scan;
+		TransactionId creator = InvalidTransactionId;
+		bool		found;
+
+		InitDirtySnapshot(dirty);
+		begin_key_scan(&scan, skey, name, AccessShareLock);
+		scan.snapshot = &dirty;
+		found = idem_index_scan_next(&scan);
+		if (found)
+			creator = dirty.xmin;
+		idem_index_scan_end(&scan);
+		if (!TransactionIdIsValid(creator))
+			return found;
+		XactLockTableWait(creator, NULL, NULL, XLTW_None);
+		*waited = true;
+	}
 }
 
 /*
@@ -590,19 +710,19 @@ lock_key_creation(text *scope, text *key)
  * Only the holder learns the fence.  Runs as the extension owner.
  *
  * With "create_later" (execute()), a key that is absent is not inserted:
- * the claim takes the lock for creating it, so that no claim of it can
- * start until this transaction ends, and sets claim->outcome to NULL.  The
- * caller runs its work and creates the key completed with
+ * the claim keeps the lock for creating it, so that no claim of it can
+ * proceed until the key's row is written, and sets claim->outcome to NULL.
+ * The caller runs its work and creates the key completed with
  * idem_insert_completed_key(): one row version instead of two.
  */
 void
 idem_claim_key(text *key, text *scope, Jsonb *request, Interval *ttl,
 			   Interval *lease, bool create_later, IdemClaim *claim)
 {
-	TimestampTz now = GetCurrentStatementStartTimestamp();
+	TimestampTz now = GetCurrentTimestamp();
 	bytea	   *request_hash = request ? idem_fingerprint(request) : NULL;
-	Datum		values[6];
-	char		nulls[6] = {' ', ' ', request_hash ? ' ' : 'n', ' ', ' ', ' '};
+	Datum		values[7];
+	char		nulls[7] = {' ', ' ', request_hash ? ' ' : 'n', ' ', ' ', ' ', ' '};
 	KeyName		name = {.scope = scope, .key = key};
 	KeyRow		row;
 	int			attempt;
@@ -610,12 +730,6 @@ idem_claim_key(text *key, text *scope, Jsonb *request, Interval *ttl,
 
 	memset(claim->nulls, true, sizeof(claim->nulls));
 	claim->request_hash = request_hash;
-	values[0] = PointerGetDatum(scope);
-	values[1] = PointerGetDatum(key);
-	values[2] = PointerGetDatum(request_hash);
-	values[3] = TimestampTzGetDatum(now);
-	values[4] = IntervalPGetDatum(ttl);
-	values[5] = IntervalPGetDatum(lease);
 
 	found = read_key(&name, &row);
 	if (found && answer_from_row(&row, request_hash, now, claim))
@@ -624,32 +738,67 @@ idem_claim_key(text *key, text *scope, Jsonb *request, Interval *ttl,
 	/* from here on the claim writes: not in a read-only transaction */
 	PreventCommandIfReadOnly(create_later ? "idempotency.execute()" :
 							 "idempotency.claim()");
+	values[0] = PointerGetDatum(scope);
+	values[1] = PointerGetDatum(key);
+	values[2] = PointerGetDatum(request_hash);
+	values[4] = IntervalPGetDatum(ttl);
+	values[5] = IntervalPGetDatum(lease);
+	values[6] = key_hash_of(&name);
 
-	if (!found && create_later)
-	{
-		lock_key_creation(scope, key);
-		/* a transaction that held the lock may have created it */
-		found = read_key(&name, &row);
-		if (!found)
-		{
-			claim->outcome = NULL;
-			return;
-		}
-		if (answer_from_row(&row, request_hash, now, claim))
-			return;
-	}
-
-	/*
-	 * An absent key is most likely still absent: insert it, holding the
-	 * lock for creating it (an execute() of it may be running its
-	 * statement).  When another transaction inserted it meanwhile, the
-	 * insert declines and the upsert below decides.
-	 */
 	if (!found)
 	{
-		lock_key_creation(scope, key);
-		if (run_claim_statement(&insert_key[key_layout()], values, nulls, claim))
-			return;
+		bool		waited = lock_key_creation(&name);
+		bool		exists = wait_for_key_creators(&name, &waited);
+
+		if (waited)
+			now = GetCurrentTimestamp();
+		claim->now = now;
+		values[3] = TimestampTzGetDatum(now);
+		if (!exists)
+		{
+			/*
+			 * Still absent, and no one else can create it now.  execute()
+			 * keeps the lock while its statement runs; a claim inserts the
+			 * key, its row then makes the others wait.
+			 */
+			bool		took;
+
+			if (create_later)
+			{
+				claim->outcome = NULL;
+				return;
+			}
+			took = run_claim_statement(&insert_key[key_layout()], values,
+									   nulls, claim);
+			unlock_key_creation(&name);
+			if (took)
+				return;
+		}
+		else
+		{
+			/*
+			 * Created since the read, by a transaction that has committed:
+			 * decide from its row.  A snapshot taken before that commit
+			 * cannot see it, and deciding without it could run the work
+			 * twice: under REPEATABLE READ or SERIALIZABLE that is a
+			 * serialization failure, as for an INSERT ... ON CONFLICT.
+			 */
+			unlock_key_creation(&name);
+			found = read_key(&name, &row);
+			if (!found && IsolationUsesXactSnapshot())
+				ereport(ERROR,
+						(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+						 errmsg("could not serialize access due to concurrent claim of idempotency key \"%s\"",
+								text_to_cstring(key)),
+						 errhint("Retry the request in a new transaction; it replays or resumes the other claim.")));
+			if (found && answer_from_row(&row, request_hash, now, claim))
+				return;
+		}
+	}
+	else
+	{
+		claim->now = now;
+		values[3] = TimestampTzGetDatum(now);
 	}
 
 	/*
@@ -678,33 +827,36 @@ idem_claim_key(text *key, text *scope, Jsonb *request, Interval *ttl,
 
 /*
  * Create the key that idem_claim_key(..., create_later) found absent and
- * locked,
- * completed with "body" as its answer (code 200), and fill "claim" as a
- * claim and completion of it would.  Every creator of a key takes the
- * lock, so the key is still absent; should a row have come by some other
- * way, the caller's work is rolled back with a serialization failure.
+ * locked, completed with "body" as its answer (code 200), and fill "claim"
+ * as a claim and completion of it would; then release the lock for
+ * creating it.  Every creator of a key takes the lock, so the key is still
+ * absent; should a row have come by some other way, the caller's work is
+ * rolled back with a serialization failure.
  */
 void
 idem_insert_completed_key(text *key, text *scope, Interval *ttl, Jsonb *body,
 						  IdemClaim *claim)
 {
 	bytea	   *request_hash = claim->request_hash;
-	Datum		values[6];
-	char		nulls[6] = {' ', ' ', request_hash ? ' ' : 'n', ' ', ' ', ' '};
+	KeyName		name = {.scope = scope, .key = key};
+	Datum		values[7];
+	char		nulls[7] = {' ', ' ', request_hash ? ' ' : 'n', ' ', ' ', ' ', ' '};
 
 	memset(claim->nulls, true, sizeof(claim->nulls));
 	values[0] = PointerGetDatum(scope);
 	values[1] = PointerGetDatum(key);
 	values[2] = PointerGetDatum(request_hash);
-	values[3] = TimestampTzGetDatum(GetCurrentStatementStartTimestamp());
+	values[3] = TimestampTzGetDatum(claim->now);
 	values[4] = IntervalPGetDatum(ttl);
 	values[5] = JsonbPGetDatum(body);
+	values[6] = key_hash_of(&name);
 	if (!run_claim_statement(&insert_completed_key[key_layout()], values, nulls, claim))
 		ereport(ERROR,
 				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
 				 errmsg("could not store idempotency key \"%s\" due to a concurrent claim",
 						text_to_cstring(key)),
 				 errhint("Retry the request; the retry replays or waits for the other claim.")));
+	unlock_key_creation(&name);
 	claim->outcome = "claimed";
 	claim->values[CLAIM_RESPONSE_CODE] = Int32GetDatum(200);
 	claim->values[CLAIM_RESPONSE_BODY] = JsonbPGetDatum(body);
@@ -771,9 +923,10 @@ idem_finish_key(text *key, text *scope, int64 fence, bool completed,
 				Datum body, bool body_isnull, int32 response_code,
 				bool retryable, Interval *ttl)
 {
-	Datum		values[9];
-	char		nulls[9] = {' ', ' ', ' ', ' ', body_isnull ? 'n' : ' ', ' ', ' ',
-	completed ? 'n' : ' ', ttl ? ' ' : 'n'};
+	KeyName		name = {.scope = scope, .key = key};
+	Datum		values[10];
+	char		nulls[10] = {' ', ' ', ' ', ' ', body_isnull ? 'n' : ' ', ' ', ' ',
+	completed ? 'n' : ' ', ttl ? ' ' : 'n', ' '};
 	Datum		status = (Datum) 0;
 	bool		isnull;
 	bool		held;
@@ -783,13 +936,15 @@ idem_finish_key(text *key, text *scope, int64 fence, bool completed,
 	values[2] = Int64GetDatum(fence);
 	values[3] = Int32GetDatum(response_code);
 	values[4] = body;
-	values[5] = TimestampTzGetDatum(GetCurrentStatementStartTimestamp());
+	values[5] = TimestampTzGetDatum(GetCurrentTimestamp());
 	values[6] = BoolGetDatum(completed);
 	values[7] = BoolGetDatum(retryable);
 	values[8] = PointerGetDatum(ttl);
+	values[9] = key_hash_of(&name);
 
 	SPI_connect();
-	held = idem_run(&finish_key[key_layout()], values, nulls, false, 0) == 1;
+	(void) key_layout();		/* refuses a table it does not serve */
+	held = idem_run(&finish_key, values, nulls, false, 0) == 1;
 	if (held)
 		status = idem_get_column(1, &isnull);
 	SPI_finish();
@@ -956,18 +1111,21 @@ idempotency_checkpoint(PG_FUNCTION_ARGS)
 	Interval   *lease = idem_arg_interval(fcinfo, 3, "lease",
 										  &idem_lease_timeout);
 	text	   *scope = idem_arg_scope(fcinfo, 4);
-	Datum		values[6];
-	char		nulls[6] = {' ', ' ', ' ', recovery_point ? ' ' : 'n', ' ', ' '};
+	KeyName		name = {.scope = scope, .key = key};
+	Datum		values[7];
+	char		nulls[7] = {' ', ' ', ' ', recovery_point ? ' ' : 'n', ' ', ' ', ' '};
 
 	values[0] = PointerGetDatum(scope);
 	values[1] = PointerGetDatum(key);
 	values[2] = Int64GetDatum(fence);
 	values[3] = PointerGetDatum(recovery_point);
-	values[4] = TimestampTzGetDatum(GetCurrentStatementStartTimestamp());
+	values[4] = TimestampTzGetDatum(GetCurrentTimestamp());
 	values[5] = IntervalPGetDatum(lease);
+	values[6] = key_hash_of(&name);
 
 	PreventCommandIfReadOnly("idempotency.checkpoint()");
-	if (idem_run_as_owner(&checkpoint_key[key_layout()], values, nulls, false, NULL, NULL) != 1)
+	(void) key_layout();
+	if (idem_run_as_owner(&checkpoint_key, values, nulls, false, NULL, NULL) != 1)
 		lease_lost(key, scope, fence);
 	PG_RETURN_VOID();
 }
@@ -981,15 +1139,18 @@ idempotency_release(PG_FUNCTION_ARGS)
 	text	   *key = idem_arg_key(fcinfo, 0);
 	int64		fence = arg_fence(fcinfo, 1);
 	text	   *scope = idem_arg_scope(fcinfo, 2);
-	Datum		values[4];
+	KeyName		name = {.scope = scope, .key = key};
+	Datum		values[5];
 
 	values[0] = PointerGetDatum(scope);
 	values[1] = PointerGetDatum(key);
 	values[2] = Int64GetDatum(fence);
-	values[3] = TimestampTzGetDatum(GetCurrentStatementStartTimestamp());
+	values[3] = TimestampTzGetDatum(GetCurrentTimestamp());
+	values[4] = key_hash_of(&name);
 
 	PreventCommandIfReadOnly("idempotency.release()");
-	if (idem_run_as_owner(&release_key[key_layout()], values, NULL, false, NULL, NULL) != 1)
+	(void) key_layout();
+	if (idem_run_as_owner(&release_key, values, NULL, false, NULL, NULL) != 1)
 		lease_lost(key, scope, fence);
 	PG_RETURN_VOID();
 }
@@ -1034,15 +1195,18 @@ idempotency_lookup(PG_FUNCTION_ARGS)
 {
 	text	   *key = idem_arg_key(fcinfo, 0);
 	text	   *scope = idem_arg_scope(fcinfo, 1);
-	Datum		values[3];
+	KeyName		name = {.scope = scope, .key = key};
+	Datum		values[4];
 	Datum		row = (Datum) 0;
 	bool		isnull;
 
 	values[0] = PointerGetDatum(scope);
 	values[1] = PointerGetDatum(key);
-	values[2] = TimestampTzGetDatum(GetCurrentStatementStartTimestamp());
+	values[2] = TimestampTzGetDatum(GetCurrentTimestamp());
+	values[3] = key_hash_of(&name);
 
-	(void) idem_run_as_owner(&lookup_key[key_layout()], values, NULL, true, &row, &isnull);
+	(void) key_layout();
+	(void) idem_run_as_owner(&lookup_key, values, NULL, true, &row, &isnull);
 	if (isnull)
 		PG_RETURN_NULL();
 	if (pg_class_aclcheck(idem_relation_oid("idempotency_keys"), GetUserId(),

@@ -3,9 +3,9 @@
 -- random UUIDs clients send (key i is md5(i) as a UUID), so they reach the
 -- indexes in random order as real ones do, and expires at :t0 + i/:rows of :ttl (:ttl_raw in
 -- the baseline's table), so that the keys expire at an even rate.
-INSERT INTO idempotency.idempotency_keys (scope, idempotency_key, request_hash,
+INSERT INTO idempotency.idempotency_keys (key_hash, scope, idempotency_key, request_hash,
     status, fence, recovery_point, response_code, response_body, created_at, expires_at)
-SELECT '', md5(i::text)::uuid::text,
+SELECT idempotency.key_hash('', md5(i::text)::uuid::text), '', md5(i::text)::uuid::text,
        idempotency.fingerprint('{"amount": 100, "currency": "EUR"}'), 'completed',
        nextval('idempotency.fence_seq'), 'started', 201, '{"status": "paid"}', now(),
        :'t0'::timestamptz + make_interval(secs => :ttl * i::float8 / :rows)

@@ -7,8 +7,8 @@ SET client_min_messages = warning;
 
 -- expired keys, and published outbox events past their retention
 INSERT INTO idempotency.idempotency_keys
-       (scope, idempotency_key, status, fence, expires_at, created_at)
-SELECT '', 'old-' || i, 'completed', i, now() - interval '1 minute', now() - interval '1 day'
+       (key_hash, scope, idempotency_key, status, fence, expires_at, created_at)
+SELECT idempotency.key_hash('', 'old-' || i), '', 'old-' || i, 'completed', i, now() - interval '1 minute', now() - interval '1 day'
   FROM generate_series(1, 5) AS i;
 INSERT INTO idempotency.outbox_events (aggregate_type, aggregate_id, event_type, payload, published_at)
 SELECT 'order', 'o' || i, 'paid', '{}', now() - interval '30 days'
@@ -55,8 +55,8 @@ SELECT count(*) AS events_left FROM idempotency.outbox_events;
 
 -- a rule on the table is applied: DO INSTEAD NOTHING keeps every key
 INSERT INTO idempotency.idempotency_keys
-       (scope, idempotency_key, status, fence, expires_at, created_at)
-VALUES ('', 'ruled', 'completed', 99, now() - interval '1 minute', now() - interval '1 day');
+       (key_hash, scope, idempotency_key, status, fence, expires_at, created_at)
+VALUES (idempotency.key_hash('', 'ruled'), '', 'ruled', 'completed', 99, now() - interval '1 minute', now() - interval '1 day');
 CREATE RULE keep_keys AS ON DELETE TO idempotency.idempotency_keys DO INSTEAD NOTHING;
 SELECT * FROM idempotency.purge_expired_batch(100) WHERE relation = 'idempotency_keys';
 SELECT idempotency_key FROM idempotency.idempotency_keys;
@@ -74,8 +74,8 @@ END $$;
 CREATE TRIGGER refuse_purge BEFORE DELETE ON idempotency.idempotency_keys
   FOR EACH ROW WHEN (OLD.idempotency_key = 'ruled') EXECUTE FUNCTION refuse_purge();
 INSERT INTO idempotency.idempotency_keys
-       (scope, idempotency_key, status, fence, expires_at, created_at)
-VALUES ('', 'plain', 'completed', 100, now() - interval '1 minute', now() - interval '1 day');
+       (key_hash, scope, idempotency_key, status, fence, expires_at, created_at)
+VALUES (idempotency.key_hash('', 'plain'), '', 'plain', 'completed', 100, now() - interval '1 minute', now() - interval '1 day');
 CALL idempotency.purge_expired(100);
 SELECT idempotency_key FROM idempotency.idempotency_keys;
 

@@ -62,8 +62,8 @@ SELECT count(*) FROM idempotency.idempotency_keys;
 SELECT count(*) FROM idempotency.tokens;
 UPDATE idempotency.idempotency_keys SET response_body = '"stolen"';
 DELETE FROM idempotency.tokens;
-INSERT INTO idempotency.idempotency_keys (scope, idempotency_key, fence, expires_at)
-VALUES ('tenant-a', 'sec-k1', 1, now() + interval '1 day');
+INSERT INTO idempotency.idempotency_keys (key_hash, scope, idempotency_key, fence, expires_at)
+VALUES (idempotency.key_hash('tenant-a', 'sec-k1'), 'tenant-a', 'sec-k1', 1, now() + interval '1 day');
 SELECT nextval('idempotency.fence_seq');
 SELECT setval('idempotency.fence_seq', 1);
 -- execute() runs the statement with the caller's rights: no way around

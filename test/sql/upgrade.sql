@@ -1,11 +1,11 @@
--- Versions and upgrades (doc/operations.md, "Upgrades"): 1.2 is the
--- default, reached from 1.0 by idempotency--1.0--1.1.sql and
--- idempotency--1.1--1.2.sql.  A database at 1.0 works with this library
--- before it is updated (the table of keys still has its 1.0 primary key);
--- with live keys, a holder in flight and grants to an application role it
--- is updated: rows, fences and grants survive, the keys are found by their
--- new hash, the holder completes with its fence, and the catalog equals
--- that of a fresh CREATE EXTENSION.
+-- Versions and upgrades (doc/operations.md, "Upgrades"): 1.3 is the
+-- default, reached from 1.0 by the update scripts in turn.  The library
+-- serves a database at 1.2 before it is updated (its key_hash is still a
+-- generated column) and refuses key calls in one at 1.0 or 1.1 until it
+-- is updated; with live keys, a holder in flight and grants to an
+-- application role a database is updated: rows, fences and grants
+-- survive, the keys are found by their hash, the holder completes with
+-- its fence, and the catalog equals that of a fresh CREATE EXTENSION.
 SELECT name, default_version, installed_version
   FROM pg_available_extensions WHERE name = 'idempotency';
 SELECT version, superuser, trusted, relocatable, schema, requires
@@ -85,13 +85,26 @@ RESET check_function_bodies;
 CREATE ROLE regress_upgrade_app;
 CREATE EXTENSION idempotency VERSION '1.0';
 SELECT idempotency.grant_usage('regress_upgrade_app');
+-- the library serves the layout of its version and of the one before
+-- (1.2): a database two versions behind is told to update first
+\set VERBOSITY sqlstate
 SELECT outcome FROM idempotency.claim('done-before', '{"n": 1}');
-SELECT idempotency.complete('done-before', fence, '{"paid": 1}', 201)
-  FROM idempotency.idempotency_keys WHERE idempotency_key = 'done-before';
+SELECT idempotency.lookup('done-before');
+\set VERBOSITY default
+-- a key stored at 1.0 (as the 1.0 library wrote it) survives the updates
+INSERT INTO idempotency.idempotency_keys (scope, idempotency_key, request_hash, status,
+       fence, attempts, recovery_point, response_code, response_body, expires_at)
+VALUES ('', 'done-before', idempotency.fingerprint('{"n": 1}'), 'completed',
+        nextval('idempotency.fence_seq'), 1, 'started', 201, '{"paid": 1}', now() + interval '1 day');
+SET client_min_messages = warning;
+ALTER EXTENSION idempotency UPDATE TO '1.2';
+RESET client_min_messages;
+-- at 1.2 (key_hash generated), with work in flight across the update
+SELECT outcome, response_code FROM idempotency.claim('done-before', '{"n": 1}');
 SELECT outcome FROM idempotency.claim('held-across', '{"n": 2}');
 SELECT fence AS held_fence FROM idempotency.idempotency_keys
  WHERE idempotency_key = 'held-across' \gset
--- every holder call and lookup of the 1.0 layout
+-- every holder call and lookup of the 1.2 layout
 SELECT fence AS f FROM idempotency.claim('released-before') \gset
 SELECT idempotency.checkpoint('released-before', :f, 'charged');
 SELECT idempotency.release('released-before', :f);
@@ -121,7 +134,7 @@ SELECT p.oid::regprocedure AS routine_app_lacks FROM pg_proc p
    AND p.proname IN ('claim', 'complete', 'fail', 'checkpoint', 'release', 'lookup', 'execute',
                      'mark_published', 'mark_failed', 'claim_events', 'enqueue_event')
    AND NOT has_function_privilege('regress_upgrade_app', p.oid, 'EXECUTE');
--- the keys of 1.0 have their hash, and the primary key is on it
+-- the keys of 1.0 and 1.2 have their hash, and the primary key is on it
 SELECT idempotency_key, key_hash = idempotency.key_hash(scope, idempotency_key) AS hashed
   FROM idempotency.idempotency_keys ORDER BY idempotency_key;
 SELECT pg_get_constraintdef(oid) FROM pg_constraint

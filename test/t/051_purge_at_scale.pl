@@ -13,8 +13,8 @@ $node->init;
 $node->start;
 $node->safe_psql('postgres', q{
 CREATE EXTENSION idempotency;
-INSERT INTO idempotency.idempotency_keys (scope, idempotency_key, status, fence, created_at, expires_at)
-SELECT '', 'k' || g, 'completed', g, now(),
+INSERT INTO idempotency.idempotency_keys (key_hash, scope, idempotency_key, status, fence, created_at, expires_at)
+SELECT idempotency.key_hash('', 'k' || g), '', 'k' || g, 'completed', g, now(),
        now() + CASE WHEN g % 2 = 0 THEN interval '-1 hour' ELSE interval '1 hour' END
   FROM generate_series(1, 1000000) g;
 INSERT INTO idempotency.tokens (token, created_at, expires_at, consumed_at)

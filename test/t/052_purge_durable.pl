@@ -18,8 +18,8 @@ $node->safe_psql('postgres', 'CREATE EXTENSION idempotency');
 foreach my $rows (20000, 20500)
 {
 	$node->safe_psql('postgres', qq{
-INSERT INTO idempotency.idempotency_keys (scope, idempotency_key, status, fence, created_at, expires_at)
-SELECT '', 'k' || g, 'completed', g, now() - interval '2 hours', now() - interval '1 hour'
+INSERT INTO idempotency.idempotency_keys (key_hash, scope, idempotency_key, status, fence, created_at, expires_at)
+SELECT idempotency.key_hash('', 'k' || g), '', 'k' || g, 'completed', g, now() - interval '2 hours', now() - interval '1 hour'
   FROM generate_series(1, $rows) g;
 CHECKPOINT;
 });
