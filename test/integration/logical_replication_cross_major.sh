@@ -32,6 +32,7 @@
 # builds a private install of 15 when IDEM_TEST_BIN is not given).
 set -euo pipefail
 TOP=${IDEM_TOP:-$(cd "$(dirname "$0")/../.." && pwd)}
+IDEM_TOP=$TOP
 . "$TOP/scripts/lib.sh"
 . "$TOP/scripts/chroot.sh"
 OLD=15
@@ -78,11 +79,13 @@ cleanup() {
   # whatever else still runs in the chroot (by PID), then the mounts
   idem_chroot_release "$CH"
   if [ "$rc" -eq 0 ]; then
-    rm -rf "$WORK" "${CH:?}$IN"
+    rm -rf "$WORK"
   else
     cp "$CH$IN/sub/server.log" "$WORK/subscriber.log" 2>/dev/null || true
+    cp "$CH$IN/build.log" "$WORK/build-$NEW.log" 2>/dev/null || true
     echo "logical replication test files kept in $WORK" >&2
   fi
+  rm -rf "${CH:?}$IN"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM HUP
