@@ -186,7 +186,7 @@ tables=$(old "SELECT c.oid::regclass::text
  WHERE d.classid = 'pg_class'::regclass AND d.refclassid = 'pg_extension'::regclass
    AND d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'idempotency')
    AND d.deptype = 'e' AND c.relkind = 'r'
- ORDER BY 1 COLLATE \"C\"")
+ ORDER BY c.oid::regclass::text COLLATE \"C\"")
 tables="$tables public.ledger"
 for t in idempotency_keys tokens state_machines outbox_events processed_events; do
   [[ " $(echo $tables) " == *" idempotency.$t "* ]] || fail "idempotency.$t is not a table of the extension"
