@@ -18,6 +18,29 @@ ALTER TABLE idempotency.idempotency_keys ALTER COLUMN key_hash DROP EXPRESSION;
 ALTER TABLE idempotency.idempotency_keys
     ADD CONSTRAINT idempotency_keys_key_hash_check
         CHECK (key_hash OPERATOR(pg_catalog.=) idempotency.key_hash(scope, idempotency_key));
+-- Rows that come without key_hash get it: a dump of a database at 1.2
+-- (whose COPY leaves the generated column out) restored into 1.3, a
+-- publisher at 1.2 replicating to 1.3, an INSERT written by hand.  The
+-- library always gives key_hash, so the trigger's WHEN clause keeps it
+-- from firing on claims; ALWAYS, so that it also fires in logical
+-- replication's apply worker.
+CREATE FUNCTION idempotency.fill_key_hash()
+RETURNS trigger
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    NEW.key_hash := idempotency.key_hash(NEW.scope, NEW.idempotency_key);
+    RETURN NEW;
+END
+$$;
+COMMENT ON FUNCTION idempotency.fill_key_hash() IS 'trigger: give a row of idempotency_keys inserted without key_hash its hash';
+REVOKE ALL ON FUNCTION idempotency.fill_key_hash() FROM PUBLIC;
+CREATE TRIGGER idempotency_keys_fill_key_hash
+    BEFORE INSERT ON idempotency.idempotency_keys
+    FOR EACH ROW WHEN (NEW.key_hash IS NULL)
+    EXECUTE FUNCTION idempotency.fill_key_hash();
+ALTER TABLE idempotency.idempotency_keys ENABLE ALWAYS TRIGGER idempotency_keys_fill_key_hash;
 COMMENT ON COLUMN idempotency.idempotency_keys.key_hash IS 'idempotency.key_hash(scope, idempotency_key), written with the row (a CHECK holds it): the primary key; look a key up with WHERE key_hash = idempotency.key_hash(scope, key)';
 
 -- [section: state machines] --------------------------------------------------
