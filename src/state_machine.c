@@ -322,8 +322,7 @@ next_states(const MachineEntry *machine, const char *from)
 }
 
 /*
- * The name of the trigger that enforces a machine on column "attnum", and
- * that of the AFTER trigger of versions up to 1.2.
+ * The name of the trigger that enforces a machine on column "attnum".
  */
 static char *
 trigger_name(AttrNumber attnum)
@@ -331,6 +330,9 @@ trigger_name(AttrNumber attnum)
 	return psprintf(TRIGGER_PREFIX "%d", attnum);
 }
 
+/*
+ * The name of the AFTER trigger that versions up to 1.2 installed.
+ */
 static char *
 old_trigger_name(AttrNumber attnum)
 {
@@ -364,9 +366,8 @@ drop_trigger(Oid relid, const char *name)
  * The tables whose triggers guard the rows that an UPDATE of "relid"
  * reaches, "relid" first: a partitioned table alone (its row triggers
  * are cloned to its partitions, including those attached later), any
- * other table with its inheritance children, locked as CREATE TRIGGER
- * locks them.  The caller holds a lock on "relid" that keeps new
- * children away.
+ * other table with its inheritance children and theirs, which are locked
+ * as CREATE TRIGGER locks them.
  */
 static List *
 guarded_tables(Oid relid)
@@ -432,27 +433,29 @@ idempotency_enforce_state_machine(PG_FUNCTION_ARGS)
 	Oid			relid = idem_arg_table(fcinfo, 0);
 	char	   *column;
 	text	   *machine;
+	char	   *machine_name;
 	Datum		arg;
 	ListCell   *lc;
 
 	(void) idem_arg_column(fcinfo, 1, "state_column", relid);
 	column = NameStr(*PG_GETARG_NAME(1));
 	machine = idem_arg_name(fcinfo, 2, "machine", 1, IDEM_MAX_NAME_CHARS);
+	machine_name = text_to_cstring(machine);
 	arg = PointerGetDatum(machine);
 
 	PreventCommandIfReadOnly("idempotency.enforce_state_machine()");
 	if (idem_run_as_owner(&select_machine, &arg, NULL, true, NULL, NULL) == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("state machine \"%s\" does not exist",
-						text_to_cstring(machine)),
+				 errmsg("state machine \"%s\" does not exist", machine_name),
 				 errhint("Define it first with idempotency.define_state_machine().")));
 
-	enforce_on(relid, column, text_to_cstring(machine));
+	/* the table's lock from here on keeps new inheritance children away */
+	enforce_on(relid, column, machine_name);
 	foreach(lc, guarded_tables(relid))
 	{
 		if (lfirst_oid(lc) != relid)
-			enforce_on(lfirst_oid(lc), column, text_to_cstring(machine));
+			enforce_on(lfirst_oid(lc), column, machine_name);
 	}
 	PG_RETURN_VOID();
 }
