@@ -48,7 +48,6 @@
 #include "access/table.h"
 #include "access/xlog.h"
 #include "access/xact.h"
-#include "catalog/namespace.h"
 #include "catalog/pg_collation.h"
 #include "catalog/pg_constraint.h"
 #include "catalog/pg_operator.h"
@@ -271,8 +270,9 @@ collation_sql(Oid collid)
  * Append " AND NOT EXISTS (...)", the rows "p" of "relid" that foreign key
  * "conoid" does not reference, to "buf", and add the key's table to the
  * tables of "prel"; or append nothing when the key is gone, or when the
- * extension owner (the current user) may not read its table or is subject
- * to its row security, and leave the key to its check.  The condition is
+ * extension owner (the current user) may not read its table (or reach its
+ * schema) or is subject to its row security, and leave the key to its
+ * check.  The condition is
  * the key's check: the key's equality operators, the referenced column's
  * collation where the two differ, ONLY the table unless it is partitioned.
  */
@@ -296,6 +296,9 @@ append_unreferenced(StringInfo buf, PurgedRelation *prel, Oid relid,
 	/* from here on, a change to the table makes the statements stale */
 	prel->tables[prel->ntables++] = table;
 	if (con->contype != CONSTRAINT_FOREIGN || con->confrelid != relid ||
+		!DatumGetBool(DirectFunctionCall2(has_schema_privilege_id,
+										  ObjectIdGetDatum(get_rel_namespace(table)),
+										  CStringGetTextDatum("USAGE"))) ||
 		pg_class_aclcheck(table, GetUserId(), ACL_SELECT) != ACLCHECK_OK ||
 		check_enable_rls(table, InvalidOid, true) == RLS_ENABLED)
 	{
