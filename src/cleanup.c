@@ -203,6 +203,8 @@ static int
 restricting_keys(Relation rel, Oid **keys)
 {
 	TriggerDesc *trigdesc = rel->trigdesc;
+	char		silent = SessionReplicationRole == SESSION_REPLICATION_ROLE_REPLICA ?
+		TRIGGER_FIRES_ON_ORIGIN : TRIGGER_FIRES_ON_REPLICA;
 	int			n = 0;
 	int			i;
 
@@ -213,8 +215,6 @@ restricting_keys(Relation rel, Oid **keys)
 	for (i = 0; i < trigdesc->numtriggers; i++)
 	{
 		Trigger    *trigger = &trigdesc->triggers[i];
-		char		silent = SessionReplicationRole == SESSION_REPLICATION_ROLE_REPLICA ?
-			TRIGGER_FIRES_ON_ORIGIN : TRIGGER_FIRES_ON_REPLICA;
 
 		if ((trigger->tgfoid == F_RI_FKEY_NOACTION_DEL ||
 			 trigger->tgfoid == F_RI_FKEY_RESTRICT_DEL) &&
@@ -272,9 +272,9 @@ collation_sql(Oid collid)
  * tables of "prel"; or append nothing when the key is gone, or when the
  * extension owner (the current user) may not read its table (or reach its
  * schema) or is subject to its row security, and leave the key to its
- * check.  The condition is
- * the key's check: the key's equality operators, the referenced column's
- * collation where the two differ, ONLY the table unless it is partitioned.
+ * check.  The condition is the key's check: the key's equality operators,
+ * the referenced column's collation where the two differ, ONLY the table
+ * unless it is partitioned.
  */
 static void
 append_unreferenced(StringInfo buf, PurgedRelation *prel, Oid relid,
