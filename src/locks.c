@@ -49,7 +49,7 @@ lock_id(FunctionCallInfo fcinfo)
 		if (utf8 != bytes)
 		{
 			bytes = utf8;
-			len = strlen(utf8);
+			len = (int) strlen(utf8);
 		}
 	}
 	idem_sha256(bytes, len, digest);
