@@ -74,7 +74,10 @@ idem_relation_oid(const char *relname)
 	relid = get_relname_relid(relname,
 							  get_namespace_oid("idempotency", false));
 	if (!OidIsValid(relid))
-		elog(ERROR, "relation \"idempotency.%s\" does not exist", relname);
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("relation \"idempotency.%s\" does not exist", relname),
+				 errhint("Give the relation back its name; the extension finds its relations by name.")));
 	if (!relation_cache_callback_set)
 	{
 		CacheRegisterSyscacheCallback(RELNAMENSP, forget_relations, (Datum) 0);
@@ -231,8 +234,11 @@ idem_learn_columns(IdemColumns *columns, Relation rel)
 		if (columns->attnums[col] == InvalidAttrNumber)
 		{
 			columns->relid = InvalidOid;
-			elog(ERROR, "column \"%s\" of relation \"%s\" does not exist",
-				 columns->names[col], RelationGetRelationName(rel));
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_COLUMN),
+					 errmsg("column \"%s\" of relation \"idempotency.%s\" does not exist",
+							columns->names[col], RelationGetRelationName(rel)),
+					 errhint("Restore the column; the extension reads it as created.")));
 		}
 	}
 	return false;

@@ -7,14 +7,23 @@
  *
  * A machine is a row of idempotency.state_machines whose transitions are a
  * jsonb object {"from": ["to", ...], ...}.  enforce_state_machine()
- * installs, with the caller's rights, an AFTER UPDATE row trigger
+ * installs, with the caller's rights, a BEFORE UPDATE row trigger
  *
- *	  idempotency_state_machine_<attnum> ... WHEN (OLD.col IS DISTINCT FROM NEW.col)
+ *	  zz_idempotency_state_machine_<attnum> ... WHEN (OLD.col IS DISTINCT FROM NEW.col)
  *	  EXECUTE FUNCTION idempotency.state_machine_trigger('col', 'machine')
  *
- * so an update that leaves the state alone never calls us, and the check
- * sees the row as every BEFORE trigger left it.  The name carries the
- * column's attribute number, which survives renames and fits NAMEDATALEN.
+ * so an update that leaves the state alone never calls us.  BEFORE, not
+ * AFTER: an UPDATE that moves a row to another partition runs as a
+ * DELETE and an INSERT, and fires no AFTER UPDATE row trigger, but it
+ * fires the BEFORE UPDATE row triggers of the source partition before
+ * the row is routed.  A row trigger on a partitioned table is cloned to
+ * every partition, present and future; a table with inheritance children
+ * gets one trigger per table, as a child's rows fire the child's
+ * triggers.  BEFORE triggers fire in name order: the "zz_" makes the
+ * check see the row as the BEFORE triggers named before it left it.  The
+ * name carries the column's attribute number, which survives renames and
+ * fits NAMEDATALEN.  Versions up to 1.2 installed an AFTER trigger without
+ * the "zz_"; enforcing (or dropping) replaces (or drops) it too.
  *
  * The trigger runs as the updating role, which has no access to our table:
  * it reads a machine as the extension owner, once per backend, and keeps
@@ -29,6 +38,8 @@
 #include "postgres.h"
 
 #include "catalog/namespace.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_inherits.h"
 #include "catalog/pg_type.h"
 #include "commands/trigger.h"
 #include "mb/pg_wchar.h"
@@ -42,8 +53,12 @@
 
 #include "idempotency.h"
 
-/* Prefix of the trigger names; the column's attnum follows. */
-#define TRIGGER_PREFIX "idempotency_state_machine_"
+/*
+ * Prefix of the trigger names; the column's attnum follows.  The AFTER
+ * triggers of versions up to 1.2 lack the "zz_".
+ */
+#define TRIGGER_PREFIX "zz_idempotency_state_machine_"
+#define OLD_TRIGGER_PREFIX "idempotency_state_machine_"
 
 /* Longest machine name in bytes, for the cache's fixed-size keys. */
 #define MACHINE_NAME_BYTES (IDEM_MAX_NAME_CHARS * MAX_MULTIBYTE_CHAR_LEN + 1)
@@ -316,6 +331,15 @@ trigger_name(AttrNumber attnum)
 }
 
 /*
+ * The name of the AFTER trigger that versions up to 1.2 installed.
+ */
+static char *
+old_trigger_name(AttrNumber attnum)
+{
+	return psprintf(OLD_TRIGGER_PREFIX "%d", attnum);
+}
+
+/*
  * Run a CREATE or DROP TRIGGER with the caller's rights.
  */
 static void
@@ -325,6 +349,51 @@ run_ddl(const char *sql)
 	if (SPI_execute(sql, false, 0) != SPI_OK_UTILITY)
 		elog(ERROR, "SPI_execute failed for \"%s\"", sql);
 	SPI_finish();
+}
+
+/*
+ * Drop the trigger "name" of a table, if it has one.
+ */
+static void
+drop_trigger(Oid relid, const char *name)
+{
+	if (OidIsValid(get_trigger_oid(relid, name, true)))
+		run_ddl(psprintf("DROP TRIGGER %s ON %s", quote_identifier(name),
+						 idem_quote_table(relid)));
+}
+
+/*
+ * The tables whose triggers guard the rows that an UPDATE of "relid"
+ * reaches, "relid" first: a partitioned table alone (its row triggers
+ * are cloned to its partitions, including those attached later), any
+ * other table with its inheritance children and theirs, which are locked
+ * as CREATE TRIGGER locks them.
+ */
+static List *
+guarded_tables(Oid relid)
+{
+	if (get_rel_relkind(relid) == RELKIND_PARTITIONED_TABLE)
+		return list_make1_oid(relid);
+	return find_all_inheritors(relid, ShareRowExclusiveLock, NULL);
+}
+
+/*
+ * Install (or replace) the trigger on one table, and drop the AFTER
+ * trigger of an older version.
+ */
+static void
+enforce_on(Oid relid, const char *column, const char *machine)
+{
+	AttrNumber	attnum = idem_column_attnum(relid, column);
+
+	run_ddl(psprintf("CREATE OR REPLACE TRIGGER %s BEFORE UPDATE ON %s FOR EACH ROW"
+					 " WHEN (OLD.%s IS DISTINCT FROM NEW.%s)"
+					 " EXECUTE FUNCTION idempotency.state_machine_trigger(%s, %s)",
+					 quote_identifier(trigger_name(attnum)),
+					 idem_quote_table(relid),
+					 quote_identifier(column), quote_identifier(column),
+					 quote_literal_cstr(column), quote_literal_cstr(machine)));
+	drop_trigger(relid, old_trigger_name(attnum));
 }
 
 /*
@@ -353,60 +422,76 @@ idempotency_define_state_machine(PG_FUNCTION_ARGS)
 
 /*
  * enforce_state_machine(tbl regclass, state_column name, machine text)
- * RETURNS void: create, or replace, the enforcing trigger with the
- * caller's rights (CREATE TRIGGER asks for the TRIGGER privilege).
+ * RETURNS void: create, or replace, the enforcing trigger of the table
+ * and of its inheritance children with the caller's rights (CREATE
+ * TRIGGER asks for the TRIGGER privilege).  The table's own trigger comes
+ * first: it checks the caller's rights and locks the table.
  */
 Datum
 idempotency_enforce_state_machine(PG_FUNCTION_ARGS)
 {
 	Oid			relid = idem_arg_table(fcinfo, 0);
-	AttrNumber	attnum = idem_arg_column(fcinfo, 1, "state_column", relid);
-	char	   *column = NameStr(*PG_GETARG_NAME(1));
-	text	   *machine = idem_arg_name(fcinfo, 2, "machine", 1,
-										IDEM_MAX_NAME_CHARS);
-	Datum		arg = PointerGetDatum(machine);
+	char	   *column;
+	text	   *machine;
+	char	   *machine_name;
+	Datum		arg;
+	ListCell   *lc;
+
+	(void) idem_arg_column(fcinfo, 1, "state_column", relid);
+	column = NameStr(*PG_GETARG_NAME(1));
+	machine = idem_arg_name(fcinfo, 2, "machine", 1, IDEM_MAX_NAME_CHARS);
+	machine_name = text_to_cstring(machine);
+	arg = PointerGetDatum(machine);
 
 	PreventCommandIfReadOnly("idempotency.enforce_state_machine()");
 	if (idem_run_as_owner(&select_machine, &arg, NULL, true, NULL, NULL) == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("state machine \"%s\" does not exist",
-						text_to_cstring(machine)),
+				 errmsg("state machine \"%s\" does not exist", machine_name),
 				 errhint("Define it first with idempotency.define_state_machine().")));
 
-	run_ddl(psprintf("CREATE OR REPLACE TRIGGER %s AFTER UPDATE ON %s FOR EACH ROW"
-					 " WHEN (OLD.%s IS DISTINCT FROM NEW.%s)"
-					 " EXECUTE FUNCTION idempotency.state_machine_trigger(%s, %s)",
-					 quote_identifier(trigger_name(attnum)),
-					 idem_quote_table(relid),
-					 quote_identifier(column), quote_identifier(column),
-					 quote_literal_cstr(column),
-					 quote_literal_cstr(text_to_cstring(machine))));
+	/* the table's lock from here on keeps new inheritance children away */
+	enforce_on(relid, column, machine_name);
+	foreach(lc, guarded_tables(relid))
+	{
+		if (lfirst_oid(lc) != relid)
+			enforce_on(lfirst_oid(lc), column, machine_name);
+	}
 	PG_RETURN_VOID();
 }
 
 /*
  * drop_state_machine_enforcement(tbl regclass, state_column name) RETURNS
- * void: drop the enforcing trigger of the column, if there is one.
+ * void: drop the enforcing trigger of the column from the table and its
+ * inheritance children, and the AFTER trigger of an older version, where
+ * there is one.
  */
 Datum
 idempotency_drop_state_machine_enforcement(PG_FUNCTION_ARGS)
 {
 	Oid			relid = idem_arg_table(fcinfo, 0);
-	AttrNumber	attnum = idem_arg_column(fcinfo, 1, "state_column", relid);
-	char	   *name = trigger_name(attnum);
+	char	   *column;
+	ListCell   *lc;
 
-	if (OidIsValid(get_trigger_oid(relid, name, true)))
-		run_ddl(psprintf("DROP TRIGGER %s ON %s", quote_identifier(name),
-						 idem_quote_table(relid)));
+	(void) idem_arg_column(fcinfo, 1, "state_column", relid);
+	column = NameStr(*PG_GETARG_NAME(1));
+	foreach(lc, guarded_tables(relid))
+	{
+		Oid			table = lfirst_oid(lc);
+		AttrNumber	attnum = idem_column_attnum(table, column);
+
+		drop_trigger(table, trigger_name(attnum));
+		drop_trigger(table, old_trigger_name(attnum));
+	}
 	PG_RETURN_VOID();
 }
 
 /*
- * state_machine_trigger(): AFTER UPDATE FOR EACH ROW, arguments (state
- * column, machine).  Raises 23514 when the state moved along a transition
- * the machine lacks; a move from or to NULL is never one of its
- * transitions.
+ * state_machine_trigger(): BEFORE (or, installed by a version up to 1.2,
+ * AFTER) UPDATE FOR EACH ROW, arguments (state column, machine).  Raises
+ * 23514 when the state moves along a transition the machine lacks; a move
+ * from or to NULL is never one of its transitions.  A BEFORE trigger
+ * returns the new row unchanged.
  */
 Datum
 idempotency_state_machine_trigger(PG_FUNCTION_ARGS)
@@ -420,6 +505,7 @@ idempotency_state_machine_trigger(PG_FUNCTION_ARGS)
 	Transition	move;
 	MachineEntry *machine;
 	char	   *hint = NULL;
+	HeapTuple	result;
 
 	if (!CALLED_AS_TRIGGER(fcinfo) ||
 		!TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event) ||
@@ -430,6 +516,8 @@ idempotency_state_machine_trigger(PG_FUNCTION_ARGS)
 				 errmsg("state_machine_trigger() must be an UPDATE row trigger with two arguments"),
 				 errhint("Install it with idempotency.enforce_state_machine().")));
 
+	/* a BEFORE trigger lets the new row through as it is */
+	result = TRIGGER_FIRED_BEFORE(trigdata->tg_event) ? trigdata->tg_newtuple : NULL;
 	rel = trigdata->tg_relation;
 	tupdesc = RelationGetDescr(rel);
 	column = trigdata->tg_trigger->tgargs[0];
@@ -445,7 +533,7 @@ idempotency_state_machine_trigger(PG_FUNCTION_ARGS)
 	move.from = SPI_getvalue(trigdata->tg_trigtuple, tupdesc, attnum);
 	move.to = SPI_getvalue(trigdata->tg_newtuple, tupdesc, attnum);
 	if (move.from != NULL && move.to != NULL && strcmp(move.from, move.to) == 0)
-		return PointerGetDatum(NULL);
+		return PointerGetDatum(result);
 
 	machine = lookup_machine(machine_name);
 	if (machine == NULL)
@@ -457,7 +545,7 @@ idempotency_state_machine_trigger(PG_FUNCTION_ARGS)
 	if (move.from != NULL && move.to != NULL &&
 		bsearch(&move, machine->transitions, machine->ntransitions,
 				sizeof(Transition), transition_cmp) != NULL)
-		return PointerGetDatum(NULL);
+		return PointerGetDatum(result);
 
 	if (move.from != NULL)
 		hint = next_states(machine, move.from);
@@ -475,5 +563,5 @@ idempotency_state_machine_trigger(PG_FUNCTION_ARGS)
 			 errhint("The machine allows no transition from %s.",
 					 move.from ? quote_literal_cstr(move.from) : "NULL"),
 			 errtablecol(rel, attnum)));
-	return PointerGetDatum(NULL);
+	return PointerGetDatum(result);
 }

@@ -8,13 +8,19 @@
  * consumed, so exactly one gets true.  Consumed rows stay until
  * purge_expired() removes them.
  *
+ * Each call reads the clock once, when it starts its work
+ * (GetCurrentTimestamp(), not the statement's start), and passes that
+ * reading to its statement as "now": a token issued late in a long
+ * statement or procedure still lives its whole ttl, and one consumed there
+ * is judged expired or not by the time of the consume.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
-#include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "miscadmin.h"
+#include "utils/timestamp.h"
 #include "utils/uuid.h"
 
 #include "idempotency.h"
@@ -60,7 +66,7 @@ idempotency_issue_token(PG_FUNCTION_ARGS)
 
 	values[0] = UUIDPGetDatum(token);
 	values[1] = PointerGetDatum(scope);
-	values[2] = TimestampTzGetDatum(GetCurrentStatementStartTimestamp());
+	values[2] = TimestampTzGetDatum(GetCurrentTimestamp());
 	values[3] = IntervalPGetDatum(ttl);
 
 	PreventCommandIfReadOnly("idempotency.issue_token()");
@@ -83,7 +89,7 @@ idempotency_consume_token(PG_FUNCTION_ARGS)
 	scope = idem_arg_scope(fcinfo, 1);
 	values[0] = PG_GETARG_DATUM(0);
 	values[1] = PointerGetDatum(scope);
-	values[2] = TimestampTzGetDatum(GetCurrentStatementStartTimestamp());
+	values[2] = TimestampTzGetDatum(GetCurrentTimestamp());
 
 	PreventCommandIfReadOnly("idempotency.consume_token()");
 	consumed = idem_run_as_owner(&consume, values, NULL, false, NULL, NULL) == 1;

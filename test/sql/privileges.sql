@@ -85,6 +85,27 @@ SELECT idempotency.consume_token(idempotency.issue_token()) AS consumed;
 SELECT idempotency.try_lock('order-1') AS locked;
 SELECT count(*) AS stats_rows FROM idempotency.stats WHERE keys > 0;
 SELECT count(*) AS stalled FROM idempotency.stalled_keys;
+RESET ROLE;
+
+-- stalled_keys hides the fence as lookup() does: a role that may read the
+-- table of keys (the owner, or one granted SELECT on it) sees it, the
+-- application role sees NULL
+SET ROLE regress_app;
+SELECT fence AS stalled_fence FROM idempotency.claim('stalled-1') \gset
+RESET ROLE;
+UPDATE idempotency.idempotency_keys SET locked_until = now() - interval '1 minute'
+ WHERE idempotency_key = 'stalled-1';
+SELECT idempotency_key, fence = :stalled_fence AS owner_sees_fence FROM idempotency.stalled_keys;
+SET ROLE regress_app;
+SELECT idempotency_key, fence IS NULL AS fence_hidden, attempts FROM idempotency.stalled_keys;
+RESET ROLE;
+GRANT SELECT ON idempotency.idempotency_keys TO regress_app;
+SET ROLE regress_app;
+SELECT idempotency_key, fence = :stalled_fence AS reader_sees_fence FROM idempotency.stalled_keys;
+RESET ROLE;
+REVOKE SELECT ON idempotency.idempotency_keys FROM regress_app;
+DELETE FROM idempotency.idempotency_keys WHERE idempotency_key = 'stalled-1';
+SET ROLE regress_app;
 
 -- these should all fail: no direct access to the tables, no administration
 SELECT * FROM idempotency.idempotency_keys;

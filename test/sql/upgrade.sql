@@ -38,7 +38,8 @@ CREATE DATABASE regress_upgrade;
 -- A summary of everything the extension owns in this database: its
 -- functions with signatures, labels, results, comments and grants; its
 -- relations with their columns, defaults, constraints, indexes and
--- grants; its types.  Equal summaries mean equal catalogs.
+-- grants; its types; its initial privileges (pg_init_privs, what pg_dump
+-- leaves out).  Equal summaries mean equal catalogs.
 SET check_function_bodies = off;
 CREATE FUNCTION regress_catalog_summary() RETURNS text
 LANGUAGE sql AS $$
@@ -74,6 +75,9 @@ LANGUAGE sql AS $$
     UNION ALL
     SELECT format('view %s %s', c.relname, pg_get_viewdef(c.oid))
       FROM pg_class c WHERE c.relnamespace = 'idempotency'::regnamespace AND c.relkind = 'v'
+    UNION ALL
+    SELECT format('initial privileges %s %s', pg_describe_object(classoid, objoid, objsubid), initprivs)
+      FROM pg_init_privs WHERE privtype = 'e'
     UNION ALL
     SELECT format('config %s %s', c.relname, x.extcondition)
       FROM pg_extension x, unnest(x.extconfig, x.extcondition) AS u(cfg, extcondition)
@@ -142,6 +146,7 @@ SELECT pg_get_constraintdef(oid) FROM pg_constraint
 SELECT regress_catalog_summary() AS updated_catalog \gset
 SELECT :'updated_catalog' LIKE '%routine idempotency.complete(text,bigint,jsonb,integer,text,interval)%'
        AND :'updated_catalog' LIKE '%column idempotency_keys.fence bigint%'
+       AND :'updated_catalog' LIKE '%initial privileges function idempotency.complete(text,bigint,jsonb,integer,text,interval) {%=X/%}%'
        AND :'updated_catalog' NOT LIKE '%complete(text,bigint,jsonb,integer,text) %'
        AS summary_covers_the_catalog;
 -- the catalog of a fresh install is the same
