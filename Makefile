@@ -24,6 +24,9 @@
 #   make deb                  the Debian package postgresql-15-idempotency in
 #                             build/deb/ (debian/, pg_buildext); PG=17 or PG=18
 #                             builds it in that major's chroot (scripts/deb.sh)
+#   make portable             the portable edition (plain SQL and pg_tle
+#                             scripts) in build/portable/: scripts/portable.py,
+#                             doc/portable.md (work in progress; not in make test)
 #
 # PG_MAJOR (default 15) picks the server to build against when PG_CONFIG is
 # not given: /usr/lib/postgresql/$(PG_MAJOR)/bin/pg_config.  See
@@ -98,7 +101,7 @@ test/expected:
 $(DATA_built): $(sort $(wildcard sql/$(EXTVERSION)/*.sql))
 	cat $^ > $@
 
-.PHONY: run test matrix bench bench-scale profile stress sanitize memory lint dist deb
+.PHONY: run test matrix bench bench-scale profile stress sanitize memory lint dist deb portable
 run:
 	bash scripts/run.sh
 test:
@@ -130,3 +133,9 @@ dist:
 # build/deb/, built from a copy of the tree: scripts/deb.sh.
 deb:
 	bash scripts/deb.sh $(PG)
+
+# The portable edition (doc/portable.md): the scripts of sql/ with each C
+# function replaced by its body in sql/portable/.  PORTABLE_PARTIAL=1 stubs
+# the functions that have none yet (work in progress).
+portable:
+	python3 scripts/portable.py build$(if $(PORTABLE_PARTIAL), --allow-missing)
