@@ -1,0 +1,58 @@
+-- sql/portable/fingerprint.sql: the portable bodies of src/fingerprint.c,
+-- fingerprint(jsonb) and key_hash(text, text), bit for bit the C's.
+--
+-- Both hash text as the C does, in the bytes of the database's encoding:
+-- convert_to() to the database's own encoding hands them on unchanged.
+-- SHA-256 is PostgreSQL's own sha256() (11 and later; no pgcrypto).  The
+-- canonical text of a jsonb value is its output, jsonb_out, which is what
+-- the C hashes (JsonbToCString): keys sorted and de-duplicated, fixed
+-- spacing, numbers as written (1 and 1.0 differ).
+--
+-- PL/pgSQL, for the errors of a NULL argument (22023); every name is
+-- qualified, so no SET search_path is needed (nor wanted: it would cost
+-- every call a configuration change).
+
+-- portable: idempotency_fingerprint
+CREATE FUNCTION idempotency.fingerprint(request jsonb)
+RETURNS bytea
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+AS $$
+BEGIN
+    IF request IS NULL THEN
+        RAISE EXCEPTION 'request must not be null'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    RETURN pg_catalog.sha256(pg_catalog.convert_to(request::pg_catalog.text,
+                                                   pg_catalog.getdatabaseencoding()));
+END
+$$;
+
+-- The first 16 bytes of SHA-256(length of the scope in bytes, 4 bytes
+-- big-endian || scope || key); int4send() writes the length big-endian.
+-- portable: idempotency_key_hash
+CREATE FUNCTION idempotency.key_hash(scope text, key text)
+RETURNS uuid
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+AS $$
+DECLARE
+    scope_bytes bytea;
+BEGIN
+    IF scope IS NULL THEN
+        RAISE EXCEPTION 'scope must not be null'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF key IS NULL THEN
+        RAISE EXCEPTION 'key must not be null'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    scope_bytes := pg_catalog.convert_to(scope, pg_catalog.getdatabaseencoding());
+    RETURN pg_catalog.encode(
+               pg_catalog.substr(
+                   pg_catalog.sha256(
+                       pg_catalog.int4send(pg_catalog.length(scope_bytes))
+                       OPERATOR(pg_catalog.||) scope_bytes
+                       OPERATOR(pg_catalog.||) pg_catalog.convert_to(key, pg_catalog.getdatabaseencoding())),
+                   1, 16),
+               'hex')::pg_catalog.uuid;
+END
+$$;
