@@ -1,10 +1,12 @@
 -- sql/portable/locks.sql: the portable bodies of src/locks.c, lock_key()
 -- and try_lock().
 --
--- lock_key() is the first 8 bytes of SHA-256 of the key's bytes in the
--- database's encoding, read as a big-endian signed bigint, as in the C
--- (in a UTF-8 database, which doc/reference.md describes, those are the
--- key's UTF-8 bytes).  Keys of 1 to 255 characters, as in the C.
+-- lock_key() is the first 8 bytes of SHA-256 of the key's UTF-8 bytes,
+-- read as a big-endian signed bigint, as in the C: a database of another
+-- encoding converts the key to UTF-8 first, except SQL_ASCII, whose bytes
+-- are hashed as stored (convert_to() to UTF-8 would check that they are
+-- UTF-8; converting to SQL_ASCII, its own encoding, hands them on as they
+-- are).  Keys of 1 to 255 characters, as in the C.
 
 -- portable: idempotency_lock_key
 CREATE FUNCTION idempotency.lock_key(key text)
@@ -30,7 +32,9 @@ BEGIN
     END IF;
     RETURN ('x' OPERATOR(pg_catalog.||)
             pg_catalog.left(pg_catalog.encode(
-                pg_catalog.sha256(pg_catalog.convert_to(key, pg_catalog.getdatabaseencoding())),
+                pg_catalog.sha256(pg_catalog.convert_to(key,
+                    CASE WHEN pg_catalog.getdatabaseencoding() OPERATOR(pg_catalog.=) 'SQL_ASCII'
+                         THEN 'SQL_ASCII' ELSE 'UTF8' END)),
                 'hex'), 16))::pg_catalog.bit(64)::pg_catalog.int8;
 END
 $$;

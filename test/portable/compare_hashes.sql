@@ -6,8 +6,9 @@
 -- The portable functions are created in schema idempotency_portable from
 -- the file named by the psql variable "scratch", which
 --   python3 scripts/portable.py scratch --schema idempotency_portable fingerprint locks
--- writes; test/portable/compare_hashes.sh does all of it, in a UTF8 and in
--- a LATIN1 database.  Not part of make test yet (doc/portable.md).
+-- writes; test/portable/compare_hashes.sh does all of it, in a UTF8, a
+-- LATIN1 and a SQL_ASCII database.  Not part of make test yet
+-- (doc/portable.md).
 --
 -- The script uses no literal outside Latin-1, so that it runs in a LATIN1
 -- database too; characters beyond come from chr() where the database's
@@ -26,15 +27,20 @@ RESET client_min_messages;
 
 SELECT pg_catalog.getdatabaseencoding() AS encoding;
 
--- Characters the database can hold, by code point: Latin-1 everywhere;
--- Cyrillic, CJK, combining marks, emoji and the last code point in UTF8.
+-- Characters the database can hold, by code point: Latin-1 everywhere
+-- (in SQL_ASCII the bytes 128 to 255, which are not UTF-8); Cyrillic, CJK,
+-- combining marks, emoji and the last code point in UTF8; and in
+-- SQL_ASCII the UTF-8 bytes of Cyrillic and an emoji (code 0 here).
 CREATE TEMP TABLE chars AS
 SELECT pg_catalog.chr(c) AS ch, c
   FROM pg_catalog.unnest(ARRAY[65, 97, 32, 9, 10, 34, 39, 92, 47, 1, 127, 160, 233, 255]
                          || CASE WHEN pg_catalog.getdatabaseencoding() = 'UTF8'
                                  THEN ARRAY[256, 769, 1082, 1083, 1102, 1095, 8364, 12354, 19990,
                                             65279, 65533, 128274, 128512, 1114111]
-                                 ELSE ARRAY[]::int[] END) AS c;
+                                 ELSE ARRAY[]::int[] END) AS c
+UNION ALL
+SELECT pg_catalog.convert_from('\xd0bad0bbd18ed187f09f9492'::bytea, 'SQL_ASCII'), 0
+ WHERE pg_catalog.getdatabaseencoding() = 'SQL_ASCII';
 
 -- Strings: the empty one, one of each character, runs of each, mixed
 -- strings, and every length from 0 to 300 bytes of ASCII and of the
@@ -81,12 +87,13 @@ SELECT pg_catalog.count(*) AS keys,
        pg_catalog.count(*) FILTER (WHERE pg_catalog.octet_length(s) > 255) AS longer_than_255_bytes
   FROM strings
  WHERE pg_catalog.char_length(s) BETWEEN 1 AND 255;
--- lock_key and the formula of doc/reference.md, which hashes UTF-8: the
--- same in a UTF8 database; in a LATIN1 one both editions hash the
--- database's bytes, and keys beyond ASCII differ from the formula
+-- lock_key is the formula of doc/reference.md, which hashes the key's
+-- UTF-8 bytes, in every encoding but SQL_ASCII (the bytes as stored,
+-- which need not be UTF-8 there)
 SELECT pg_catalog.getdatabaseencoding() AS encoding,
-       pg_catalog.count(*) FILTER (WHERE idempotency_portable.lock_key(s) <>
-           ('x' || left(encode(sha256(convert_to(s, 'UTF8')), 'hex'), 16))::bit(64)::bigint)
+       pg_catalog.count(*) FILTER (WHERE pg_catalog.getdatabaseencoding() <> 'SQL_ASCII'
+           AND idempotency_portable.lock_key(s) <>
+               ('x' || left(encode(sha256(convert_to(s, 'UTF8')), 'hex'), 16))::bit(64)::bigint)
        AS differ_from_utf8_formula,
        pg_catalog.count(*) FILTER (WHERE s !~ '^[\x01-\x7f]*$') AS beyond_ascii
   FROM strings
@@ -108,8 +115,7 @@ SELECT v::jsonb FROM pg_catalog.unnest(ARRAY[
     '{"a": 1, "a": 2}', '{"a": 2}',
     '{"aa": 1, "b": 2, "c": {"z": [], "y": {}}}',
     '{"nested": {"deeper": {"deepest": [1, [2, [3, [4, {"x": null}]]]]}}}',
-    '["\n", "\t", "\"", "\\", "/", "\/", "\u0001", "\u001f", "\u007f", "\u00e9", "\b\f\r"]',
-    '{"\u00e9": "\u00e9", "e": "\u00e9"}',
+    '["\n", "\t", "\"", "\\", "/", "\/", "\u0001", "\u001f", "\u007f", "\b\f\r"]',
     '{"amount": 100, "currency": "EUR", "items": [{"sku": "A-1", "qty": 2}]}'
 ]) AS v;
 INSERT INTO bodies
@@ -118,12 +124,19 @@ INSERT INTO bodies
 SELECT pg_catalog.jsonb_build_array(s, pg_catalog.char_length(s)::numeric / 7) FROM strings;
 INSERT INTO bodies
 SELECT pg_catalog.to_jsonb(s) FROM strings;
--- Unicode escapes the database can hold (in UTF8: beyond Latin-1, and a
--- surrogate pair)
+-- Unicode escapes the database can hold (beyond ASCII: not in SQL_ASCII,
+-- which cannot convert them; beyond Latin-1 and a surrogate pair: in UTF8)
 INSERT INTO bodies
 SELECT pg_catalog.format('{"k": "\u%s"}', pg_catalog.lpad(pg_catalog.to_hex(c), 4, '0'))::jsonb
-  FROM chars WHERE c BETWEEN 1 AND 65535 AND (c < 128 OR pg_catalog.getdatabaseencoding() = 'UTF8');
+  FROM chars
+ WHERE c BETWEEN 1 AND 65535
+   AND (c < 128 OR pg_catalog.getdatabaseencoding() = 'UTF8'
+        OR (c < 256 AND pg_catalog.getdatabaseencoding() <> 'SQL_ASCII'));
 -- (format(): built when the statement runs, only where the encoding has them)
+INSERT INTO bodies
+SELECT pg_catalog.format(v)::jsonb
+  FROM pg_catalog.unnest(ARRAY['["\u00e9", "\u00ff"]', '{"\u00e9": "\u00e9", "e": "\u00e9"}']) v
+ WHERE pg_catalog.getdatabaseencoding() <> 'SQL_ASCII';
 INSERT INTO bodies
 SELECT pg_catalog.format(v)::jsonb
   FROM pg_catalog.unnest(ARRAY['{"emoji": "\ud83d\udd12"}', '{"\u00e9": "e\u0301", "e": "\u00e9"}']) v
