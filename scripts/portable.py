@@ -853,6 +853,10 @@ def cmd_scratch(args):
         if diffs:
             raise BuildError('%s: %s: %s' % (body.where, symbol, '; '.join(diffs)))
         names.add(body.header.name.split('.', 1)[1])
+    for h in helpers:
+        for stmt in h.statements:
+            if is_create_function(stmt):
+                names.add(FunctionHeader(stmt, h.where).name.split('.', 1)[1])
     text = '\n'.join([helper_text(h) for h in helpers]
                      + [b.statements[0].text for b in bodies.values()]) + '\n'
     for name in names:

@@ -1,0 +1,785 @@
+-- sql/portable/keys.sql: the portable bodies of src/keys.c (claim, the
+-- holder calls complete, fail, checkpoint and release, and lookup), and
+-- the helpers they share with execute (sql/portable/execute.sql).
+--
+-- They decide as the C does (see the header comment of src/keys.c): a read
+-- of the key answers replay, mismatch and in_progress; a key the read
+-- found absent is created by an INSERT ... ON CONFLICT DO NOTHING; any
+-- other key is taken over by the same INSERT ... ON CONFLICT DO UPDATE
+-- ... WHERE <may take over> as the C's, at most three times.  The holder
+-- calls are one UPDATE or DELETE guarded by the fence.  One clock reading
+-- per call (clock_timestamp()), read again after waiting for another
+-- creator of the key.
+--
+-- Edition differences (doc/portable.md):
+-- - the functions that write or read the table of keys are SECURITY
+--   DEFINER, where the C switches to the extension owner inside the call;
+-- - the lock for creating a key is pg_advisory_xact_lock(int4, int4) on
+--   the first 8 bytes of its key_hash, held until the transaction ends
+--   (the C releases its own once the key's row is written); so after it is
+--   taken every earlier creator of the key has ended, and a read with a
+--   new snapshot replaces the C's dirty read of the index;
+-- - lookup() shows the fence when the role of the session (SET ROLE, or
+--   the session user) may read idempotency_keys: a SECURITY DEFINER
+--   function cannot see the role that called it;
+-- - settings are read at each call with current_setting(name, true): a
+--   bad value is refused there (22023), not by SET;
+-- - they serve the table of their own version (1.3) only.
+
+-- portable helper: since 1.0
+
+-- An integer setting of the C library (idempotency.max_key_length,
+-- idempotency.max_response_bytes), or its default when unset.
+CREATE FUNCTION idempotency.portable_setting_int(setting text, default_value integer,
+                                                 min_value integer, max_value integer)
+RETURNS integer
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+AS $$
+DECLARE
+    value text := pg_catalog.current_setting(setting, true);
+    result integer;
+BEGIN
+    IF value IS NULL OR value OPERATOR(pg_catalog.=) '' THEN
+        RETURN default_value;
+    END IF;
+    BEGIN
+        result := value::pg_catalog.int4;
+    EXCEPTION WHEN invalid_text_representation OR numeric_value_out_of_range THEN
+        RAISE EXCEPTION 'invalid value for parameter "%": "%"', setting, value
+            USING ERRCODE = 'invalid_parameter_value';
+    END;
+    IF result OPERATOR(pg_catalog.<) min_value OR result OPERATOR(pg_catalog.>) max_value THEN
+        RAISE EXCEPTION '% is outside the valid range for parameter "%" (% .. %)',
+                        result, setting, min_value, max_value
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    RETURN result;
+END
+$$;
+
+-- An interval argument (idem_arg_interval): NULL means the setting, or its
+-- default when unset; the value must be positive and at most 100 years.
+CREATE FUNCTION idempotency.portable_arg_interval(value interval, argname text,
+                                                  setting text, default_value interval)
+RETURNS interval
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+AS $$
+DECLARE
+    configured text;
+    limit_months CONSTANT interval := '1200 mons';
+BEGIN
+    IF value IS NULL AND setting IS NOT NULL THEN
+        configured := pg_catalog.current_setting(setting, true);
+        IF configured IS NULL OR configured OPERATOR(pg_catalog.=) '' THEN
+            RETURN default_value;
+        END IF;
+        BEGIN
+            value := configured::pg_catalog.interval;
+        EXCEPTION WHEN invalid_datetime_format OR datetime_field_overflow
+                       OR interval_field_overflow THEN
+            value := NULL;
+        END;
+        IF value IS NULL OR value OPERATOR(pg_catalog.<=) '0'::pg_catalog.interval
+           OR value OPERATOR(pg_catalog.>) limit_months THEN
+            RAISE EXCEPTION 'invalid value for parameter "%": "%"', setting, configured
+                USING ERRCODE = 'invalid_parameter_value',
+                      DETAIL = 'The value must be a positive interval of at most 100 years.';
+        END IF;
+        RETURN value;
+    END IF;
+    IF value IS NULL THEN
+        RAISE EXCEPTION '% must not be null', argname
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF value OPERATOR(pg_catalog.<=) '0'::pg_catalog.interval THEN
+        RAISE EXCEPTION '% must be positive', argname
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = pg_catalog.format('The %s given is %s.', argname, value);
+    END IF;
+    IF value OPERATOR(pg_catalog.>) limit_months THEN
+        RAISE EXCEPTION '% must be at most 100 years', argname
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    RETURN value;
+END
+$$;
+
+-- A key must live at least as long as the lease that protects it.
+CREATE FUNCTION idempotency.portable_check_ttl_covers_lease(ttl interval, lease interval)
+RETURNS void
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+AS $$
+BEGIN
+    IF ttl OPERATOR(pg_catalog.<) lease THEN
+        RAISE EXCEPTION 'ttl must not be shorter than the lease'
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = pg_catalog.format('The ttl is %s and the lease is %s.', ttl, lease),
+                  HINT = 'Give a longer ttl, or a shorter lease (idempotency.lease_timeout).';
+    END IF;
+END
+$$;
+
+-- A text argument of min_chars..max_chars characters (idem_arg_name).
+CREATE FUNCTION idempotency.portable_arg_name(value text, argname text,
+                                              min_chars integer, max_chars integer)
+RETURNS void
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+AS $$
+DECLARE
+    nchars integer;
+BEGIN
+    IF value IS NULL THEN
+        RAISE EXCEPTION '% must not be null', argname
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    nchars := pg_catalog.char_length(value);
+    IF nchars OPERATOR(pg_catalog.<) min_chars THEN
+        RAISE EXCEPTION '% must not be empty', argname
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF nchars OPERATOR(pg_catalog.>) max_chars THEN
+        RAISE EXCEPTION '% is too long', argname
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = pg_catalog.format('It has %s characters; at most %s are allowed.',
+                                             nchars, max_chars);
+    END IF;
+END
+$$;
+
+-- An idempotency key: 1 to idempotency.max_key_length characters.
+CREATE FUNCTION idempotency.portable_arg_key(key text)
+RETURNS void
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+AS $$
+DECLARE
+    max_chars integer;
+    nchars integer;
+BEGIN
+    IF key IS NULL THEN
+        RAISE EXCEPTION 'key must not be null'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    max_chars := idempotency.portable_setting_int('idempotency.max_key_length', 255, 1, 400);
+    nchars := pg_catalog.char_length(key);
+    IF nchars OPERATOR(pg_catalog.=) 0 THEN
+        RAISE EXCEPTION 'idempotency key must not be empty'
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Send a client-generated unique value, such as a UUID, in the Idempotency-Key header.';
+    END IF;
+    IF nchars OPERATOR(pg_catalog.>) max_chars THEN
+        RAISE EXCEPTION 'idempotency key is too long'
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = pg_catalog.format('It has %s characters; idempotency.max_key_length allows %s.',
+                                             nchars, max_chars);
+    END IF;
+END
+$$;
+
+-- A response body (idem_arg_response): its size, uncompressed with a
+-- 4-byte header as the C measures it (#> '{}' hands back the detoasted
+-- value), bounded by idempotency.max_response_bytes.
+CREATE FUNCTION idempotency.portable_arg_response(body jsonb, argname text)
+RETURNS void
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+AS $$
+DECLARE
+    max_bytes integer;
+    size integer;
+BEGIN
+    IF body IS NULL THEN
+        RETURN;
+    END IF;
+    max_bytes := idempotency.portable_setting_int('idempotency.max_response_bytes',
+                                                  1048576, 1, 268435456);
+    size := pg_catalog.pg_column_size(body OPERATOR(pg_catalog.#>) '{}'::pg_catalog.text[]);
+    IF size OPERATOR(pg_catalog.>) max_bytes THEN
+        RAISE EXCEPTION '% is too large to store', argname
+            USING ERRCODE = 'program_limit_exceeded',
+                  DETAIL = pg_catalog.format('It takes %s bytes; idempotency.max_response_bytes allows %s.',
+                                             size, max_bytes),
+                  HINT = 'Store a smaller response, or raise idempotency.max_response_bytes.';
+    END IF;
+END
+$$;
+
+-- PreventCommandIfReadOnly(): a write in a read-only transaction or on a
+-- standby.
+CREATE FUNCTION idempotency.portable_prevent_if_read_only(command text)
+RETURNS void
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+AS $$
+BEGIN
+    IF pg_catalog.current_setting('transaction_read_only') OPERATOR(pg_catalog.=) 'on' THEN
+        RAISE EXCEPTION 'cannot execute % in a read-only transaction', command
+            USING ERRCODE = 'read_only_sql_transaction';
+    END IF;
+END
+$$;
+
+-- The error of a holder call whose fence no longer holds the key.
+CREATE FUNCTION idempotency.portable_lease_lost(key text, scope text, fence bigint)
+RETURNS void
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+AS $$
+BEGIN
+    RAISE EXCEPTION 'idempotency lease lost for key "%"', key
+        USING ERRCODE = 'object_not_in_prerequisite_state',
+              DETAIL = pg_catalog.format('Fence %s no longer holds the key in scope "%s": its lease ran out and another claim took the key over, or the key was completed, failed, released or purged.',
+                                         fence, scope),
+              HINT = 'Abandon this attempt; a retry of the request claims the key again.';
+END
+$$;
+
+-- The key's row, or NULL (read_key): found by key_hash, and refused
+-- (23505) when it is another key's that has the same hash.
+CREATE FUNCTION idempotency.portable_read_key(p_scope text, p_key text, p_hash uuid)
+RETURNS idempotency.idempotency_keys
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+AS $$
+DECLARE
+    found_row idempotency.idempotency_keys;
+BEGIN
+    SELECT k.* INTO found_row
+      FROM idempotency.idempotency_keys k
+     WHERE k.key_hash OPERATOR(pg_catalog.=) p_hash;
+    IF NOT FOUND THEN
+        RETURN NULL;
+    END IF;
+    IF found_row.scope OPERATOR(pg_catalog.<>) p_scope
+       OR found_row.idempotency_key OPERATOR(pg_catalog.<>) p_key THEN
+        RAISE EXCEPTION 'idempotency key "%" in scope "%" has the same key_hash as key "%" in scope "%"',
+                        p_key, p_scope, found_row.idempotency_key, found_row.scope
+            USING ERRCODE = 'unique_violation',
+                  DETAIL = 'Two keys share the first 16 bytes of their SHA-256; see doc/reference.md, "Tables".',
+                  HINT = 'Use another key for this request.';
+    END IF;
+    RETURN found_row;
+END
+$$;
+
+-- The answer of a claim from the key's row when the row decides it
+-- (answer_from_row): replay, in_progress or mismatch; NULL when the claim
+-- may take the key over.
+CREATE FUNCTION idempotency.portable_answer(found_row idempotency.idempotency_keys,
+                                            request_hash bytea, now timestamptz)
+RETURNS idempotency.claim_result
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+AS $$
+DECLARE
+    answer idempotency.claim_result;
+BEGIN
+    IF found_row.expires_at OPERATOR(pg_catalog.<=) now THEN
+        RETURN NULL;
+    END IF;
+    answer.status := found_row.status;
+    IF found_row.request_hash IS NOT NULL AND request_hash IS NOT NULL
+       AND found_row.request_hash OPERATOR(pg_catalog.<>) request_hash THEN
+        answer.outcome := 'mismatch';
+        RETURN answer;
+    END IF;
+    answer.attempts := found_row.attempts;
+    answer.recovery_point := found_row.recovery_point;
+    IF found_row.status OPERATOR(pg_catalog.=) 'completed'::idempotency.key_status
+       OR (found_row.status OPERATOR(pg_catalog.=) 'failed'::idempotency.key_status
+           AND NOT found_row.retryable) THEN
+        answer.outcome := 'replay';
+        answer.response_code := found_row.response_code;
+        answer.response_body := found_row.response_body;
+        RETURN answer;
+    END IF;
+    IF found_row.status OPERATOR(pg_catalog.=) 'processing'::idempotency.key_status
+       AND found_row.locked_until OPERATOR(pg_catalog.>) now THEN
+        -- the time left from the moment of the answer (a second reading of
+        -- the clock, as in the C), never more than the lease
+        answer.outcome := 'in_progress';
+        answer.retry_after := found_row.locked_until OPERATOR(pg_catalog.-)
+            GREATEST(now, LEAST(pg_catalog.clock_timestamp(), found_row.locked_until));
+        RETURN answer;
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+-- Create the key, held (the C's INSERT_KEY): the claim, or NULL when
+-- another transaction created it first.
+CREATE FUNCTION idempotency.portable_insert_key(p_hash uuid, p_scope text, p_key text,
+                                                p_request_hash bytea, now timestamptz,
+                                                ttl interval, lease interval)
+RETURNS idempotency.claim_result
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+AS $$
+DECLARE
+    new_status idempotency.key_status;
+    new_fence bigint;
+    new_attempts integer;
+    new_recovery_point text;
+BEGIN
+    INSERT INTO idempotency.idempotency_keys
+           (key_hash, scope, idempotency_key, request_hash, status, fence, attempts,
+            recovery_point, locked_until, created_at, updated_at, expires_at)
+    VALUES (p_hash, p_scope, p_key, p_request_hash, 'processing',
+            pg_catalog.nextval('idempotency.fence_seq'::pg_catalog.regclass), 1,
+            'started', now OPERATOR(pg_catalog.+) lease, now, now,
+            now OPERATOR(pg_catalog.+) ttl)
+    ON CONFLICT (key_hash) DO NOTHING
+    RETURNING status, fence, attempts, recovery_point
+         INTO new_status, new_fence, new_attempts, new_recovery_point;
+    IF NOT FOUND THEN
+        RETURN NULL;
+    END IF;
+    RETURN ROW(CASE WHEN new_attempts OPERATOR(pg_catalog.=) 1 THEN 'claimed' ELSE 'resumed' END,
+               new_fence, new_status, NULL, NULL, new_recovery_point, new_attempts,
+               NULL)::idempotency.claim_result;
+END
+$$;
+
+-- Claim a key (idem_claim_key): the outcome and the columns it reveals;
+-- only the holder learns the fence.  "command" names the caller for the
+-- read-only error.  Runs as the extension owner.
+CREATE FUNCTION idempotency.portable_claim_key(p_key text, p_scope text, request jsonb,
+                                               ttl interval, lease interval, command text)
+RETURNS idempotency.claim_result
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+AS $$
+DECLARE
+    now timestamptz := pg_catalog.clock_timestamp();
+    p_request_hash bytea;
+    hash uuid := idempotency.key_hash(p_scope, p_key);
+    hash_hex text;
+    found_row idempotency.idempotency_keys;
+    answer idempotency.claim_result;
+    new_status idempotency.key_status;
+    new_fence bigint;
+    new_attempts integer;
+    new_recovery_point text;
+    message text;
+BEGIN
+    IF request IS NOT NULL THEN
+        p_request_hash := idempotency.fingerprint(request);
+    END IF;
+
+    found_row := idempotency.portable_read_key(p_scope, p_key, hash);
+    IF found_row.key_hash IS NOT NULL THEN
+        answer := idempotency.portable_answer(found_row, p_request_hash, now);
+        IF answer.outcome IS NOT NULL THEN
+            RETURN answer;
+        END IF;
+    END IF;
+
+    -- from here on the claim writes: not in a read-only transaction
+    PERFORM idempotency.portable_prevent_if_read_only(command);
+
+    IF found_row.key_hash IS NULL THEN
+        -- the lock for creating the key; every creator holds it until it
+        -- ends, so once it is ours no other transaction is creating the key
+        hash_hex := pg_catalog.replace(hash::pg_catalog.text, '-', '');
+        IF NOT pg_catalog.pg_try_advisory_xact_lock(
+                   ('x' OPERATOR(pg_catalog.||) pg_catalog.substr(hash_hex, 1, 8))::pg_catalog.bit(32)::pg_catalog.int4,
+                   ('x' OPERATOR(pg_catalog.||) pg_catalog.substr(hash_hex, 9, 8))::pg_catalog.bit(32)::pg_catalog.int4) THEN
+            PERFORM pg_catalog.pg_advisory_xact_lock(
+                ('x' OPERATOR(pg_catalog.||) pg_catalog.substr(hash_hex, 1, 8))::pg_catalog.bit(32)::pg_catalog.int4,
+                ('x' OPERATOR(pg_catalog.||) pg_catalog.substr(hash_hex, 9, 8))::pg_catalog.bit(32)::pg_catalog.int4);
+            now := pg_catalog.clock_timestamp();
+            -- a new snapshot (READ COMMITTED) shows what the creator wrote
+            found_row := idempotency.portable_read_key(p_scope, p_key, hash);
+            IF found_row.key_hash IS NOT NULL THEN
+                answer := idempotency.portable_answer(found_row, p_request_hash, now);
+                IF answer.outcome IS NOT NULL THEN
+                    RETURN answer;
+                END IF;
+            END IF;
+        END IF;
+        IF found_row.key_hash IS NULL THEN
+            IF pg_catalog.current_setting('transaction_isolation')
+               OPERATOR(pg_catalog.=) ANY ('{repeatable read,serializable}'::pg_catalog.text[]) THEN
+                BEGIN
+                    answer := idempotency.portable_insert_key(hash, p_scope, p_key, p_request_hash,
+                                                              now, ttl, lease);
+                EXCEPTION WHEN serialization_failure THEN
+                    -- a creator committed the key after this transaction's
+                    -- snapshot: the INSERT's own error, in the C's words
+                    GET STACKED DIAGNOSTICS message = MESSAGE_TEXT;
+                    IF message OPERATOR(pg_catalog.<>) 'could not serialize access due to concurrent update' THEN
+                        RAISE;
+                    END IF;
+                    RAISE EXCEPTION 'could not serialize access due to concurrent claim of idempotency key "%"', p_key
+                        USING ERRCODE = 'serialization_failure',
+                              HINT = 'Retry the request in a new transaction; it replays or resumes the other claim.';
+                END;
+            ELSE
+                answer := idempotency.portable_insert_key(hash, p_scope, p_key, p_request_hash,
+                                                          now, ttl, lease);
+            END IF;
+            IF answer.outcome IS NOT NULL THEN
+                RETURN answer;
+            END IF;
+        END IF;
+    END IF;
+
+    -- The row read may be gone or changed by now; the upsert decides.  When
+    -- it declines it has locked the row, so the read after it is final.
+    FOR attempt IN 1..3 LOOP
+        INSERT INTO idempotency.idempotency_keys AS k
+               (key_hash, scope, idempotency_key, request_hash, status, fence, attempts,
+                recovery_point, locked_until, created_at, updated_at, expires_at)
+        VALUES (hash, p_scope, p_key, p_request_hash, 'processing',
+                pg_catalog.nextval('idempotency.fence_seq'::pg_catalog.regclass), 1,
+                'started', now OPERATOR(pg_catalog.+) lease, now, now,
+                now OPERATOR(pg_catalog.+) ttl)
+        ON CONFLICT (key_hash) DO UPDATE SET
+            request_hash = CASE WHEN k.expires_at OPERATOR(pg_catalog.<=) now
+                                THEN excluded.request_hash
+                                ELSE COALESCE(k.request_hash, excluded.request_hash) END,
+            status = 'processing',
+            fence = excluded.fence,
+            attempts = CASE WHEN k.expires_at OPERATOR(pg_catalog.<=) now THEN 1
+                            ELSE k.attempts OPERATOR(pg_catalog.+) 1 END,
+            recovery_point = CASE WHEN k.expires_at OPERATOR(pg_catalog.<=) now THEN 'started'
+                                  ELSE k.recovery_point END,
+            response_code = NULL, response_body = NULL, retryable = NULL,
+            locked_until = GREATEST(excluded.locked_until,
+                                    pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) lease),
+            created_at = CASE WHEN k.expires_at OPERATOR(pg_catalog.<=) now
+                              THEN excluded.created_at ELSE k.created_at END,
+            updated_at = excluded.updated_at,
+            expires_at = CASE WHEN k.expires_at OPERATOR(pg_catalog.<=) now
+                              THEN GREATEST(excluded.expires_at,
+                                            GREATEST(excluded.locked_until,
+                                                     pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) lease))
+                              ELSE GREATEST(k.expires_at,
+                                            GREATEST(excluded.locked_until,
+                                                     pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) lease)) END
+        WHERE k.scope OPERATOR(pg_catalog.=) p_scope AND k.idempotency_key OPERATOR(pg_catalog.=) p_key
+          AND (k.expires_at OPERATOR(pg_catalog.<=) now
+               OR ((k.request_hash IS NULL OR p_request_hash IS NULL
+                    OR k.request_hash OPERATOR(pg_catalog.=) p_request_hash)
+                   AND ((k.status OPERATOR(pg_catalog.=) 'processing'
+                         AND k.locked_until OPERATOR(pg_catalog.<=) now)
+                        OR (k.status OPERATOR(pg_catalog.=) 'failed' AND k.retryable))))
+        RETURNING k.status, k.fence, k.attempts, k.recovery_point
+             INTO new_status, new_fence, new_attempts, new_recovery_point;
+        IF FOUND THEN
+            RETURN ROW(CASE WHEN new_attempts OPERATOR(pg_catalog.=) 1 THEN 'claimed' ELSE 'resumed' END,
+                       new_fence, new_status, NULL, NULL, new_recovery_point, new_attempts,
+                       NULL)::idempotency.claim_result;
+        END IF;
+        found_row := idempotency.portable_read_key(p_scope, p_key, hash);
+        IF found_row.key_hash IS NOT NULL THEN
+            answer := idempotency.portable_answer(found_row, p_request_hash, now);
+            IF answer.outcome IS NOT NULL THEN
+                RETURN answer;
+            END IF;
+        END IF;
+    END LOOP;
+    RAISE EXCEPTION 'could not claim idempotency key "%" due to concurrent changes', p_key
+        USING ERRCODE = 'serialization_failure',
+              HINT = 'Retry the request; the next claim decides from the key''s current state.';
+END
+$$;
+
+-- The holder calls complete() and fail() (finish_held_key): the checks in
+-- the C's order, then one UPDATE guarded by the fence.  ttl_given: the
+-- caller has a ttl argument (1.1 and later).
+CREATE FUNCTION idempotency.portable_finish_held_key(p_key text, p_fence bigint, body jsonb,
+                                                     code integer, p_scope text,
+                                                     completed boolean, p_retryable boolean,
+                                                     ttl interval)
+RETURNS void
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+AS $$
+DECLARE
+    now timestamptz;
+BEGIN
+    PERFORM idempotency.portable_arg_key(p_key);
+    IF p_fence IS NULL THEN
+        RAISE EXCEPTION 'fence must not be null'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    PERFORM idempotency.portable_arg_response(body, CASE WHEN completed THEN 'response_body' ELSE 'error' END);
+    IF code IS NULL THEN
+        RAISE EXCEPTION 'response_code must not be null'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF code OPERATOR(pg_catalog.<) 100 OR code OPERATOR(pg_catalog.>) 599 THEN
+        RAISE EXCEPTION 'response_code % is not an HTTP status code', code
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Use a code from 100 to 599.';
+    END IF;
+    PERFORM idempotency.portable_arg_name(p_scope, 'scope', 0, 255);
+    IF ttl IS NOT NULL THEN
+        IF NOT completed AND p_retryable THEN
+            RAISE EXCEPTION 'ttl applies only to a final answer'
+                USING ERRCODE = 'invalid_parameter_value',
+                      DETAIL = 'A retryable failure is resumed by the next claim, not replayed.',
+                      HINT = 'Pass retryable => false to replay the error for ttl, or leave ttl NULL.';
+        END IF;
+        ttl := idempotency.portable_arg_interval(ttl, 'ttl', NULL, NULL);
+    END IF;
+    PERFORM idempotency.portable_prevent_if_read_only(
+        CASE WHEN completed THEN 'idempotency.complete()' ELSE 'idempotency.fail()' END);
+
+    now := pg_catalog.clock_timestamp();
+    UPDATE idempotency.idempotency_keys k SET
+           status = CASE WHEN completed THEN 'completed'::idempotency.key_status
+                         ELSE 'failed'::idempotency.key_status END,
+           response_code = code,
+           response_body = body,
+           retryable = CASE WHEN completed THEN NULL ELSE p_retryable END,
+           locked_until = NULL,
+           updated_at = now,
+           expires_at = COALESCE(now OPERATOR(pg_catalog.+) ttl, k.expires_at)
+     WHERE k.key_hash OPERATOR(pg_catalog.=) idempotency.key_hash(p_scope, p_key)
+       AND k.scope OPERATOR(pg_catalog.=) p_scope AND k.idempotency_key OPERATOR(pg_catalog.=) p_key
+       AND k.fence OPERATOR(pg_catalog.=) p_fence
+       AND k.status OPERATOR(pg_catalog.=) 'processing'
+       AND k.expires_at OPERATOR(pg_catalog.>) now;
+    IF NOT FOUND THEN
+        PERFORM idempotency.portable_lease_lost(p_key, p_scope, p_fence);
+    END IF;
+END
+$$;
+
+COMMENT ON FUNCTION idempotency.portable_setting_int(text, integer, integer, integer) IS 'portable edition: an integer setting of the C library, or its default';
+COMMENT ON FUNCTION idempotency.portable_arg_interval(interval, text, text, interval) IS 'portable edition: an interval argument, its default from a setting';
+COMMENT ON FUNCTION idempotency.portable_check_ttl_covers_lease(interval, interval) IS 'portable edition: a key lives at least as long as its lease';
+COMMENT ON FUNCTION idempotency.portable_arg_name(text, text, integer, integer) IS 'portable edition: a text argument of bounded length';
+COMMENT ON FUNCTION idempotency.portable_arg_key(text) IS 'portable edition: an idempotency key argument';
+COMMENT ON FUNCTION idempotency.portable_arg_response(jsonb, text) IS 'portable edition: a response body within idempotency.max_response_bytes';
+COMMENT ON FUNCTION idempotency.portable_prevent_if_read_only(text) IS 'portable edition: refuse a write in a read-only transaction';
+COMMENT ON FUNCTION idempotency.portable_lease_lost(text, text, bigint) IS 'portable edition: the error of a holder call that lost its key';
+COMMENT ON FUNCTION idempotency.portable_read_key(text, text, uuid) IS 'portable edition: the row of a key';
+COMMENT ON FUNCTION idempotency.portable_answer(idempotency.idempotency_keys, bytea, timestamptz) IS 'portable edition: a claim answered from the key''s row';
+COMMENT ON FUNCTION idempotency.portable_insert_key(uuid, text, text, bytea, timestamptz, interval, interval) IS 'portable edition: create a key, held';
+COMMENT ON FUNCTION idempotency.portable_claim_key(text, text, jsonb, interval, interval, text) IS 'portable edition: claim a key';
+COMMENT ON FUNCTION idempotency.portable_finish_held_key(text, bigint, jsonb, integer, text, boolean, boolean, interval) IS 'portable edition: complete() and fail()';
+
+-- portable: idempotency_claim
+CREATE FUNCTION idempotency.claim(
+    key     text,
+    request jsonb    DEFAULT NULL,
+    scope   text     DEFAULT '',
+    ttl     interval DEFAULT NULL,
+    lease   interval DEFAULT NULL)
+RETURNS idempotency.claim_result
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM idempotency.portable_arg_key(key);
+    PERFORM idempotency.portable_arg_name(scope, 'scope', 0, 255);
+    ttl := idempotency.portable_arg_interval(ttl, 'ttl', 'idempotency.default_ttl', '24 hours');
+    lease := idempotency.portable_arg_interval(lease, 'lease', 'idempotency.lease_timeout', '30 seconds');
+    PERFORM idempotency.portable_check_ttl_covers_lease(ttl, lease);
+    RETURN idempotency.portable_claim_key(key, scope, request, ttl, lease, 'idempotency.claim()');
+END
+$$;
+
+-- portable: idempotency_complete
+CREATE FUNCTION idempotency.complete(
+    key           text,
+    fence         bigint,
+    response_body jsonb,
+    response_code integer DEFAULT 200,
+    scope         text    DEFAULT '')
+RETURNS void
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF response_body IS NULL THEN
+        RAISE EXCEPTION 'response_body must not be null'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    PERFORM idempotency.portable_finish_held_key(key, fence, response_body, response_code, scope,
+                                                 true, false, NULL);
+END
+$$;
+
+-- portable: idempotency_complete_1_1
+CREATE FUNCTION idempotency.complete(
+    key           text,
+    fence         bigint,
+    response_body jsonb,
+    response_code integer  DEFAULT 200,
+    scope         text     DEFAULT '',
+    ttl           interval DEFAULT NULL)
+RETURNS void
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF response_body IS NULL THEN
+        RAISE EXCEPTION 'response_body must not be null'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    PERFORM idempotency.portable_finish_held_key(key, fence, response_body, response_code, scope,
+                                                 true, false, ttl);
+END
+$$;
+
+-- portable: idempotency_fail
+CREATE FUNCTION idempotency.fail(
+    key           text,
+    fence         bigint,
+    error         jsonb   DEFAULT NULL,
+    response_code integer DEFAULT 500,
+    retryable     boolean DEFAULT true,
+    scope         text    DEFAULT '')
+RETURNS void
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF retryable IS NULL THEN
+        RAISE EXCEPTION 'retryable must not be null'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    PERFORM idempotency.portable_finish_held_key(key, fence, error, response_code, scope,
+                                                 false, retryable, NULL);
+END
+$$;
+
+-- portable: idempotency_fail_1_1
+CREATE FUNCTION idempotency.fail(
+    key           text,
+    fence         bigint,
+    error         jsonb    DEFAULT NULL,
+    response_code integer  DEFAULT 500,
+    retryable     boolean  DEFAULT true,
+    scope         text     DEFAULT '',
+    ttl           interval DEFAULT NULL)
+RETURNS void
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF retryable IS NULL THEN
+        RAISE EXCEPTION 'retryable must not be null'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    PERFORM idempotency.portable_finish_held_key(key, fence, error, response_code, scope,
+                                                 false, retryable, ttl);
+END
+$$;
+
+-- portable: idempotency_checkpoint
+CREATE FUNCTION idempotency.checkpoint(
+    key            text,
+    fence          bigint,
+    recovery_point text,
+    lease          interval DEFAULT NULL,
+    scope          text     DEFAULT '')
+RETURNS void
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    now timestamptz;
+    p_key CONSTANT text := key;
+    p_fence CONSTANT bigint := fence;
+    p_recovery_point CONSTANT text := recovery_point;
+    p_scope CONSTANT text := scope;
+    p_lease interval;
+BEGIN
+    PERFORM idempotency.portable_arg_key(p_key);
+    IF p_fence IS NULL THEN
+        RAISE EXCEPTION 'fence must not be null'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_recovery_point IS NOT NULL THEN
+        PERFORM idempotency.portable_arg_name(p_recovery_point, 'recovery_point', 1, 255);
+    END IF;
+    p_lease := idempotency.portable_arg_interval(lease, 'lease', 'idempotency.lease_timeout', '30 seconds');
+    PERFORM idempotency.portable_arg_name(p_scope, 'scope', 0, 255);
+    now := pg_catalog.clock_timestamp();
+    PERFORM idempotency.portable_prevent_if_read_only('idempotency.checkpoint()');
+
+    UPDATE idempotency.idempotency_keys k SET
+           recovery_point = COALESCE(p_recovery_point, k.recovery_point),
+           locked_until = now OPERATOR(pg_catalog.+) p_lease,
+           expires_at = GREATEST(k.expires_at, now OPERATOR(pg_catalog.+) p_lease),
+           updated_at = now
+     WHERE k.key_hash OPERATOR(pg_catalog.=) idempotency.key_hash(p_scope, p_key)
+       AND k.scope OPERATOR(pg_catalog.=) p_scope AND k.idempotency_key OPERATOR(pg_catalog.=) p_key
+       AND k.fence OPERATOR(pg_catalog.=) p_fence
+       AND k.status OPERATOR(pg_catalog.=) 'processing'
+       AND k.expires_at OPERATOR(pg_catalog.>) now;
+    IF NOT FOUND THEN
+        PERFORM idempotency.portable_lease_lost(p_key, p_scope, p_fence);
+    END IF;
+END
+$$;
+
+-- portable: idempotency_release
+CREATE FUNCTION idempotency.release(
+    key   text,
+    fence bigint,
+    scope text DEFAULT '')
+RETURNS void
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    now timestamptz;
+    p_key CONSTANT text := key;
+    p_fence CONSTANT bigint := fence;
+    p_scope CONSTANT text := scope;
+BEGIN
+    PERFORM idempotency.portable_arg_key(p_key);
+    IF p_fence IS NULL THEN
+        RAISE EXCEPTION 'fence must not be null'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    PERFORM idempotency.portable_arg_name(p_scope, 'scope', 0, 255);
+    now := pg_catalog.clock_timestamp();
+    PERFORM idempotency.portable_prevent_if_read_only('idempotency.release()');
+
+    DELETE FROM idempotency.idempotency_keys k
+     WHERE k.key_hash OPERATOR(pg_catalog.=) idempotency.key_hash(p_scope, p_key)
+       AND k.scope OPERATOR(pg_catalog.=) p_scope AND k.idempotency_key OPERATOR(pg_catalog.=) p_key
+       AND k.fence OPERATOR(pg_catalog.=) p_fence
+       AND k.status OPERATOR(pg_catalog.=) 'processing'
+       AND k.expires_at OPERATOR(pg_catalog.>) now;
+    IF NOT FOUND THEN
+        PERFORM idempotency.portable_lease_lost(p_key, p_scope, p_fence);
+    END IF;
+END
+$$;
+
+-- The fence is shown to a role that may read the table of keys itself;
+-- the role is the session's (SET ROLE, else the session user): inside a
+-- SECURITY DEFINER function current_user is the owner.
+-- portable: idempotency_lookup
+CREATE FUNCTION idempotency.lookup(key text, scope text DEFAULT '')
+RETURNS idempotency.idempotency_keys
+LANGUAGE plpgsql STABLE PARALLEL RESTRICTED
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    now timestamptz;
+    p_key CONSTANT text := key;
+    p_scope CONSTANT text := scope;
+    caller text;
+    found_row idempotency.idempotency_keys;
+BEGIN
+    PERFORM idempotency.portable_arg_key(p_key);
+    PERFORM idempotency.portable_arg_name(p_scope, 'scope', 0, 255);
+    now := pg_catalog.clock_timestamp();
+    SELECT k.* INTO found_row
+      FROM idempotency.idempotency_keys k
+     WHERE k.key_hash OPERATOR(pg_catalog.=) idempotency.key_hash(p_scope, p_key)
+       AND k.scope OPERATOR(pg_catalog.=) p_scope AND k.idempotency_key OPERATOR(pg_catalog.=) p_key
+       AND k.expires_at OPERATOR(pg_catalog.>) now;
+    IF NOT FOUND THEN
+        RETURN NULL;
+    END IF;
+    caller := pg_catalog.current_setting('role');
+    IF caller OPERATOR(pg_catalog.=) 'none' THEN
+        caller := SESSION_USER;
+    END IF;
+    IF NOT pg_catalog.has_table_privilege(caller, 'idempotency.idempotency_keys', 'SELECT') THEN
+        found_row.fence := NULL;
+    END IF;
+    RETURN found_row;
+END
+$$;
