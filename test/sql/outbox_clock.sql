@@ -4,6 +4,7 @@
 -- in a procedure after a COMMIT, lasts its full length from the call, and
 -- so do retry waits; a publication time is when the mark ran.
 SET idempotency.outbox_retry_backoff = '1 second';
+DELETE FROM idempotency.outbox_events;
 SELECT idempotency.enqueue_event('order', 'T', 't1', '{}') > 0 AS enqueued;
 
 -- late in a long statement (a DO block sleeping first)
