@@ -336,18 +336,28 @@ aggregate_bucket(text *aggregate_type, text *aggregate_id)
 }
 
 /*
- * Take the outbox lock "objid" (a bucket, OUTBOX_LOCK_ALL or a quiet
- * commit's slot) until the end of the transaction.  With dont_wait, false
- * when another transaction holds it in a conflicting mode; the result tells
- * a new lock from one this transaction already held.
+ * The tag of the outbox lock "objid" (a bucket, OUTBOX_LOCK_ALL or a quiet
+ * commit's slot) of this database.
+ */
+static void
+outbox_lock_tag(LOCKTAG *tag, uint32 objid)
+{
+	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, OUTBOX_LOCK_CLASS, objid,
+						 OUTBOX_LOCK_SPACE);
+}
+
+/*
+ * Take the outbox lock "objid" until the end of the transaction.  With
+ * dont_wait, LOCKACQUIRE_NOT_AVAIL when another transaction holds it in a
+ * conflicting mode; LOCKACQUIRE_OK for a new lock, else one this
+ * transaction held already.
  */
 static LockAcquireResult
 lock_outbox(uint32 objid, LOCKMODE mode, bool dont_wait)
 {
 	LOCKTAG		tag;
 
-	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, OUTBOX_LOCK_CLASS, objid,
-						 OUTBOX_LOCK_SPACE);
+	outbox_lock_tag(&tag, objid);
 	return LockAcquire(&tag, mode, false, dont_wait);
 }
 
@@ -389,7 +399,7 @@ lock_buckets_for_write(Bitmapset *buckets)
 	register_outbox_callback();
 	if (xact_bucket_locks + bms_num_members(buckets) > OUTBOX_XACT_BUCKETS)
 	{
-		/* held already, mostly: then only a local count goes up */
+		/* after the first time, only a local count goes up */
 		(void) lock_outbox(OUTBOX_LOCK_ALL, ShareLock, false);
 		return;
 	}
@@ -487,15 +497,14 @@ notify_or_stay_quiet(void)
 {
 	if (within_notify_interval())
 	{
-		uint32		slot = OUTBOX_LOCK_QUIET + (uint32) MyProcPid % OUTBOX_QUIET_SLOTS;
 		LOCKTAG		tag;
 
 		/* counted first, then decided: never quiet and uncounted */
-		(void) lock_outbox(slot, ShareLock, false);
+		outbox_lock_tag(&tag, OUTBOX_LOCK_QUIET +
+						(uint32) MyProcPid % OUTBOX_QUIET_SLOTS);
+		(void) LockAcquire(&tag, ShareLock, false, false);
 		if (within_notify_interval())
 			return;
-		SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, OUTBOX_LOCK_CLASS, slot,
-							 OUTBOX_LOCK_SPACE);
 		(void) LockRelease(&tag, ShareLock, false);
 	}
 	Async_Notify(OUTBOX_CHANNEL, xact_payload);
@@ -1134,8 +1143,7 @@ idempotency_outbox_quiet_commits(PG_FUNCTION_ARGS)
 		LOCKTAG		tag;
 		int			holders;
 
-		SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, OUTBOX_LOCK_CLASS,
-							 OUTBOX_LOCK_QUIET + slot, OUTBOX_LOCK_SPACE);
+		outbox_lock_tag(&tag, OUTBOX_LOCK_QUIET + slot);
 		(void) GetLockConflicts(&tag, ExclusiveLock, &holders);
 		count += holders;
 	}
