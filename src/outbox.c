@@ -32,8 +32,8 @@
  *	  they write in share mode before they write, and keep them until their
  *	  transaction ends.  A transaction that would hold more than
  *	  OUTBOX_XACT_BUCKETS buckets takes OUTBOX_LOCK_ALL in share mode
- *	  instead, so that a bulk load holds a few dozen locks of the shared
- *	  lock table, not a thousand.  Writers never block each other, only
+ *	  instead, so that a bulk load holds at most OUTBOX_XACT_BUCKETS + 1
+ *	  entries of the shared lock table, not OUTBOX_LOCK_BUCKETS.  Writers never block each other, only
  *	  wait for a claim_events that is running on what they lock.
  *	- claim_events takes OUTBOX_LOCK_ALL in row exclusive mode without
  *	  waiting (claims do not conflict with each other there, writers that
@@ -464,8 +464,10 @@ event_args(FunctionCallInfo fcinfo, text **aggregate_type,
  * commit holds the lock of its slot (OUTBOX_LOCK_QUIET + pid modulo
  * OUTBOX_QUIET_SLOTS) in share mode from before its decision until it is
  * visible (transaction locks are released after that), and decides less
- * than one interval after the visibility of that notification, so before
- * the relay's first look again: at each look the quiet commit is either
+ * than one interval after the visibility of that notification (read just
+ * after it, in the commit callback: the relay's twice the interval leaves
+ * an interval for that), so before the relay's first look again: at each
+ * look the quiet commit is either
  * visible, and found, or still counted, and looked for again.  However long
  * its commit takes (a synchronous standby, a slow WAL flush), no quiet
  * commit is left behind.  The decision is made at pre-commit, so a
@@ -1021,7 +1023,7 @@ static Datum
 mark_published(FunctionCallInfo fcinfo, IdemQuery *query)
 {
 	Datum		values[3];
-	char		nulls[3] = "   ";
+	char		nulls[3] = {' ', ' ', ' '};
 
 	PreventCommandIfReadOnly("idempotency.mark_published()");
 	values[0] = ids_arg(fcinfo);
@@ -1072,7 +1074,7 @@ static Datum
 mark_failed(FunctionCallInfo fcinfo, IdemQuery *query)
 {
 	Datum		values[6];
-	char		nulls[6] = "      ";
+	char		nulls[6] = {' ', ' ', ' ', ' ', ' ', ' '};
 	Bitmapset  *buckets = NULL;
 	uint64		naggregates;
 	uint64		row;
