@@ -79,6 +79,61 @@ SELECT idempotency.enforce_state_machine(t.tgrelid, a.attname, m.name)
 
 -- [section: outbox] ----------------------------------------------------------
 
+-- Leases: claim_events counts a takeover on an event whose previous lease
+-- ran out unmarked, and mark_published / mark_failed without a lease_token
+-- leave an event that was taken over alone (1.1 and 1.2 checked such a
+-- mark against a per-session memory of leases instead).  Every call reads
+-- the clock when it starts its work.  The functions keep their signatures
+-- and grants and bind to the symbols of 1.3.
+ALTER TABLE idempotency.outbox_events ADD COLUMN takeovers integer NOT NULL DEFAULT 0;
+COMMENT ON COLUMN idempotency.outbox_events.takeovers IS 'times claim_events() leased the event after a lease of it ran out unmarked; marks without a lease_token leave it alone once above 0';
+
+CREATE OR REPLACE FUNCTION idempotency.claim_events(
+    batch integer  DEFAULT 100,
+    lease interval DEFAULT '30 seconds')
+RETURNS SETOF idempotency.outbox_events
+AS 'MODULE_PATHNAME', 'idempotency_claim_events_1_3'
+LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 100;
+
+CREATE OR REPLACE FUNCTION idempotency.mark_published(ids bigint[], lease_token bigint DEFAULT NULL)
+RETURNS integer
+AS 'MODULE_PATHNAME', 'idempotency_mark_published_1_3'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION idempotency.mark_published(bigint[], bigint) IS 'mark claimed events published; returns how many were pending and leased under lease_token (without it: not taken over by another relay)';
+
+CREATE OR REPLACE FUNCTION idempotency.mark_failed(ids bigint[], error text, lease_token bigint DEFAULT NULL)
+RETURNS integer
+AS 'MODULE_PATHNAME', 'idempotency_mark_failed_1_3'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION idempotency.mark_failed(bigint[], text, bigint) IS 'put claimed events back after an exponential backoff, or make them dead after idempotency.outbox_max_attempts failures; only events leased under lease_token (without it: not taken over by another relay)';
+
+-- Waking relays: a commit that skips its notification is counted until it
+-- is visible, and relays look again while any is.  Whoever may claim
+-- events may count them.
+CREATE FUNCTION idempotency.outbox_quiet_commits()
+RETURNS integer
+AS 'MODULE_PATHNAME', 'idempotency_outbox_quiet_commits'
+LANGUAGE C VOLATILE PARALLEL SAFE;
+COMMENT ON FUNCTION idempotency.outbox_quiet_commits() IS 'transactions of this database that enqueued events without notifying and are not visible yet; a relay looks again while there are any';
+REVOKE ALL ON FUNCTION idempotency.outbox_quiet_commits() FROM PUBLIC;
+DO $$
+DECLARE
+    grantee oid;
+BEGIN
+    FOR grantee IN
+        SELECT a.grantee
+          FROM pg_catalog.pg_proc p, pg_catalog.aclexplode(p.proacl) a
+         WHERE p.oid OPERATOR(pg_catalog.=) 'idempotency.claim_events(integer,interval)'::pg_catalog.regprocedure
+           AND a.privilege_type OPERATOR(pg_catalog.=) 'EXECUTE'
+           AND a.grantee OPERATOR(pg_catalog.<>) p.proowner
+    LOOP
+        EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION idempotency.outbox_quiet_commits() TO %s',
+            CASE WHEN grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
+                 ELSE grantee::pg_catalog.regrole::pg_catalog.text END);
+    END LOOP;
+END
+$$;
+
 -- [section: views and privileges] --------------------------------------------
 
 --
@@ -106,6 +161,43 @@ SELECT k.scope,
    AND k.locked_until OPERATOR(pg_catalog.<=) pg_catalog.now()
  ORDER BY k.locked_until, k.scope, k.idempotency_key;
 COMMENT ON COLUMN idempotency.stalled_keys.fence IS 'the holder''s fence, shown only to a role that may read idempotency_keys (NULL to others, as in lookup())';
+
+--
+-- grant_usage() also grants outbox_quiet_commits(), which relays call (see
+-- the outbox section).  It still picks the functions by name, so that a
+-- new signature needs no new list.
+--
+CREATE OR REPLACE FUNCTION idempotency.grant_usage(role regrole)
+RETURNS void
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    routine regprocedure;
+BEGIN
+    IF role IS NULL THEN
+        RAISE EXCEPTION 'role must not be null'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    EXECUTE pg_catalog.format('GRANT USAGE ON SCHEMA idempotency TO %s', role);
+    FOR routine IN
+        SELECT p.oid::pg_catalog.regprocedure
+          FROM pg_catalog.pg_proc p
+         WHERE p.pronamespace OPERATOR(pg_catalog.=) 'idempotency'::pg_catalog.regnamespace
+           AND p.proname OPERATOR(pg_catalog.=) ANY (ARRAY[
+                   'fingerprint', 'claim', 'complete', 'fail', 'checkpoint', 'release',
+                   'lookup', 'execute', 'issue_token', 'consume_token', 'transition',
+                   'enqueue_event', 'enqueue_events', 'emit_event', 'claim_events', 'mark_published',
+                   'mark_failed', 'outbox_quiet_commits', 'process_once', 'lock_key',
+                   'try_lock']::pg_catalog.name[])
+         ORDER BY 1
+    LOOP
+        EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO %s', routine, role);
+    END LOOP;
+    EXECUTE pg_catalog.format(
+        'GRANT SELECT ON idempotency.stats, idempotency.stalled_keys TO %s', role);
+END
+$$;
 
 --
 -- Initial privileges.  pg_dump leaves out of a dump the privileges that

@@ -1,8 +1,9 @@
 /*-------------------------------------------------------------------------
  *
  * outbox.c
- *	  Transactional outbox and inbox: enqueue_event, emit_event,
- *	  claim_events, mark_published, mark_failed and process_once.
+ *	  Transactional outbox and inbox: enqueue_event, enqueue_events,
+ *	  emit_event, claim_events, mark_published, mark_failed,
+ *	  outbox_quiet_commits and process_once.
  *
  * An event is pending while it is neither published nor dead; a pending
  * event is free when no relay holds a live lease on it and its retry time
@@ -20,26 +21,49 @@
  *	3. lease_events: the UPDATE, which re-checks each row (a stale relay
  *	   may have published one meanwhile; that only ever removes a blocker).
  *
- * Locking rules.  Each aggregate hashes to one of OUTBOX_LOCK_BUCKETS
- * transaction-scoped advisory locks (pg_locks shows them as advisory locks
- * with classid OUTBOX_LOCK_CLASS, objid the bucket and objsubid 2):
+ * Locking rules.  The outbox's locks are transaction-scoped advisory locks
+ * in a space of their own: pg_locks shows them with classid
+ * OUTBOX_LOCK_CLASS and objsubid OUTBOX_LOCK_SPACE, where pg_advisory_lock
+ * uses 1 and 2 (and keys.c 3), so no lock of an application meets them.
+ * Each aggregate hashes to one of OUTBOX_LOCK_BUCKETS buckets (objid the
+ * bucket); objid OUTBOX_LOCK_ALL stands for all of them at once:
  *
- *	- enqueue_event and mark_failed take the bucket in share mode before they
- *	  write, and keep it until their transaction ends.  They never block each
- *	  other, only wait for a claim_events that is running on the bucket.
- *	- claim_events picks candidates, then tries the buckets of their
- *	  aggregates in exclusive mode without waiting, drops the aggregates it
- *	  could not lock, and only then decides and leases with a new snapshot.
+ *	- enqueue_event(s) and mark_failed take the buckets of the aggregates
+ *	  they write in share mode before they write, and keep them until their
+ *	  transaction ends.  A transaction that would hold more than
+ *	  OUTBOX_XACT_BUCKETS buckets takes OUTBOX_LOCK_ALL in share mode
+ *	  instead, so that a bulk load holds at most OUTBOX_XACT_BUCKETS + 1
+ *	  entries of the shared lock table, not OUTBOX_LOCK_BUCKETS.  Writers never block each other, only
+ *	  wait for a claim_events that is running on what they lock.
+ *	- claim_events takes OUTBOX_LOCK_ALL in row exclusive mode without
+ *	  waiting (claims do not conflict with each other there, writers that
+ *	  hold it do) and hands out nothing if a writer holds it.  It picks
+ *	  candidates, then tries the buckets of their aggregates in exclusive
+ *	  mode without waiting, drops the aggregates it could not lock, and only
+ *	  then decides and leases with a new snapshot.
  *
  * Holding the bucket, the claim's new snapshot shows every write that could
- * block an aggregate: all earlier holders of the bucket have committed or
- * aborted, and no writer of the aggregate is in flight.  So another relay's
- * lease, a retry wait set by mark_failed, and an earlier event enqueued by a
+ * block an aggregate: all earlier writers of the aggregate have committed
+ * or aborted, and no writer of it is in flight.  So another relay's lease,
+ * a retry wait set by mark_failed, and an earlier event enqueued by a
  * transaction that commits after a later one (identity values are drawn in
- * insert order, not commit order) are all seen, or the aggregate is skipped
- * this time.  Relays never wait for each other: a relay that finds a bucket
- * busy takes other aggregates.  claim_events therefore needs READ COMMITTED
- * (a snapshot per statement) and should run in its own short transaction.
+ * insert order, not commit order) are all seen, or the aggregate is
+ * skipped this time.  Relays never wait for each other: a relay that finds
+ * a bucket busy takes other aggregates.  claim_events therefore needs READ
+ * COMMITTED (a snapshot per statement) and should run in its own short
+ * transaction.
+ *
+ * Leases.  Each claim_events call leases its events under a new token and
+ * counts a takeover on an event whose previous lease ran out unmarked.
+ * mark_published and mark_failed with a token change only the events
+ * leased under it.  Without a token nothing tells the calling relay apart
+ * from another one, so they change only events whose lease was never taken
+ * over: a relay whose lease was taken over can then change nothing,
+ * whatever connection its mark arrives on, and the relay holding a
+ * taken-over lease passes its token.
+ *
+ * Each call reads the clock once, when it starts its work, and leases,
+ * retry times and publication times are that reading plus what is due.
  *
  *-------------------------------------------------------------------------
  */
@@ -61,7 +85,6 @@
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
-#include "utils/hsearch.h"
 #include "utils/json.h"
 #include "utils/pg_lsn.h"
 #include "utils/tuplestore.h"
@@ -71,9 +94,19 @@
 /* Channel of enqueue_event's notifications and prefix of emit_event's messages. */
 #define OUTBOX_CHANNEL "idempotency_outbox"
 
-/* Advisory lock space of the per-aggregate buckets ("OUTB"). */
+/*
+ * The outbox's advisory locks (see the locking rules above): class "OUTB",
+ * objsubid 4; objid a bucket, all buckets, or a quiet commit's slot.
+ */
 #define OUTBOX_LOCK_CLASS 0x4F555442
+#define OUTBOX_LOCK_SPACE 4
 #define OUTBOX_LOCK_BUCKETS 1024
+#define OUTBOX_LOCK_ALL OUTBOX_LOCK_BUCKETS
+#define OUTBOX_LOCK_QUIET (OUTBOX_LOCK_ALL + 1)
+#define OUTBOX_QUIET_SLOTS 16
+
+/* Most buckets a transaction locks for writing; beyond, OUTBOX_LOCK_ALL. */
+#define OUTBOX_XACT_BUCKETS 64
 
 /* Longest retry delay of mark_failed, in seconds. */
 #define OUTBOX_MAX_BACKOFF_SECS 3600.0
@@ -165,15 +198,26 @@ static IdemQuery read_aggregates = {
 /*
  * The lease: $1 now, $2 the events decided on, $3 lease, $4 the lease
  * token of this call.  Each row comes back whole, as the table's row type
- * (dropped columns included), for claim_events to return.
+ * (dropped columns included), for claim_events to return.  From 1.3 on it
+ * also counts a takeover on an event whose previous lease ran out unmarked
+ * (a free event with a lease end: mark_published and mark_failed clear it).
  */
+#define LEASE_EVENTS(takeover) \
+	"WITH claimed AS (" \
+	" UPDATE idempotency.outbox_events e SET locked_until = $1" PLUS "$3," \
+	" lease_token = $4" takeover \
+	" WHERE e.id" EQ "ANY ($2) AND " PENDING("e") " AND " FREE("e") \
+	" RETURNING e.id, e)" \
+	" SELECT id, e FROM claimed ORDER BY id"
+
 static IdemQuery lease_events = {
-	.sql = "WITH claimed AS ("
-	" UPDATE idempotency.outbox_events e SET locked_until = $1" PLUS "$3,"
-	" lease_token = $4"
-	" WHERE e.id" EQ "ANY ($2) AND " PENDING("e") " AND " FREE("e")
-	" RETURNING e.id, e)"
-	" SELECT id, e FROM claimed ORDER BY id",
+	.sql = LEASE_EVENTS(", takeovers = e.takeovers" PLUS
+						"(e.locked_until IS NOT NULL)::pg_catalog.int4"),
+	.nargs = 4, .argtypes = {TIMESTAMPTZOID, INT8ARRAYOID, INTERVALOID, INT8OID}
+};
+
+static IdemQuery lease_events_1_1 = {
+	.sql = LEASE_EVENTS(""),
 	.nargs = 4, .argtypes = {TIMESTAMPTZOID, INT8ARRAYOID, INTERVALOID, INT8OID}
 };
 
@@ -187,40 +231,58 @@ static IdemQuery find_aggregates = {
 
 /*
  * The events of a mark_published or mark_failed call that the calling
- * relay may still mark: $1 ids, $3 their lease tokens (NULL: not checked).
- * An event whose lease another relay has taken over since carries that
- * relay's token, so a late call from the first one changes nothing.
+ * relay may still mark: $1 ids (each row once, however often its id is
+ * given), $3 the lease token.  With a token, the events leased under it;
+ * without, the events whose lease no relay has taken over (see "Leases"
+ * above).  A database not yet updated to 1.3 has no takeovers column: a
+ * mark without a token is not checked there.
  */
 #define MARKABLE \
-	" FROM ROWS FROM (pg_catalog.unnest($1::pg_catalog.int8[])," \
-	"  pg_catalog.unnest($3::pg_catalog.int8[])) AS m(id, token)" \
-	" WHERE e.id" EQ "m.id AND " PENDING("e") \
-	" AND (m.token IS NULL OR e.lease_token" EQ "m.token)"
+	" WHERE e.id" EQ "ANY ($1) AND " PENDING("e") \
+	" AND ($3 IS NULL AND e.takeovers" EQ "0 OR e.lease_token" EQ "$3)"
+#define MARKABLE_1_1 \
+	" WHERE e.id" EQ "ANY ($1) AND " PENDING("e") \
+	" AND ($3 IS NULL OR e.lease_token" EQ "$3)"
 
-/* $1 ids, $2 now, $3 lease tokens */
-static IdemQuery publish_events = {
-	.sql = "UPDATE idempotency.outbox_events e"
+/* $1 ids, $2 now, $3 lease token */
+#define PUBLISH_EVENTS \
+	"UPDATE idempotency.outbox_events e" \
 	" SET published_at = $2, locked_until = NULL"
-	MARKABLE,
-	.nargs = 3, .argtypes = {INT8ARRAYOID, TIMESTAMPTZOID, INT8ARRAYOID}
+
+static IdemQuery publish_events = {
+	.sql = PUBLISH_EVENTS MARKABLE,
+	.nargs = 3, .argtypes = {INT8ARRAYOID, TIMESTAMPTZOID, INT8OID}
+};
+
+static IdemQuery publish_events_1_1 = {
+	.sql = PUBLISH_EVENTS MARKABLE_1_1,
+	.nargs = 3, .argtypes = {INT8ARRAYOID, TIMESTAMPTZOID, INT8OID}
 };
 
 /*
- * $1 ids, $2 now, $3 lease tokens, $4 error, $5 max attempts, $6 first
+ * $1 ids, $2 now, $3 lease token, $4 error, $5 max attempts, $6 first
  * backoff in seconds.  The n-th failure waits backoff * 2^(n-1), at most
  * an hour; failure number max attempts makes the event dead.
  */
-static IdemQuery fail_events = {
-	.sql = "UPDATE idempotency.outbox_events e"
-	" SET attempts = e.attempts" PLUS "1, last_error = $4, locked_until = NULL,"
-	" next_attempt_at = CASE WHEN e.attempts" PLUS "1" GE "$5 THEN NULL"
-	"  ELSE $2" PLUS "pg_catalog.make_interval(secs => LEAST("
-	"  $6" TIMES "pg_catalog.power(2::pg_catalog.float8,"
-	"  LEAST(e.attempts, 30)::pg_catalog.float8), "
-	CppAsString2(OUTBOX_MAX_BACKOFF_SECS) "::pg_catalog.float8)) END,"
+#define FAIL_EVENTS \
+	"UPDATE idempotency.outbox_events e" \
+	" SET attempts = e.attempts" PLUS "1, last_error = $4, locked_until = NULL," \
+	" next_attempt_at = CASE WHEN e.attempts" PLUS "1" GE "$5 THEN NULL" \
+	"  ELSE $2" PLUS "pg_catalog.make_interval(secs => LEAST(" \
+	"  $6" TIMES "pg_catalog.power(2::pg_catalog.float8," \
+	"  LEAST(e.attempts, 30)::pg_catalog.float8), " \
+	CppAsString2(OUTBOX_MAX_BACKOFF_SECS) "::pg_catalog.float8)) END," \
 	" dead_at = CASE WHEN e.attempts" PLUS "1" GE "$5 THEN $2 END"
-	MARKABLE,
-	.nargs = 6, .argtypes = {INT8ARRAYOID, TIMESTAMPTZOID, INT8ARRAYOID, TEXTOID,
+
+static IdemQuery fail_events = {
+	.sql = FAIL_EVENTS MARKABLE,
+	.nargs = 6, .argtypes = {INT8ARRAYOID, TIMESTAMPTZOID, INT8OID, TEXTOID,
+	INT4OID, FLOAT8OID}
+};
+
+static IdemQuery fail_events_1_1 = {
+	.sql = FAIL_EVENTS MARKABLE_1_1,
+	.nargs = 6, .argtypes = {INT8ARRAYOID, TIMESTAMPTZOID, INT8OID, TEXTOID,
 	INT4OID, FLOAT8OID}
 };
 
@@ -252,10 +314,14 @@ PG_FUNCTION_INFO_V1(idempotency_enqueue_event);
 PG_FUNCTION_INFO_V1(idempotency_enqueue_events);
 PG_FUNCTION_INFO_V1(idempotency_emit_event);
 PG_FUNCTION_INFO_V1(idempotency_claim_events);
+PG_FUNCTION_INFO_V1(idempotency_claim_events_1_3);
 PG_FUNCTION_INFO_V1(idempotency_mark_published);
 PG_FUNCTION_INFO_V1(idempotency_mark_published_1_1);
+PG_FUNCTION_INFO_V1(idempotency_mark_published_1_3);
 PG_FUNCTION_INFO_V1(idempotency_mark_failed);
 PG_FUNCTION_INFO_V1(idempotency_mark_failed_1_1);
+PG_FUNCTION_INFO_V1(idempotency_mark_failed_1_3);
+PG_FUNCTION_INFO_V1(idempotency_outbox_quiet_commits);
 PG_FUNCTION_INFO_V1(idempotency_process_once);
 PG_FUNCTION_INFO_V1(idempotency_process_once_batch);
 
@@ -270,16 +336,79 @@ aggregate_bucket(text *aggregate_type, text *aggregate_id)
 }
 
 /*
- * Take a bucket lock until the end of the transaction; with dont_wait,
- * false when another transaction holds it in a conflicting mode.
+ * The tag of the outbox lock "objid" (a bucket, OUTBOX_LOCK_ALL or a quiet
+ * commit's slot) of this database.
  */
-static bool
-lock_bucket(uint32 bucket, LOCKMODE mode, bool dont_wait)
+static void
+outbox_lock_tag(LOCKTAG *tag, uint32 objid)
+{
+	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, OUTBOX_LOCK_CLASS, objid,
+						 OUTBOX_LOCK_SPACE);
+}
+
+/*
+ * Take the outbox lock "objid" until the end of the transaction.  With
+ * dont_wait, LOCKACQUIRE_NOT_AVAIL when another transaction holds it in a
+ * conflicting mode; LOCKACQUIRE_OK for a new lock, else one this
+ * transaction held already.
+ */
+static LockAcquireResult
+lock_outbox(uint32 objid, LOCKMODE mode, bool dont_wait)
 {
 	LOCKTAG		tag;
 
-	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, OUTBOX_LOCK_CLASS, bucket, 2);
-	return LockAcquire(&tag, mode, false, dont_wait) != LOCKACQUIRE_NOT_AVAIL;
+	outbox_lock_tag(&tag, objid);
+	return LockAcquire(&tag, mode, false, dont_wait);
+}
+
+/*
+ * Buckets this transaction has locked for writing so far, and whether the
+ * transaction callback is registered.  The count is reset when the top
+ * transaction ends; a rolled-back subtransaction releases its locks but
+ * not its count, which only makes OUTBOX_LOCK_ALL come sooner.
+ */
+static int	xact_bucket_locks = 0;
+static bool outbox_callback_registered = false;
+
+static void outbox_xact_callback(XactEvent event, void *arg);
+
+/*
+ * Register outbox_xact_callback() once per backend.
+ */
+static void
+register_outbox_callback(void)
+{
+	if (!outbox_callback_registered)
+	{
+		RegisterXactCallback(outbox_xact_callback, NULL);
+		outbox_callback_registered = true;
+	}
+}
+
+/*
+ * Before this transaction writes events, or retry waits, of the aggregates
+ * whose buckets are in "buckets": hold each of them in share mode until
+ * the transaction ends, or OUTBOX_LOCK_ALL once the transaction would hold
+ * more than OUTBOX_XACT_BUCKETS buckets (see the locking rules above).
+ */
+static void
+lock_buckets_for_write(Bitmapset *buckets)
+{
+	int			bucket = -1;
+
+	register_outbox_callback();
+	if (xact_bucket_locks + bms_num_members(buckets) > OUTBOX_XACT_BUCKETS)
+	{
+		/* after the first time, only a local count goes up */
+		(void) lock_outbox(OUTBOX_LOCK_ALL, ShareLock, false);
+		return;
+	}
+	while ((bucket = bms_next_member(buckets, bucket)) >= 0)
+	{
+		CHECK_FOR_INTERRUPTS();
+		if (lock_outbox((uint32) bucket, ShareLock, false) == LOCKACQUIRE_OK)
+			xact_bucket_locks++;
+	}
 }
 
 /*
@@ -321,50 +450,89 @@ event_args(FunctionCallInfo fcinfo, text **aggregate_type,
 /*
  * Waking the relays.  A transaction that enqueued events notifies channel
  * idempotency_outbox when it commits (the payload: the aggregate type of
- * its first event), unless the last notification of this session
- * committed less than idempotency.outbox_notify_interval ago.  PostgreSQL
+ * its first event), unless the last notification of this session became
+ * visible less than idempotency.outbox_notify_interval ago.  PostgreSQL
  * commits notifying transactions one at a time, so a producer that
  * notified at every commit would lose group commit; with the interval,
  * each session notifies at most once per interval.
  *
- * No event is left behind: the relay that the session's last notification
- * woke drains the outbox, and after its last empty claim_events() it looks
- * once more, twice the interval later, before it waits (doc/guide.md,
- * "Relays").  A commit that skipped its notification decided at its
- * pre-commit, less than one interval after that notification's commit, so
- * the second look sees it.  The decision is made at pre-commit, so a
- * rolled-back or prepared transaction never counts as a notification.
+ * A commit that skips its notification (a quiet commit) is covered by the
+ * relay that the session's last notification woke: after its last empty
+ * claim_events() that relay looks again twice the interval later, and
+ * keeps looking every twice the interval for as long as quiet commits are
+ * in flight (outbox_quiet_commits(), read before each look).  A quiet
+ * commit holds the lock of its slot (OUTBOX_LOCK_QUIET + pid modulo
+ * OUTBOX_QUIET_SLOTS) in share mode from before its decision until it is
+ * visible (transaction locks are released after that), and decides less
+ * than one interval after the visibility of that notification (read just
+ * after it, in the commit callback: the relay's twice the interval leaves
+ * an interval for that), so before the relay's first look again: at each
+ * look the quiet commit is either
+ * visible, and found, or still counted, and looked for again.  However long
+ * its commit takes (a synchronous standby, a slow WAL flush), no quiet
+ * commit is left behind.  The decision is made at pre-commit, so a
+ * rolled-back or prepared transaction never counts as a notification, and
+ * a prepared one notifies no one.
  */
-static bool relay_callback_registered = false;
 static bool xact_enqueued = false;
 static bool xact_notified = false;
 static char xact_payload[IDEM_MAX_NAME_CHARS * MAX_MULTIBYTE_CHAR_LEN + 1];
 static TimestampTz last_notify_committed = 0;
 
+/*
+ * Is the last notification of this session less than the interval old?
+ */
+static bool
+within_notify_interval(void)
+{
+	return idem_outbox_notify_interval > 0 &&
+		!TimestampDifferenceExceeds(last_notify_committed, GetCurrentTimestamp(),
+									idem_outbox_notify_interval);
+}
+
+/*
+ * At the pre-commit of a transaction that enqueued events: notify, or
+ * commit quietly holding the quiet commit lock (see above).
+ */
 static void
-relay_xact_callback(XactEvent event, void *arg pg_attribute_unused())
+notify_or_stay_quiet(void)
+{
+	if (within_notify_interval())
+	{
+		LOCKTAG		tag;
+
+		/* counted first, then decided: never quiet and uncounted */
+		outbox_lock_tag(&tag, OUTBOX_LOCK_QUIET +
+						(uint32) MyProcPid % OUTBOX_QUIET_SLOTS);
+		(void) LockAcquire(&tag, ShareLock, false, false);
+		if (within_notify_interval())
+			return;
+		(void) LockRelease(&tag, ShareLock, false);
+	}
+	Async_Notify(OUTBOX_CHANNEL, xact_payload);
+	xact_notified = true;
+}
+
+static void
+outbox_xact_callback(XactEvent event, void *arg pg_attribute_unused())
 {
 	switch (event)
 	{
 		case XACT_EVENT_PRE_COMMIT:
-			if (xact_enqueued && idem_outbox_notify &&
-				(idem_outbox_notify_interval == 0 ||
-				 TimestampDifferenceExceeds(last_notify_committed,
-											GetCurrentTimestamp(),
-											idem_outbox_notify_interval)))
-			{
-				Async_Notify(OUTBOX_CHANNEL, xact_payload);
-				xact_notified = true;
-			}
+			if (xact_enqueued && idem_outbox_notify)
+				notify_or_stay_quiet();
 			break;
 		case XACT_EVENT_COMMIT:
+			/* the transaction is visible now */
 			if (xact_notified)
 				last_notify_committed = GetCurrentTimestamp();
 			xact_enqueued = xact_notified = false;
+			xact_bucket_locks = 0;
 			break;
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PREPARE:
 			xact_enqueued = xact_notified = false;
+			xact_bucket_locks = 0;
 			break;
 		default:
 			break;
@@ -377,11 +545,7 @@ relay_xact_callback(XactEvent event, void *arg pg_attribute_unused())
 static void
 wake_relays_at_commit(text *aggregate_type)
 {
-	if (!relay_callback_registered)
-	{
-		RegisterXactCallback(relay_xact_callback, NULL);
-		relay_callback_registered = true;
-	}
+	register_outbox_callback();
 	if (!xact_enqueued)
 		text_to_cstring_buffer(aggregate_type, xact_payload,
 							   sizeof(xact_payload));
@@ -415,8 +579,8 @@ idempotency_enqueue_event(PG_FUNCTION_ARGS)
 		nulls[4] = 'n';
 
 	/* Before the id is drawn: see the locking rules above. */
-	lock_bucket(aggregate_bucket(aggregate_type, aggregate_id), ShareLock,
-				false);
+	lock_buckets_for_write(bms_make_singleton((int) aggregate_bucket(aggregate_type,
+																	 aggregate_id)));
 
 	(void) idem_run_as_owner(&insert_event, values, nulls, false, &id, &isnull);
 	wake_relays_at_commit(aggregate_type);
@@ -542,7 +706,7 @@ idempotency_enqueue_events(PG_FUNCTION_ARGS)
 	bool	   *header_nulls;
 	Datum		values[5];
 	char		nulls[5] = "    ";
-	Bitmapset  *locked = NULL;
+	Bitmapset  *buckets = NULL;
 	int			n;
 	int			i;
 
@@ -566,15 +730,12 @@ idempotency_enqueue_events(PG_FUNCTION_ARGS)
 	 */
 	for (i = 0; i < n; i++)
 	{
-		uint32		bucket = aggregate_bucket(DatumGetTextPP(types[i]),
-											  DatumGetTextPP(ids[i]));
-
-		if (!bms_is_member((int) bucket, locked))
-		{
-			lock_bucket(bucket, ShareLock, false);
-			locked = bms_add_member(locked, (int) bucket);
-		}
+		CHECK_FOR_INTERRUPTS();
+		buckets = bms_add_member(buckets,
+								 (int) aggregate_bucket(DatumGetTextPP(types[i]),
+														DatumGetTextPP(ids[i])));
 	}
+	lock_buckets_for_write(buckets);
 
 	for (i = 0; i < 5; i++)
 		values[i] = PG_ARGISNULL(i) ? (Datum) 0 : PG_GETARG_DATUM(i);
@@ -684,7 +845,8 @@ lock_candidates(Datum now, int32 batch, int64 **ids)
 
 		CHECK_FOR_INTERRUPTS();
 		if (bucket_state[bucket] == 0)
-			bucket_state[bucket] = lock_bucket(bucket, ExclusiveLock, true) ? 1 : 2;
+			bucket_state[bucket] =
+				lock_outbox(bucket, ExclusiveLock, true) != LOCKACQUIRE_NOT_AVAIL ? 1 : 2;
 		if (bucket_state[bucket] == 1)
 			(*ids)[n++] = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[row],
 													  SPI_tuptable->tupdesc,
@@ -735,107 +897,18 @@ choose_events(Datum now, const int64 *ids, int n, int64 *chosen)
 }
 
 /*
- * The lease tokens of the events this backend has claimed and not yet
- * marked, by event id: mark_published() and mark_failed() without a token
- * check each event against the lease this session took, so that a relay
- * that lost its lease to another relay cannot mark the event any more.
- * Forgotten when marked; a relay that claims more than LEASE_MEMORY_SIZE
- * events without marking them loses the memory (its later marks are then
- * not checked; pass the token to keep the check).
- */
-#define LEASE_MEMORY_SIZE 65536
-
-typedef struct LeaseEntry
-{
-	int64		id;				/* hash key */
-	int64		token;
-} LeaseEntry;
-
-static HTAB *lease_memory = NULL;
-
-static void
-remember_lease(int64 id, int64 token)
-{
-	LeaseEntry *entry;
-
-	if (lease_memory != NULL &&
-		hash_get_num_entries(lease_memory) >= LEASE_MEMORY_SIZE)
-	{
-		hash_destroy(lease_memory);
-		lease_memory = NULL;
-	}
-	if (lease_memory == NULL)
-	{
-		HASHCTL		ctl;
-
-		ctl.keysize = sizeof(int64);
-		ctl.entrysize = sizeof(LeaseEntry);
-		lease_memory = hash_create("idempotency outbox leases", 256, &ctl,
-								   HASH_ELEM | HASH_BLOBS);
-	}
-	entry = hash_search(lease_memory, &id, HASH_ENTER, NULL);
-	entry->token = token;
-}
-
-/*
- * The lease tokens to check for the events "ids" (an int8[] Datum): the
- * caller's "token" for every event when given, else the token this session
- * leased each one with (NULL for an event it did not lease).  The events
- * are forgotten: they are being marked.
+ * claim_events(batch int, lease interval) RETURNS SETOF outbox_events: up
+ * to batch free events, oldest first, leased to the caller for lease from
+ * the call's clock reading.  Every event of one call carries the same new
+ * lease_token.  "lease_query" is the lease of the database's version.
  */
 static Datum
-lease_tokens(Datum ids, bool token_given, int64 token)
-{
-	ArrayType  *array = DatumGetArrayTypeP(ids);
-	Datum	   *elems;
-	bool	   *elem_nulls;
-	Datum	   *tokens;
-	bool	   *token_nulls;
-	int			nelems;
-	int			dims[1];
-	int			lbs[1] = {1};
-	int			i;
-
-	deconstruct_array(array, INT8OID, sizeof(int64), FLOAT8PASSBYVAL,
-					  TYPALIGN_DOUBLE, &elems, &elem_nulls, &nelems);
-	tokens = palloc(sizeof(Datum) * Max(nelems, 1));
-	token_nulls = palloc(sizeof(bool) * Max(nelems, 1));
-	for (i = 0; i < nelems; i++)
-	{
-		LeaseEntry *entry = NULL;
-		int64		id;
-
-		token_nulls[i] = !token_given;
-		tokens[i] = Int64GetDatum(token);
-		if (elem_nulls[i])
-			continue;
-		id = DatumGetInt64(elems[i]);
-		if (lease_memory != NULL)
-			entry = hash_search(lease_memory, &id, HASH_REMOVE, NULL);
-		if (!token_given && entry != NULL)
-		{
-			tokens[i] = Int64GetDatum(entry->token);
-			token_nulls[i] = false;
-		}
-	}
-	dims[0] = nelems;
-	return PointerGetDatum(construct_md_array(tokens, token_nulls, 1, dims, lbs,
-											  INT8OID, sizeof(int64),
-											  FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
-}
-
-/*
- * claim_events(batch int, lease interval) RETURNS SETOF outbox_events: up
- * to batch free events, oldest first, leased to the caller for lease.
- * Every event of one call carries the same new lease_token.
- */
-Datum
-idempotency_claim_events(PG_FUNCTION_ARGS)
+claim_events(FunctionCallInfo fcinfo, IdemQuery *lease_query)
 {
 	int32		batch = idem_arg_positive_int(fcinfo, 0, "batch");
 	Interval   *lease = idem_arg_interval(fcinfo, 1, "lease", NULL);
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	Datum		now = TimestampTzGetDatum(GetCurrentStatementStartTimestamp());
+	Datum		now = TimestampTzGetDatum(GetCurrentTimestamp());
 	int64	   *ids;
 	int64	   *chosen = NULL;
 	int			nids;
@@ -851,6 +924,11 @@ idempotency_claim_events(PG_FUNCTION_ARGS)
 	InitMaterializedSRF(fcinfo, 0);
 
 	PreventCommandIfReadOnly("idempotency.claim_events()");
+
+	/* a writer holding every bucket: nothing can be handed out safely */
+	if (lock_outbox(OUTBOX_LOCK_ALL, RowExclusiveLock, true) == LOCKACQUIRE_NOT_AVAIL)
+		return (Datum) 0;
+
 	idem_become_owner(&owner);
 	SPI_connect();
 	nids = lock_candidates(now, batch, &ids);
@@ -871,11 +949,10 @@ idempotency_claim_events(PG_FUNCTION_ARGS)
 		values[1] = id_array(chosen, nids);
 		values[2] = IntervalPGetDatum(lease);
 		values[3] = Int64GetDatum(token);
-		nclaimed = idem_run(&lease_events, values, NULL, false, 0);
+		nclaimed = idem_run(lease_query, values, NULL, false, 0);
 		for (row = 0; row < nclaimed; row++)
 		{
 			bool		isnull;
-			int64		id = DatumGetInt64(idem_get_row_column(row, 1, &isnull));
 			HeapTupleHeader event = DatumGetHeapTupleHeader(idem_get_row_column(row, 2, &isnull));
 			HeapTupleData tuple;
 
@@ -886,12 +963,26 @@ idempotency_claim_events(PG_FUNCTION_ARGS)
 			tuple.t_tableOid = InvalidOid;
 			tuple.t_data = event;
 			tuplestore_puttuple(rsinfo->setResult, &tuple);
-			remember_lease(id, token);
 		}
 	}
 	SPI_finish();
 	idem_restore_user(&owner);
 	return (Datum) 0;
+}
+
+/*
+ * claim_events of 1.3, which counts takeovers, and of 1.1 and 1.2.
+ */
+Datum
+idempotency_claim_events_1_3(PG_FUNCTION_ARGS)
+{
+	return claim_events(fcinfo, &lease_events);
+}
+
+Datum
+idempotency_claim_events(PG_FUNCTION_ARGS)
+{
+	return claim_events(fcinfo, &lease_events_1_1);
 }
 
 /*
@@ -905,44 +996,62 @@ ids_arg(FunctionCallInfo fcinfo)
 }
 
 /*
- * The optional lease_token argument of the 1.1 mark_published and
- * mark_failed (argument "argno"); the 1.0 signatures lack it.
+ * The optional lease_token argument of mark_published and mark_failed
+ * (argument "argno"; the 1.0 signatures lack it), as a query argument.
  */
-static bool
-lease_token_arg(FunctionCallInfo fcinfo, int argno, int64 *token)
+static void
+lease_token_arg(FunctionCallInfo fcinfo, int argno, Datum *value, char *null)
 {
 	if (PG_NARGS() <= argno || PG_ARGISNULL(argno))
-		return false;
-	*token = PG_GETARG_INT64(argno);
-	return true;
+	{
+		*value = (Datum) 0;
+		*null = 'n';
+	}
+	else
+		*value = PG_GETARG_DATUM(argno);
 }
 
 /*
  * mark_published(ids bigint[], lease_token bigint) RETURNS int: how many
- * pending events were marked published.  An event whose lease another
- * relay has taken over (checked against lease_token, or without it
- * against the lease this session took) is left alone and not counted.
- * idempotency_mark_published is the 1.0 symbol, without lease_token.
+ * pending events were marked published, at the call's clock reading.  An
+ * event whose lease another relay holds, or has held, is left alone and
+ * not counted: with lease_token, every event not leased under it; without,
+ * every event whose lease was taken over (see "Leases" above).  "query" is
+ * the statement of the database's version.
  */
-Datum
-idempotency_mark_published_1_1(PG_FUNCTION_ARGS)
+static Datum
+mark_published(FunctionCallInfo fcinfo, IdemQuery *query)
 {
 	Datum		values[3];
-	int64		token = 0;
-	bool		token_given = lease_token_arg(fcinfo, 1, &token);
+	char		nulls[3] = {' ', ' ', ' '};
 
 	PreventCommandIfReadOnly("idempotency.mark_published()");
 	values[0] = ids_arg(fcinfo);
-	values[1] = TimestampTzGetDatum(GetCurrentStatementStartTimestamp());
-	values[2] = lease_tokens(values[0], token_given, token);
-	PG_RETURN_INT32((int32) idem_run_as_owner(&publish_events, values, NULL,
-											  false, NULL, NULL));
+	values[1] = TimestampTzGetDatum(GetCurrentTimestamp());
+	lease_token_arg(fcinfo, 1, &values[2], &nulls[2]);
+	PG_RETURN_INT32((int32) idem_run_as_owner(query, values, nulls, false,
+											  NULL, NULL));
+}
+
+/*
+ * mark_published of 1.3, of 1.1 and 1.2, and of 1.0 (without lease_token).
+ */
+Datum
+idempotency_mark_published_1_3(PG_FUNCTION_ARGS)
+{
+	return mark_published(fcinfo, &publish_events);
+}
+
+Datum
+idempotency_mark_published_1_1(PG_FUNCTION_ARGS)
+{
+	return mark_published(fcinfo, &publish_events_1_1);
 }
 
 Datum
 idempotency_mark_published(PG_FUNCTION_ARGS)
 {
-	return idempotency_mark_published_1_1(fcinfo);
+	return mark_published(fcinfo, &publish_events_1_1);
 }
 
 /*
@@ -957,16 +1066,16 @@ interval_seconds(const Interval *span)
 
 /*
  * mark_failed(ids bigint[], error text, lease_token bigint) RETURNS int:
- * puts pending events back after a backoff, or makes them dead; returns
- * how many it changed.  Leases are checked as by mark_published.
- * idempotency_mark_failed is the 1.0 symbol, without lease_token.
+ * puts pending events back after a backoff from the call's clock reading,
+ * or makes them dead; returns how many it changed.  Leases are checked as
+ * by mark_published.
  */
-Datum
-idempotency_mark_failed_1_1(PG_FUNCTION_ARGS)
+static Datum
+mark_failed(FunctionCallInfo fcinfo, IdemQuery *query)
 {
 	Datum		values[6];
-	int64		token = 0;
-	bool		token_given;
+	char		nulls[6] = {' ', ' ', ' ', ' ', ' ', ' '};
+	Bitmapset  *buckets = NULL;
 	uint64		naggregates;
 	uint64		row;
 	int			updated;
@@ -975,9 +1084,8 @@ idempotency_mark_failed_1_1(PG_FUNCTION_ARGS)
 	PreventCommandIfReadOnly("idempotency.mark_failed()");
 	values[0] = ids_arg(fcinfo);
 	idem_require_arg(fcinfo, 1, "error");
-	token_given = lease_token_arg(fcinfo, 2, &token);
-	values[1] = TimestampTzGetDatum(GetCurrentStatementStartTimestamp());
-	values[2] = lease_tokens(values[0], token_given, token);
+	values[1] = TimestampTzGetDatum(GetCurrentTimestamp());
+	lease_token_arg(fcinfo, 2, &values[2], &nulls[2]);
 	values[3] = PG_GETARG_DATUM(1);
 	values[4] = Int32GetDatum(idem_outbox_max_attempts);
 	values[5] = Float8GetDatum(interval_seconds(&idem_outbox_retry_backoff));
@@ -990,19 +1098,58 @@ idempotency_mark_failed_1_1(PG_FUNCTION_ARGS)
 	for (row = 0; row < naggregates; row++)
 	{
 		CHECK_FOR_INTERRUPTS();
-		lock_bucket(row_bucket(row, 1, 2), ShareLock, false);
+		buckets = bms_add_member(buckets, (int) row_bucket(row, 1, 2));
 	}
+	lock_buckets_for_write(buckets);
 
-	updated = idem_run(&fail_events, values, NULL, false, 0);
+	updated = idem_run(query, values, nulls, false, 0);
 	SPI_finish();
 	idem_restore_user(&owner);
 	PG_RETURN_INT32(updated);
 }
 
+/*
+ * mark_failed of 1.3, of 1.1 and 1.2, and of 1.0 (without lease_token).
+ */
+Datum
+idempotency_mark_failed_1_3(PG_FUNCTION_ARGS)
+{
+	return mark_failed(fcinfo, &fail_events);
+}
+
+Datum
+idempotency_mark_failed_1_1(PG_FUNCTION_ARGS)
+{
+	return mark_failed(fcinfo, &fail_events_1_1);
+}
+
 Datum
 idempotency_mark_failed(PG_FUNCTION_ARGS)
 {
-	return idempotency_mark_failed_1_1(fcinfo);
+	return mark_failed(fcinfo, &fail_events_1_1);
+}
+
+/*
+ * outbox_quiet_commits() RETURNS integer: the transactions of this
+ * database that enqueued events, skipped their notification and are not
+ * visible yet (they hold a quiet commit lock; see "Waking the relays").
+ */
+Datum
+idempotency_outbox_quiet_commits(PG_FUNCTION_ARGS)
+{
+	int32		count = 0;
+	uint32		slot;
+
+	for (slot = 0; slot < OUTBOX_QUIET_SLOTS; slot++)
+	{
+		LOCKTAG		tag;
+		int			holders;
+
+		outbox_lock_tag(&tag, OUTBOX_LOCK_QUIET + slot);
+		(void) GetLockConflicts(&tag, ExclusiveLock, &holders);
+		count += holders;
+	}
+	PG_RETURN_INT32(count);
 }
 
 /*

@@ -15,10 +15,11 @@
  *   RELAY_LEASE             lease per claim                (30 seconds)
  *   RELAY_POLL_MS           wait for a notification at most this long,
  *                           then poll (expired leases, retries)  (1000)
- *   RELAY_SECOND_LOOK_MS    after the first empty claim, look once more
- *                           this much later before waiting: twice the
- *                           producers' idempotency.outbox_notify_interval,
- *                           whose commits within it do not notify  (20)
+ *   RELAY_SECOND_LOOK_MS    after an empty claim, look again this much
+ *                           later, and again while quiet commits are in
+ *                           flight, before waiting: twice the producers'
+ *                           idempotency.outbox_notify_interval, whose
+ *                           commits within it do not notify  (20)
  *   RELAY_NAME              name in the sink and the log   (relay-<pid>)
  *   RELAY_PUBLISH_DELAY_MS  pretend each publish takes this long (0)
  *   RELAY_EXIT_WHEN_IDLE_MS exit after finding nothing for this long;
@@ -111,7 +112,9 @@ class Waker {
 /*
  * Publish one claimed batch, in order.  After a failure the later events of
  * that aggregate are not published: they stay leased until their lease runs
- * out, so that they never overtake the failed one.
+ * out, so that they never overtake the failed one.  The marks carry the
+ * batch's lease token: a mark of an event that another relay took over
+ * changes nothing, and one of an event this relay took over needs it.
  */
 async function publishBatch(client, sink, events) {
   const published = [];
@@ -132,10 +135,11 @@ async function publishBatch(client, sink, events) {
     }
   }
   sink.flush();
+  const token = events[0].lease_token;
   if (published.length > 0)
-    await client.query('SELECT idempotency.mark_published($1::bigint[])', [published]);
+    await client.query('SELECT idempotency.mark_published($1::bigint[], $2::bigint)', [published, token]);
   if (failed.length > 0)
-    await client.query('SELECT idempotency.mark_failed($1::bigint[], $2)', [failed, lastError]);
+    await client.query('SELECT idempotency.mark_failed($1::bigint[], $2, $3::bigint)', [failed, lastError, token]);
   return { published: published.length, failed: failed.length };
 }
 
@@ -157,25 +161,36 @@ async function main() {
   await client.query('LISTEN idempotency_outbox');
   log(`started (batch ${config.batch}, lease ${config.lease})`);
 
+  /*
+   * The rule of doc/reference.md ("Waking relays"): claim until a claim
+   * returns nothing; then look again RELAY_SECOND_LOOK_MS later, and again
+   * while quiet commits (of producers that notified less than an interval
+   * ago) were in flight before the look; then wait for a notification.
+   */
   let idleSince = Date.now();
-  let lookedAgain = false;
+  let looking = false;
   while (!stopping) {
     waker.reset();
+    let quiet = 0;
+    if (looking) {
+      const { rows } = await client.query('SELECT idempotency.outbox_quiet_commits() AS n');
+      quiet = rows[0].n;
+    }
     /* Its own short transaction: claim_events wants READ COMMITTED. */
     const { rows } = await client.query(
-      'SELECT id, aggregate_type, aggregate_id, event_type, payload, headers' +
+      'SELECT id, aggregate_type, aggregate_id, event_type, payload, headers, lease_token' +
         ' FROM idempotency.claim_events($1, $2::interval)',
       [config.batch, config.lease]
     );
     if (rows.length === 0) {
       if (config.exitWhenIdleMs > 0 && Date.now() - idleSince >= config.exitWhenIdleMs) break;
-      /* a producer that notified less than an interval ago stays quiet:
-         look once more before waiting for the next notification */
-      await waker.wait(lookedAgain ? config.pollMs : config.secondLookMs);
-      lookedAgain = true;
+      const lookAgain = !looking || quiet > 0;
+      await waker.wait(lookAgain ? config.secondLookMs : config.pollMs);
+      /* after a notification, claim until empty again before looking */
+      looking = lookAgain && !waker.pending;
       continue;
     }
-    lookedAgain = false;
+    looking = false;
     log(`batch start ${rows.length} events, ids ${rows[0].id}..${rows[rows.length - 1].id}`);
     const result = await publishBatch(client, sink, rows);
     log(`batch done ${result.published} published, ${result.failed} failed`);

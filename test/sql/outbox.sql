@@ -65,11 +65,14 @@ SELECT count(idempotency.enqueue_event('order', 'C', 'e' || i, jsonb_build_objec
 SELECT string_agg(event_type, ',' ORDER BY id) FROM idempotency.claim_events(3);
 SELECT string_agg(event_type, ',' ORDER BY id) FROM idempotency.claim_events(3);
 -- a lease that ran out is handed out again (the relay crashed), with the
--- later events of the aggregate
+-- later events of the aggregate; the events taken over count a takeover
 UPDATE idempotency.outbox_events SET locked_until = now() - interval '1 second'
  WHERE aggregate_id = 'C' AND event_type IN ('e1', 'e2', 'e3');
-SELECT string_agg(event_type, ',' ORDER BY id) FROM idempotency.claim_events(10);
+SELECT string_agg(event_type || ':' || takeovers, ',' ORDER BY id) FROM idempotency.claim_events(10);
+-- without a lease token only the events never taken over are marked; the
+-- token of the lease marks the others
 SELECT idempotency.mark_published(array_agg(id)) FROM idempotency.outbox_events WHERE aggregate_id = 'C';
+SELECT idempotency.mark_published(array_agg(id), min(lease_token)) FROM idempotency.outbox_events WHERE aggregate_id = 'C';
 
 -- mark_failed: back into the queue after the backoff; while the event
 -- waits, its aggregate waits, other aggregates do not
