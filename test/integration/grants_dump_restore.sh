@@ -102,7 +102,8 @@ expected=$(q "$ref" "SELECT string_agg(x, E'\n' ORDER BY x COLLATE \"C\") FROM (
      AND p.proname IN ('fingerprint', 'claim', 'complete', 'fail', 'checkpoint', 'release',
                        'lookup', 'execute', 'issue_token', 'consume_token', 'transition',
                        'enqueue_event', 'enqueue_events', 'claim_events', 'mark_published',
-                       'mark_failed', 'emit_event', 'process_once', 'lock_key', 'try_lock')
+                       'mark_failed', 'outbox_quiet_commits', 'emit_event', 'process_once',
+                       'lock_key', 'try_lock')
   UNION ALL SELECT 'relation stalled_keys SELECT'
   UNION ALL SELECT 'relation stats SELECT'
   UNION ALL SELECT 'schema USAGE') s")
