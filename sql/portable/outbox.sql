@@ -1,0 +1,686 @@
+-- sql/portable/outbox.sql: the portable bodies of src/outbox.c, the
+-- transactional outbox (enqueue_event, enqueue_events, emit_event,
+-- claim_events, mark_published, mark_failed, outbox_quiet_commits) and the
+-- inbox (process_once).
+--
+-- They follow the locking rules of src/outbox.c's header: writers hold the
+-- buckets of the aggregates they write in share mode until their
+-- transaction ends (beyond 64 buckets, "all buckets" instead); claim_events
+-- takes "all buckets" and then its candidates' buckets without waiting,
+-- drops what it could not lock, and decides and leases with new snapshots
+-- (PL/pgSQL takes one per statement in READ COMMITTED).  Bucket numbers
+-- are the C's (hashtextextended of the aggregate type, then of its id).
+--
+-- Edition differences (doc/portable.md):
+-- - the locks are pg_advisory_xact_lock(int4, int4) locks, objsubid 2 in
+--   pg_locks (SQL cannot take the C's objsubid 4), classid 1330992194 as
+--   in the C: objid 0-1023 the buckets, 1024-1039 "all buckets", 1040-1055
+--   the quiet commits;
+-- - "all buckets" is 16 stripes: claim_events takes the first of them it
+--   can in exclusive mode (SQL has no row exclusive advisory lock, which
+--   lets claims share it in the C), a writer takes all 16 in share mode;
+--   claim_events hands out nothing when it gets none of them;
+-- - the notification is decided at the transaction's first enqueue, not at
+--   its pre-commit (PL/pgSQL has no commit callback): pg_notify() then, or
+--   a quiet commit's lock from then until the transaction ends; the last
+--   notification's time is a session setting (idempotency_portable.*), set
+--   at that enqueue and so forgotten when the transaction rolls back;
+-- - a transaction that notified cannot be prepared (PostgreSQL refuses
+--   PREPARE TRANSACTION after NOTIFY);
+-- - emit_event calls pg_logical_emit_message(), which the function's owner
+--   needs EXECUTE on.
+
+-- portable helper: since 1.0
+
+-- The lock bucket of an aggregate, as the C computes it (idem_hash_pair()
+-- modulo 1024).
+CREATE FUNCTION idempotency.portable_outbox_bucket(aggregate_type text, aggregate_id text)
+RETURNS integer
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+SELECT (pg_catalog.hashtextextended(aggregate_id COLLATE "C",
+                                    pg_catalog.hashtextextended(aggregate_type COLLATE "C", 0))
+        OPERATOR(pg_catalog.&) 1023)::pg_catalog.int4
+$$;
+
+-- Before this transaction writes events, or retry waits, of the aggregates
+-- in buckets "buckets": hold each bucket in share mode until the
+-- transaction ends, or "all buckets" once the transaction would hold more
+-- than 64.  The buckets held so far are kept in a transaction-local setting.
+CREATE FUNCTION idempotency.portable_outbox_lock_for_write(buckets integer[])
+RETURNS void
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+AS $$
+DECLARE
+    lock_class CONSTANT integer := 1330992194;
+    held text := COALESCE(pg_catalog.current_setting('idempotency_portable.outbox_buckets', true), '');
+    nheld integer;
+    wanted integer[];
+    bucket integer;
+    stripe integer;
+BEGIN
+    IF held OPERATOR(pg_catalog.=) 'all' THEN
+        RETURN;
+    END IF;
+    wanted := ARRAY(SELECT DISTINCT b FROM pg_catalog.unnest(buckets) AS b ORDER BY b);
+    nheld := pg_catalog.length(held) OPERATOR(pg_catalog.-)
+             pg_catalog.length(pg_catalog.replace(held, ',', ''));
+    IF nheld OPERATOR(pg_catalog.>) 0 THEN
+        nheld := nheld OPERATOR(pg_catalog.-) 1;
+    END IF;
+    IF nheld OPERATOR(pg_catalog.+) pg_catalog.cardinality(wanted) OPERATOR(pg_catalog.>) 64 THEN
+        FOR stripe IN 1024 .. 1039 LOOP
+            PERFORM pg_catalog.pg_advisory_xact_lock_shared(lock_class, stripe);
+        END LOOP;
+        PERFORM pg_catalog.set_config('idempotency_portable.outbox_buckets', 'all', true);
+        RETURN;
+    END IF;
+    IF held OPERATOR(pg_catalog.=) '' THEN
+        held := ',';
+    END IF;
+    FOREACH bucket IN ARRAY wanted LOOP
+        IF pg_catalog.strpos(held, ',' OPERATOR(pg_catalog.||) bucket OPERATOR(pg_catalog.||) ',')
+           OPERATOR(pg_catalog.=) 0 THEN
+            PERFORM pg_catalog.pg_advisory_xact_lock_shared(lock_class, bucket);
+            held := held OPERATOR(pg_catalog.||) bucket OPERATOR(pg_catalog.||) ',';
+        END IF;
+    END LOOP;
+    PERFORM pg_catalog.set_config('idempotency_portable.outbox_buckets', held, true);
+END
+$$;
+
+-- A boolean setting, or its default when unset.
+CREATE FUNCTION idempotency.portable_setting_bool(setting text, default_value boolean)
+RETURNS boolean
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+AS $$
+DECLARE
+    value text := pg_catalog.current_setting(setting, true);
+BEGIN
+    IF value IS NULL OR value OPERATOR(pg_catalog.=) '' THEN
+        RETURN default_value;
+    END IF;
+    RETURN value::pg_catalog.bool;
+EXCEPTION WHEN invalid_text_representation THEN
+    RAISE EXCEPTION 'parameter "%" requires a Boolean value', setting
+        USING ERRCODE = 'invalid_parameter_value';
+END
+$$;
+
+-- Wake the relays when this transaction commits, once per transaction
+-- (the payload: the aggregate type of its first event), or commit quietly
+-- holding a quiet commit's lock (see "Waking the relays" in src/outbox.c).
+CREATE FUNCTION idempotency.portable_outbox_wake(aggregate_type text)
+RETURNS void
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+AS $$
+DECLARE
+    interval_ms integer;
+    last_notify text;
+    quiet_slot integer;
+BEGIN
+    IF pg_catalog.current_setting('idempotency_portable.outbox_enqueued', true)
+       OPERATOR(pg_catalog.=) 'on' THEN
+        RETURN;
+    END IF;
+    PERFORM pg_catalog.set_config('idempotency_portable.outbox_enqueued', 'on', true);
+    IF NOT idempotency.portable_setting_bool('idempotency.outbox_notify', true) THEN
+        RETURN;
+    END IF;
+    interval_ms := idempotency.portable_setting_int('idempotency.outbox_notify_interval', 10, 0, 60000);
+    last_notify := pg_catalog.current_setting('idempotency_portable.outbox_last_notify', true);
+    IF interval_ms OPERATOR(pg_catalog.>) 0 AND last_notify IS NOT NULL
+       AND last_notify OPERATOR(pg_catalog.<>) '' THEN
+        quiet_slot := 1040 OPERATOR(pg_catalog.+) pg_catalog.pg_backend_pid() OPERATOR(pg_catalog.%) 16;
+        -- counted first, then decided: never quiet and uncounted
+        IF pg_catalog.extract(epoch FROM pg_catalog.clock_timestamp())
+           OPERATOR(pg_catalog.-) last_notify::pg_catalog.numeric
+           OPERATOR(pg_catalog.<) interval_ms OPERATOR(pg_catalog./) 1000.0 THEN
+            PERFORM pg_catalog.pg_advisory_xact_lock_shared(1330992194, quiet_slot);
+            IF pg_catalog.extract(epoch FROM pg_catalog.clock_timestamp())
+               OPERATOR(pg_catalog.-) last_notify::pg_catalog.numeric
+               OPERATOR(pg_catalog.<) interval_ms OPERATOR(pg_catalog./) 1000.0 THEN
+                RETURN;
+            END IF;
+        END IF;
+    END IF;
+    PERFORM pg_catalog.pg_notify('idempotency_outbox', aggregate_type);
+    -- a session setting: a rollback forgets it, as it forgets the notification
+    PERFORM pg_catalog.set_config('idempotency_portable.outbox_last_notify',
+                                  pg_catalog.extract(epoch FROM pg_catalog.clock_timestamp())::pg_catalog.text,
+                                  false);
+END
+$$;
+
+-- The event arguments of enqueue_event and emit_event (event_args).
+CREATE FUNCTION idempotency.portable_outbox_event_args(aggregate_type text, aggregate_id text,
+                                                      event_type text, payload jsonb)
+RETURNS void
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+AS $$
+BEGIN
+    PERFORM idempotency.portable_arg_name(aggregate_type, 'aggregate_type', 1, 255);
+    PERFORM idempotency.portable_arg_name(aggregate_id, 'aggregate_id', 1, 255);
+    PERFORM idempotency.portable_arg_name(event_type, 'event_type', 1, 255);
+    IF payload IS NULL THEN
+        RAISE EXCEPTION 'payload must not be null'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+END
+$$;
+
+-- An array argument (idem_arg_array): one-dimensional, "expected" elements
+-- when that is not negative, and no NULLs unless nulls_allowed.  Returns
+-- its number of elements.
+CREATE FUNCTION idempotency.portable_arg_array(value anyarray, argname text, expected integer,
+                                               nulls_allowed boolean)
+RETURNS integer
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+AS $$
+DECLARE
+    n integer;
+    i integer;
+BEGIN
+    IF value IS NULL THEN
+        RAISE EXCEPTION '% must not be null', argname
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF pg_catalog.array_ndims(value) OPERATOR(pg_catalog.>) 1 THEN
+        RAISE EXCEPTION '% must be a one-dimensional array', argname
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    n := pg_catalog.cardinality(value);
+    IF expected OPERATOR(pg_catalog.>=) 0 AND n OPERATOR(pg_catalog.<>) expected THEN
+        RAISE EXCEPTION '% has % elements, the other arrays %', argname, n, expected
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Pass one element per event in every array.';
+    END IF;
+    IF NOT nulls_allowed AND pg_catalog.array_position(value, NULL) IS NOT NULL THEN
+        i := pg_catalog.array_position(value, NULL) OPERATOR(pg_catalog.-)
+             pg_catalog.array_lower(value, 1) OPERATOR(pg_catalog.+) 1;
+        RAISE EXCEPTION '% must not contain nulls', argname
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = pg_catalog.format('Element %s is null.', i);
+    END IF;
+    RETURN n;
+END
+$$;
+
+-- A text[] argument whose every element has min_chars..max_chars
+-- characters (idem_arg_name_array).
+CREATE FUNCTION idempotency.portable_arg_name_array(value text[], argname text, min_chars integer,
+                                                    max_chars integer, expected integer)
+RETURNS integer
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+AS $$
+DECLARE
+    n integer := idempotency.portable_arg_array(value, argname, expected, false);
+    element text;
+BEGIN
+    FOREACH element IN ARRAY value LOOP
+        PERFORM idempotency.portable_arg_name(element, argname, min_chars, max_chars);
+    END LOOP;
+    RETURN n;
+END
+$$;
+
+-- claim_events: "takeovers" counts a takeover on an event whose previous
+-- lease ran out unmarked (1.3).
+CREATE FUNCTION idempotency.portable_claim_events(p_batch integer, p_lease interval,
+                                                  takeovers boolean)
+RETURNS SETOF idempotency.outbox_events
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+AS $$
+DECLARE
+    lock_class CONSTANT integer := 1330992194;
+    now timestamptz;
+    stripe integer;
+    got boolean := false;
+    cand_ids bigint[];
+    cand_buckets integer[];
+    locked integer[] := '{}';
+    bucket integer;
+    ids bigint[];
+    chosen bigint[] := '{}';
+    r record;
+    aggregate bigint;
+    blocked boolean := false;
+    first_row boolean := true;
+    token bigint;
+BEGIN
+    IF p_batch IS NULL THEN
+        RAISE EXCEPTION 'batch must not be null'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_batch OPERATOR(pg_catalog.<=) 0 THEN
+        RAISE EXCEPTION 'batch must be positive'
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = pg_catalog.format('The batch given is %s.', p_batch);
+    END IF;
+    p_lease := idempotency.portable_arg_interval(p_lease, 'lease', NULL, NULL);
+    now := pg_catalog.clock_timestamp();
+    IF pg_catalog.current_setting('transaction_isolation') OPERATOR(pg_catalog.<>) 'read committed' THEN
+        RAISE EXCEPTION 'claim_events requires the READ COMMITTED isolation level'
+            USING ERRCODE = 'feature_not_supported',
+                  DETAIL = 'It needs a new snapshot after it has locked the aggregates it hands out.',
+                  HINT = 'Call claim_events in its own READ COMMITTED transaction.';
+    END IF;
+    PERFORM idempotency.portable_prevent_if_read_only('idempotency.claim_events()');
+
+    -- a writer holding every bucket: nothing can be handed out safely
+    FOR i IN 0 .. 15 LOOP
+        stripe := 1024 OPERATOR(pg_catalog.+)
+                  (pg_catalog.pg_backend_pid() OPERATOR(pg_catalog.+) i) OPERATOR(pg_catalog.%) 16;
+        IF pg_catalog.pg_try_advisory_xact_lock(lock_class, stripe) THEN
+            got := true;
+            EXIT;
+        END IF;
+    END LOOP;
+    IF NOT got THEN
+        RETURN;
+    END IF;
+
+    -- 1. candidates, oldest first; keep those whose bucket could be locked
+    SELECT pg_catalog.array_agg(c.id ORDER BY c.id),
+           pg_catalog.array_agg(idempotency.portable_outbox_bucket(c.aggregate_type, c.aggregate_id)
+                                ORDER BY c.id)
+      INTO cand_ids, cand_buckets
+      FROM (SELECT e.id, e.aggregate_type, e.aggregate_id
+              FROM idempotency.outbox_events e
+             WHERE e.published_at IS NULL AND e.dead_at IS NULL
+               AND (e.locked_until IS NULL OR e.locked_until OPERATOR(pg_catalog.<=) now)
+               AND (e.next_attempt_at IS NULL OR e.next_attempt_at OPERATOR(pg_catalog.<=) now)
+               AND NOT (ROW(e.aggregate_type, e.aggregate_id) OPERATOR(pg_catalog.=) ANY (
+                   SELECT h.aggregate_type, h.aggregate_id FROM idempotency.outbox_events h
+                    WHERE h.published_at IS NULL AND h.dead_at IS NULL
+                      AND (h.locked_until IS NOT NULL OR h.next_attempt_at IS NOT NULL)
+                      AND NOT ((h.locked_until IS NULL OR h.locked_until OPERATOR(pg_catalog.<=) now)
+                               AND (h.next_attempt_at IS NULL
+                                    OR h.next_attempt_at OPERATOR(pg_catalog.<=) now))))
+             ORDER BY e.id LIMIT p_batch) c;
+    IF cand_ids IS NULL THEN
+        RETURN;
+    END IF;
+    FOR bucket IN SELECT b FROM pg_catalog.unnest(cand_buckets) WITH ORDINALITY AS u(b, n)
+                   GROUP BY b ORDER BY pg_catalog.min(n) LOOP
+        IF pg_catalog.pg_try_advisory_xact_lock(lock_class, bucket) THEN
+            locked := locked OPERATOR(pg_catalog.||) bucket;
+        END IF;
+    END LOOP;
+    ids := ARRAY(SELECT u.i FROM pg_catalog.unnest(cand_ids, cand_buckets) AS u(i, b)
+                  WHERE u.b OPERATOR(pg_catalog.=) ANY (locked) ORDER BY u.i);
+    IF pg_catalog.cardinality(ids) OPERATOR(pg_catalog.=) 0 THEN
+        RETURN;
+    END IF;
+
+    -- 2. with a new snapshot: keep the candidates preceded in their
+    -- aggregate only by free locked candidates
+    FOR r IN
+        SELECT e.id, e.free, a.last
+          FROM (SELECT c.aggregate_type, c.aggregate_id,
+                       pg_catalog.max(c.id) AS last, pg_catalog.count(*) AS n
+                  FROM idempotency.outbox_events c WHERE c.id OPERATOR(pg_catalog.=) ANY (ids)
+                 GROUP BY c.aggregate_type, c.aggregate_id) a,
+               LATERAL (SELECT e.id,
+                               (e.locked_until IS NULL OR e.locked_until OPERATOR(pg_catalog.<=) now)
+                               AND (e.next_attempt_at IS NULL
+                                    OR e.next_attempt_at OPERATOR(pg_catalog.<=) now) AS free
+                          FROM idempotency.outbox_events e
+                         WHERE e.aggregate_type OPERATOR(pg_catalog.=) a.aggregate_type
+                           AND e.aggregate_id OPERATOR(pg_catalog.=) a.aggregate_id
+                           AND e.id OPERATOR(pg_catalog.<=) a.last
+                           AND e.published_at IS NULL AND e.dead_at IS NULL
+                         ORDER BY e.id LIMIT a.n OPERATOR(pg_catalog.+) 1) e
+         ORDER BY a.last, e.id
+    LOOP
+        IF first_row OR r.last OPERATOR(pg_catalog.<>) aggregate THEN
+            aggregate := r.last;
+            blocked := false;
+            first_row := false;
+        END IF;
+        IF NOT blocked AND r.free AND r.id OPERATOR(pg_catalog.=) ANY (ids) THEN
+            chosen := chosen OPERATOR(pg_catalog.||) r.id;
+        ELSE
+            blocked := true;
+        END IF;
+    END LOOP;
+    IF pg_catalog.cardinality(chosen) OPERATOR(pg_catalog.=) 0 THEN
+        RETURN;
+    END IF;
+
+    -- 3. the lease, under a new token, re-checking each row
+    token := pg_catalog.nextval('idempotency.outbox_lease_seq'::pg_catalog.regclass);
+    IF takeovers THEN
+        RETURN QUERY
+        WITH claimed AS (
+            UPDATE idempotency.outbox_events e
+               SET locked_until = now OPERATOR(pg_catalog.+) p_lease, lease_token = token,
+                   takeovers = e.takeovers OPERATOR(pg_catalog.+)
+                               (e.locked_until IS NOT NULL)::pg_catalog.int4
+             WHERE e.id OPERATOR(pg_catalog.=) ANY (chosen)
+               AND e.published_at IS NULL AND e.dead_at IS NULL
+               AND (e.locked_until IS NULL OR e.locked_until OPERATOR(pg_catalog.<=) now)
+               AND (e.next_attempt_at IS NULL OR e.next_attempt_at OPERATOR(pg_catalog.<=) now)
+            RETURNING e.*)
+        SELECT * FROM claimed ORDER BY claimed.id;
+    ELSE
+        RETURN QUERY
+        WITH claimed AS (
+            UPDATE idempotency.outbox_events e
+               SET locked_until = now OPERATOR(pg_catalog.+) p_lease, lease_token = token
+             WHERE e.id OPERATOR(pg_catalog.=) ANY (chosen)
+               AND e.published_at IS NULL AND e.dead_at IS NULL
+               AND (e.locked_until IS NULL OR e.locked_until OPERATOR(pg_catalog.<=) now)
+               AND (e.next_attempt_at IS NULL OR e.next_attempt_at OPERATOR(pg_catalog.<=) now)
+            RETURNING e.*)
+        SELECT * FROM claimed ORDER BY claimed.id;
+    END IF;
+END
+$$;
+
+-- mark_published (failed false) and mark_failed (failed true).
+-- since_1_3: a mark without a token changes only events never taken over;
+-- before, it was not checked.
+CREATE FUNCTION idempotency.portable_mark_events(p_ids bigint[], p_error text, p_token bigint,
+                                                 failed boolean, since_1_3 boolean)
+RETURNS integer
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+AS $$
+DECLARE
+    now timestamptz;
+    max_attempts integer;
+    backoff interval;
+    backoff_secs float8;
+    months integer;
+    days integer;
+    updated integer;
+BEGIN
+    PERFORM idempotency.portable_prevent_if_read_only(
+        CASE WHEN failed THEN 'idempotency.mark_failed()' ELSE 'idempotency.mark_published()' END);
+    IF p_ids IS NULL THEN
+        RAISE EXCEPTION 'ids must not be null'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF failed AND p_error IS NULL THEN
+        RAISE EXCEPTION 'error must not be null'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    now := pg_catalog.clock_timestamp();
+
+    IF NOT failed THEN
+        UPDATE idempotency.outbox_events e
+           SET published_at = now, locked_until = NULL
+         WHERE e.id OPERATOR(pg_catalog.=) ANY (p_ids)
+           AND e.published_at IS NULL AND e.dead_at IS NULL
+           AND CASE WHEN since_1_3
+                    THEN (p_token IS NULL AND e.takeovers OPERATOR(pg_catalog.=) 0
+                          OR e.lease_token OPERATOR(pg_catalog.=) p_token)
+                    ELSE (p_token IS NULL OR e.lease_token OPERATOR(pg_catalog.=) p_token) END;
+        GET DIAGNOSTICS updated = ROW_COUNT;
+        RETURN updated;
+    END IF;
+
+    max_attempts := idempotency.portable_setting_int('idempotency.outbox_max_attempts', 10, 1, 1000);
+    backoff := idempotency.portable_arg_interval(NULL, 'outbox_retry_backoff',
+                                                 'idempotency.outbox_retry_backoff', '1 second');
+    -- seconds, with months of 30 days and days of 24 hours
+    months := pg_catalog.extract(year FROM backoff)::pg_catalog.int4 OPERATOR(pg_catalog.*) 12
+              OPERATOR(pg_catalog.+) pg_catalog.extract(month FROM backoff)::pg_catalog.int4;
+    days := pg_catalog.extract(day FROM backoff)::pg_catalog.int4;
+    backoff_secs := ((months OPERATOR(pg_catalog.*) 30 OPERATOR(pg_catalog.+) days)
+                     OPERATOR(pg_catalog.*) 86400)::pg_catalog.float8
+                    OPERATOR(pg_catalog.+)
+                    pg_catalog.extract(epoch FROM backoff OPERATOR(pg_catalog.-)
+                                       pg_catalog.make_interval(months => months, days => days))::pg_catalog.float8;
+
+    -- a retry wait blocks the aggregate: no claim may run on it meanwhile
+    PERFORM idempotency.portable_outbox_lock_for_write(ARRAY(
+        SELECT idempotency.portable_outbox_bucket(e.aggregate_type, e.aggregate_id)
+          FROM idempotency.outbox_events e
+         WHERE e.id OPERATOR(pg_catalog.=) ANY (p_ids)
+           AND e.published_at IS NULL AND e.dead_at IS NULL));
+
+    UPDATE idempotency.outbox_events e
+       SET attempts = e.attempts OPERATOR(pg_catalog.+) 1, last_error = p_error, locked_until = NULL,
+           next_attempt_at = CASE WHEN e.attempts OPERATOR(pg_catalog.+) 1 OPERATOR(pg_catalog.>=) max_attempts
+                                  THEN NULL
+                                  ELSE now OPERATOR(pg_catalog.+) pg_catalog.make_interval(secs => LEAST(
+                                      backoff_secs OPERATOR(pg_catalog.*)
+                                      pg_catalog.power(2::pg_catalog.float8,
+                                                       LEAST(e.attempts, 30)::pg_catalog.float8),
+                                      3600::pg_catalog.float8)) END,
+           dead_at = CASE WHEN e.attempts OPERATOR(pg_catalog.+) 1 OPERATOR(pg_catalog.>=) max_attempts
+                          THEN now END
+     WHERE e.id OPERATOR(pg_catalog.=) ANY (p_ids)
+       AND e.published_at IS NULL AND e.dead_at IS NULL
+       AND CASE WHEN since_1_3
+                THEN (p_token IS NULL AND e.takeovers OPERATOR(pg_catalog.=) 0
+                      OR e.lease_token OPERATOR(pg_catalog.=) p_token)
+                ELSE (p_token IS NULL OR e.lease_token OPERATOR(pg_catalog.=) p_token) END;
+    GET DIAGNOSTICS updated = ROW_COUNT;
+    RETURN updated;
+END
+$$;
+
+-- portable: idempotency_enqueue_event
+CREATE FUNCTION idempotency.enqueue_event(
+    aggregate_type text,
+    aggregate_id   text,
+    event_type     text,
+    payload        jsonb,
+    headers        jsonb DEFAULT NULL)
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    new_id bigint;
+BEGIN
+    PERFORM idempotency.portable_outbox_event_args($1, $2, $3, $4);
+    PERFORM idempotency.portable_prevent_if_read_only('idempotency.enqueue_event()');
+    -- before the id is drawn: see the locking rules of src/outbox.c
+    PERFORM idempotency.portable_outbox_lock_for_write(ARRAY[idempotency.portable_outbox_bucket($1, $2)]);
+    INSERT INTO idempotency.outbox_events (aggregate_type, aggregate_id, event_type, payload, headers)
+    VALUES ($1, $2, $3, $4, $5) RETURNING id INTO new_id;
+    PERFORM idempotency.portable_outbox_wake($1);
+    RETURN new_id;
+END
+$$;
+
+-- portable: idempotency_enqueue_events
+CREATE FUNCTION idempotency.enqueue_events(
+    aggregate_types text[],
+    aggregate_ids   text[],
+    event_types     text[],
+    payloads        jsonb[],
+    headers         jsonb[] DEFAULT NULL)
+RETURNS SETOF bigint
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE ROWS 100
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    n integer;
+BEGIN
+    n := idempotency.portable_arg_name_array($1, 'aggregate_types', 1, 255, -1);
+    PERFORM idempotency.portable_arg_name_array($2, 'aggregate_ids', 1, 255, n);
+    PERFORM idempotency.portable_arg_name_array($3, 'event_types', 1, 255, n);
+    PERFORM idempotency.portable_arg_array($4, 'payloads', n, false);
+    IF $5 IS NOT NULL THEN
+        PERFORM idempotency.portable_arg_array($5, 'headers', n, true);
+    END IF;
+    PERFORM idempotency.portable_prevent_if_read_only('idempotency.enqueue_events()');
+    -- before the ids are drawn; each bucket once
+    PERFORM idempotency.portable_outbox_lock_for_write(ARRAY(
+        SELECT idempotency.portable_outbox_bucket(u.t, u.a)
+          FROM pg_catalog.unnest($1, $2) AS u(t, a)));
+    RETURN QUERY
+    INSERT INTO idempotency.outbox_events (aggregate_type, aggregate_id, event_type, payload, headers)
+    SELECT u.t, u.a, u.e, u.p, u.h FROM ROWS FROM (
+        pg_catalog.unnest($1), pg_catalog.unnest($2), pg_catalog.unnest($3),
+        pg_catalog.unnest($4), pg_catalog.unnest($5)) WITH ORDINALITY AS u(t, a, e, p, h, n)
+     ORDER BY u.n
+    RETURNING id;
+    IF n OPERATOR(pg_catalog.>) 0 THEN
+        PERFORM idempotency.portable_outbox_wake($1[pg_catalog.array_lower($1, 1)]);
+    END IF;
+END
+$$;
+
+-- The owner needs EXECUTE on pg_logical_emit_message() (doc/portable.md).
+-- portable: idempotency_emit_event
+CREATE FUNCTION idempotency.emit_event(
+    aggregate_type text,
+    aggregate_id   text,
+    event_type     text,
+    payload        jsonb,
+    headers        jsonb DEFAULT NULL)
+RETURNS pg_catalog.pg_lsn
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM idempotency.portable_outbox_event_args($1, $2, $3, $4);
+    -- the message is WAL: a read-only transaction may not write it
+    PERFORM idempotency.portable_prevent_if_read_only('idempotency.emit_event()');
+    RETURN pg_catalog.pg_logical_emit_message(true, 'idempotency_outbox',
+        '{"aggregate_type": ' OPERATOR(pg_catalog.||) pg_catalog.to_json($1)::pg_catalog.text
+        OPERATOR(pg_catalog.||) ', "aggregate_id": ' OPERATOR(pg_catalog.||) pg_catalog.to_json($2)::pg_catalog.text
+        OPERATOR(pg_catalog.||) ', "event_type": ' OPERATOR(pg_catalog.||) pg_catalog.to_json($3)::pg_catalog.text
+        OPERATOR(pg_catalog.||) ', "payload": ' OPERATOR(pg_catalog.||) $4::pg_catalog.text
+        OPERATOR(pg_catalog.||) ', "headers": ' OPERATOR(pg_catalog.||) COALESCE($5::pg_catalog.text, 'null')
+        OPERATOR(pg_catalog.||) '}');
+END
+$$;
+
+-- portable: idempotency_claim_events
+CREATE FUNCTION idempotency.claim_events(
+    batch integer  DEFAULT 100,
+    lease interval DEFAULT '30 seconds')
+RETURNS SETOF idempotency.outbox_events
+LANGUAGE sql VOLATILE PARALLEL UNSAFE ROWS 100
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$ SELECT * FROM idempotency.portable_claim_events($1, $2, false) $$;
+
+-- portable: idempotency_claim_events_1_3
+CREATE OR REPLACE FUNCTION idempotency.claim_events(
+    batch integer  DEFAULT 100,
+    lease interval DEFAULT '30 seconds')
+RETURNS SETOF idempotency.outbox_events
+LANGUAGE sql VOLATILE PARALLEL UNSAFE ROWS 100
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$ SELECT * FROM idempotency.portable_claim_events($1, $2, true) $$;
+
+-- portable: idempotency_mark_published
+CREATE FUNCTION idempotency.mark_published(ids bigint[])
+RETURNS integer
+LANGUAGE sql VOLATILE PARALLEL UNSAFE
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$ SELECT idempotency.portable_mark_events($1, NULL, NULL, false, false) $$;
+
+-- portable: idempotency_mark_published_1_1
+CREATE FUNCTION idempotency.mark_published(ids bigint[], lease_token bigint DEFAULT NULL)
+RETURNS integer
+LANGUAGE sql VOLATILE PARALLEL UNSAFE
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$ SELECT idempotency.portable_mark_events($1, NULL, $2, false, false) $$;
+
+-- portable: idempotency_mark_published_1_3
+CREATE OR REPLACE FUNCTION idempotency.mark_published(ids bigint[], lease_token bigint DEFAULT NULL)
+RETURNS integer
+LANGUAGE sql VOLATILE PARALLEL UNSAFE
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$ SELECT idempotency.portable_mark_events($1, NULL, $2, false, true) $$;
+
+-- portable: idempotency_mark_failed
+CREATE FUNCTION idempotency.mark_failed(ids bigint[], error text)
+RETURNS integer
+LANGUAGE sql VOLATILE PARALLEL UNSAFE
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$ SELECT idempotency.portable_mark_events($1, $2, NULL, true, false) $$;
+
+-- portable: idempotency_mark_failed_1_1
+CREATE FUNCTION idempotency.mark_failed(ids bigint[], error text, lease_token bigint DEFAULT NULL)
+RETURNS integer
+LANGUAGE sql VOLATILE PARALLEL UNSAFE
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$ SELECT idempotency.portable_mark_events($1, $2, $3, true, false) $$;
+
+-- portable: idempotency_mark_failed_1_3
+CREATE OR REPLACE FUNCTION idempotency.mark_failed(ids bigint[], error text, lease_token bigint DEFAULT NULL)
+RETURNS integer
+LANGUAGE sql VOLATILE PARALLEL UNSAFE
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$ SELECT idempotency.portable_mark_events($1, $2, $3, true, true) $$;
+
+-- The holders of the quiet commits' locks, but this session (as
+-- GetLockConflicts() counts them).
+-- portable: idempotency_outbox_quiet_commits
+CREATE FUNCTION idempotency.outbox_quiet_commits()
+RETURNS integer
+LANGUAGE sql VOLATILE PARALLEL SAFE
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+SELECT pg_catalog.count(*)::pg_catalog.int4
+  FROM pg_catalog.pg_locks l
+ WHERE l.locktype OPERATOR(pg_catalog.=) 'advisory' AND l.granted
+   AND l.database OPERATOR(pg_catalog.=) (SELECT d.oid FROM pg_catalog.pg_database d
+                                           WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database())
+   AND l.classid OPERATOR(pg_catalog.=) '1330992194'::pg_catalog.oid
+   AND l.objsubid OPERATOR(pg_catalog.=) 2
+   AND l.objid OPERATOR(pg_catalog.>=) '1040'::pg_catalog.oid
+   AND l.objid OPERATOR(pg_catalog.<=) '1055'::pg_catalog.oid
+   AND l.pid IS DISTINCT FROM pg_catalog.pg_backend_pid()
+$$;
+
+-- portable: idempotency_process_once
+CREATE FUNCTION idempotency.process_once(consumer text, event_id text)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM idempotency.portable_arg_name($1, 'consumer', 1, 255);
+    PERFORM idempotency.portable_arg_name($2, 'event_id', 1, 255);
+    PERFORM idempotency.portable_prevent_if_read_only('idempotency.process_once()');
+    -- a duplicate that this transaction sees writes nothing
+    PERFORM FROM idempotency.processed_events p
+     WHERE p.consumer OPERATOR(pg_catalog.=) $1 AND p.event_id OPERATOR(pg_catalog.=) $2;
+    IF FOUND THEN
+        RETURN false;
+    END IF;
+    INSERT INTO idempotency.processed_events (consumer, event_id) VALUES ($1, $2)
+    ON CONFLICT DO NOTHING;
+    RETURN FOUND;
+END
+$$;
+
+-- portable: idempotency_process_once_batch
+CREATE FUNCTION idempotency.process_once(consumer text, event_ids text[])
+RETURNS SETOF text
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE ROWS 100
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    sorted text[];
+BEGIN
+    PERFORM idempotency.portable_arg_name($1, 'consumer', 1, 255);
+    PERFORM idempotency.portable_arg_name_array($2, 'event_ids', 1, 255, -1);
+    PERFORM idempotency.portable_prevent_if_read_only('idempotency.process_once()');
+    -- the ids in byte order, each once, marked in that order, so that
+    -- batches sharing ids wait for each other instead of deadlocking
+    sorted := ARRAY(SELECT DISTINCT u.e COLLATE "C" FROM pg_catalog.unnest($2) AS u(e)
+                     ORDER BY 1);
+    -- the ids marked now, in the order of their first occurrence
+    RETURN QUERY
+    WITH marked AS (
+        INSERT INTO idempotency.processed_events (consumer, event_id)
+        SELECT $1, u.e FROM pg_catalog.unnest(sorted) WITH ORDINALITY AS u(e, n) ORDER BY u.n
+        ON CONFLICT DO NOTHING RETURNING event_id)
+    SELECT m.event_id::pg_catalog.text
+      FROM marked m
+      JOIN (SELECT u.e, pg_catalog.min(u.n) AS n
+              FROM pg_catalog.unnest($2) WITH ORDINALITY AS u(e, n) GROUP BY u.e) g
+        ON g.e COLLATE "C" OPERATOR(pg_catalog.=) m.event_id
+     ORDER BY g.n;
+END
+$$;
