@@ -133,11 +133,11 @@ BEGIN
        AND last_notify OPERATOR(pg_catalog.<>) '' THEN
         quiet_slot := 1040 OPERATOR(pg_catalog.+) pg_catalog.pg_backend_pid() OPERATOR(pg_catalog.%) 16;
         -- counted first, then decided: never quiet and uncounted
-        IF pg_catalog.extract(epoch FROM pg_catalog.clock_timestamp())
+        IF EXTRACT(epoch FROM pg_catalog.clock_timestamp())
            OPERATOR(pg_catalog.-) last_notify::pg_catalog.numeric
            OPERATOR(pg_catalog.<) interval_ms OPERATOR(pg_catalog./) 1000.0 THEN
             PERFORM pg_catalog.pg_advisory_xact_lock_shared(1330992194, quiet_slot);
-            IF pg_catalog.extract(epoch FROM pg_catalog.clock_timestamp())
+            IF EXTRACT(epoch FROM pg_catalog.clock_timestamp())
                OPERATOR(pg_catalog.-) last_notify::pg_catalog.numeric
                OPERATOR(pg_catalog.<) interval_ms OPERATOR(pg_catalog./) 1000.0 THEN
                 RETURN;
@@ -147,7 +147,7 @@ BEGIN
     PERFORM pg_catalog.pg_notify('idempotency_outbox', aggregate_type);
     -- a session setting: a rollback forgets it, as it forgets the notification
     PERFORM pg_catalog.set_config('idempotency_portable.outbox_last_notify',
-                                  pg_catalog.extract(epoch FROM pg_catalog.clock_timestamp())::pg_catalog.text,
+                                  EXTRACT(epoch FROM pg_catalog.clock_timestamp())::pg_catalog.text,
                                   false);
 END
 $$;
@@ -224,6 +224,94 @@ BEGIN
 END
 $$;
 
+-- mark_published (failed false) and mark_failed (failed true).
+-- since_1_3: a mark without a token changes only events never taken over;
+-- before, it was not checked.
+CREATE FUNCTION idempotency.portable_mark_events(p_ids bigint[], p_error text, p_token bigint,
+                                                 failed boolean, since_1_3 boolean)
+RETURNS integer
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+AS $$
+DECLARE
+    now timestamptz;
+    max_attempts integer;
+    backoff interval;
+    backoff_secs float8;
+    months integer;
+    days integer;
+    updated integer;
+BEGIN
+    PERFORM idempotency.portable_prevent_if_read_only(
+        CASE WHEN failed THEN 'idempotency.mark_failed()' ELSE 'idempotency.mark_published()' END);
+    IF p_ids IS NULL THEN
+        RAISE EXCEPTION 'ids must not be null'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF failed AND p_error IS NULL THEN
+        RAISE EXCEPTION 'error must not be null'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    now := pg_catalog.clock_timestamp();
+
+    IF NOT failed THEN
+        UPDATE idempotency.outbox_events e
+           SET published_at = now, locked_until = NULL
+         WHERE e.id OPERATOR(pg_catalog.=) ANY (p_ids)
+           AND e.published_at IS NULL AND e.dead_at IS NULL
+           AND CASE WHEN since_1_3
+                    THEN (p_token IS NULL AND e.takeovers OPERATOR(pg_catalog.=) 0
+                          OR e.lease_token OPERATOR(pg_catalog.=) p_token)
+                    ELSE (p_token IS NULL OR e.lease_token OPERATOR(pg_catalog.=) p_token) END;
+        GET DIAGNOSTICS updated = ROW_COUNT;
+        RETURN updated;
+    END IF;
+
+    max_attempts := idempotency.portable_setting_int('idempotency.outbox_max_attempts', 10, 1, 1000);
+    backoff := idempotency.portable_arg_interval(NULL, 'outbox_retry_backoff',
+                                                 'idempotency.outbox_retry_backoff', '1 second');
+    -- seconds, with months of 30 days and days of 24 hours
+    months := EXTRACT(year FROM backoff)::pg_catalog.int4 OPERATOR(pg_catalog.*) 12
+              OPERATOR(pg_catalog.+) EXTRACT(month FROM backoff)::pg_catalog.int4;
+    days := EXTRACT(day FROM backoff)::pg_catalog.int4;
+    backoff_secs := ((months OPERATOR(pg_catalog.*) 30 OPERATOR(pg_catalog.+) days)
+                     OPERATOR(pg_catalog.*) 86400)::pg_catalog.float8
+                    OPERATOR(pg_catalog.+)
+                    EXTRACT(epoch FROM backoff OPERATOR(pg_catalog.-)
+                                       pg_catalog.make_interval(months => months, days => days))::pg_catalog.float8;
+
+    -- a retry wait blocks the aggregate: no claim may run on it meanwhile
+    PERFORM idempotency.portable_outbox_lock_for_write(ARRAY(
+        SELECT idempotency.portable_outbox_bucket(e.aggregate_type, e.aggregate_id)
+          FROM idempotency.outbox_events e
+         WHERE e.id OPERATOR(pg_catalog.=) ANY (p_ids)
+           AND e.published_at IS NULL AND e.dead_at IS NULL));
+
+    UPDATE idempotency.outbox_events e
+       SET attempts = e.attempts OPERATOR(pg_catalog.+) 1, last_error = p_error, locked_until = NULL,
+           next_attempt_at = CASE WHEN e.attempts OPERATOR(pg_catalog.+) 1 OPERATOR(pg_catalog.>=) max_attempts
+                                  THEN NULL
+                                  ELSE now OPERATOR(pg_catalog.+) pg_catalog.make_interval(secs => LEAST(
+                                      backoff_secs OPERATOR(pg_catalog.*)
+                                      pg_catalog.power(2::pg_catalog.float8,
+                                                       LEAST(e.attempts, 30)::pg_catalog.float8),
+                                      3600::pg_catalog.float8)) END,
+           dead_at = CASE WHEN e.attempts OPERATOR(pg_catalog.+) 1 OPERATOR(pg_catalog.>=) max_attempts
+                          THEN now END
+     WHERE e.id OPERATOR(pg_catalog.=) ANY (p_ids)
+       AND e.published_at IS NULL AND e.dead_at IS NULL
+       AND CASE WHEN since_1_3
+                THEN (p_token IS NULL AND e.takeovers OPERATOR(pg_catalog.=) 0
+                      OR e.lease_token OPERATOR(pg_catalog.=) p_token)
+                ELSE (p_token IS NULL OR e.lease_token OPERATOR(pg_catalog.=) p_token) END;
+    GET DIAGNOSTICS updated = ROW_COUNT;
+    RETURN updated;
+END
+$$;
+
+-- portable helper: since 1.1
+
+-- (Since 1.1: its result type, the table's row type, must exist first.
+-- The portable functions serve the tables of 1.3 only.)
 -- claim_events: "takeovers" counts a takeover on an event whose previous
 -- lease ran out unmarked (1.3).
 CREATE FUNCTION idempotency.portable_claim_events(p_batch integer, p_lease interval,
@@ -378,90 +466,6 @@ BEGIN
 END
 $$;
 
--- mark_published (failed false) and mark_failed (failed true).
--- since_1_3: a mark without a token changes only events never taken over;
--- before, it was not checked.
-CREATE FUNCTION idempotency.portable_mark_events(p_ids bigint[], p_error text, p_token bigint,
-                                                 failed boolean, since_1_3 boolean)
-RETURNS integer
-LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
-AS $$
-DECLARE
-    now timestamptz;
-    max_attempts integer;
-    backoff interval;
-    backoff_secs float8;
-    months integer;
-    days integer;
-    updated integer;
-BEGIN
-    PERFORM idempotency.portable_prevent_if_read_only(
-        CASE WHEN failed THEN 'idempotency.mark_failed()' ELSE 'idempotency.mark_published()' END);
-    IF p_ids IS NULL THEN
-        RAISE EXCEPTION 'ids must not be null'
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF failed AND p_error IS NULL THEN
-        RAISE EXCEPTION 'error must not be null'
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    now := pg_catalog.clock_timestamp();
-
-    IF NOT failed THEN
-        UPDATE idempotency.outbox_events e
-           SET published_at = now, locked_until = NULL
-         WHERE e.id OPERATOR(pg_catalog.=) ANY (p_ids)
-           AND e.published_at IS NULL AND e.dead_at IS NULL
-           AND CASE WHEN since_1_3
-                    THEN (p_token IS NULL AND e.takeovers OPERATOR(pg_catalog.=) 0
-                          OR e.lease_token OPERATOR(pg_catalog.=) p_token)
-                    ELSE (p_token IS NULL OR e.lease_token OPERATOR(pg_catalog.=) p_token) END;
-        GET DIAGNOSTICS updated = ROW_COUNT;
-        RETURN updated;
-    END IF;
-
-    max_attempts := idempotency.portable_setting_int('idempotency.outbox_max_attempts', 10, 1, 1000);
-    backoff := idempotency.portable_arg_interval(NULL, 'outbox_retry_backoff',
-                                                 'idempotency.outbox_retry_backoff', '1 second');
-    -- seconds, with months of 30 days and days of 24 hours
-    months := pg_catalog.extract(year FROM backoff)::pg_catalog.int4 OPERATOR(pg_catalog.*) 12
-              OPERATOR(pg_catalog.+) pg_catalog.extract(month FROM backoff)::pg_catalog.int4;
-    days := pg_catalog.extract(day FROM backoff)::pg_catalog.int4;
-    backoff_secs := ((months OPERATOR(pg_catalog.*) 30 OPERATOR(pg_catalog.+) days)
-                     OPERATOR(pg_catalog.*) 86400)::pg_catalog.float8
-                    OPERATOR(pg_catalog.+)
-                    pg_catalog.extract(epoch FROM backoff OPERATOR(pg_catalog.-)
-                                       pg_catalog.make_interval(months => months, days => days))::pg_catalog.float8;
-
-    -- a retry wait blocks the aggregate: no claim may run on it meanwhile
-    PERFORM idempotency.portable_outbox_lock_for_write(ARRAY(
-        SELECT idempotency.portable_outbox_bucket(e.aggregate_type, e.aggregate_id)
-          FROM idempotency.outbox_events e
-         WHERE e.id OPERATOR(pg_catalog.=) ANY (p_ids)
-           AND e.published_at IS NULL AND e.dead_at IS NULL));
-
-    UPDATE idempotency.outbox_events e
-       SET attempts = e.attempts OPERATOR(pg_catalog.+) 1, last_error = p_error, locked_until = NULL,
-           next_attempt_at = CASE WHEN e.attempts OPERATOR(pg_catalog.+) 1 OPERATOR(pg_catalog.>=) max_attempts
-                                  THEN NULL
-                                  ELSE now OPERATOR(pg_catalog.+) pg_catalog.make_interval(secs => LEAST(
-                                      backoff_secs OPERATOR(pg_catalog.*)
-                                      pg_catalog.power(2::pg_catalog.float8,
-                                                       LEAST(e.attempts, 30)::pg_catalog.float8),
-                                      3600::pg_catalog.float8)) END,
-           dead_at = CASE WHEN e.attempts OPERATOR(pg_catalog.+) 1 OPERATOR(pg_catalog.>=) max_attempts
-                          THEN now END
-     WHERE e.id OPERATOR(pg_catalog.=) ANY (p_ids)
-       AND e.published_at IS NULL AND e.dead_at IS NULL
-       AND CASE WHEN since_1_3
-                THEN (p_token IS NULL AND e.takeovers OPERATOR(pg_catalog.=) 0
-                      OR e.lease_token OPERATOR(pg_catalog.=) p_token)
-                ELSE (p_token IS NULL OR e.lease_token OPERATOR(pg_catalog.=) p_token) END;
-    GET DIAGNOSTICS updated = ROW_COUNT;
-    RETURN updated;
-END
-$$;
-
 -- portable: idempotency_enqueue_event
 CREATE FUNCTION idempotency.enqueue_event(
     aggregate_type text,
@@ -557,18 +561,26 @@ CREATE FUNCTION idempotency.claim_events(
     batch integer  DEFAULT 100,
     lease interval DEFAULT '30 seconds')
 RETURNS SETOF idempotency.outbox_events
-LANGUAGE sql VOLATILE PARALLEL UNSAFE ROWS 100
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE ROWS 100
 SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-AS $$ SELECT * FROM idempotency.portable_claim_events($1, $2, false) $$;
+AS $$
+BEGIN
+    RETURN QUERY SELECT * FROM idempotency.portable_claim_events($1, $2, false);
+END
+$$;
 
 -- portable: idempotency_claim_events_1_3
 CREATE OR REPLACE FUNCTION idempotency.claim_events(
     batch integer  DEFAULT 100,
     lease interval DEFAULT '30 seconds')
 RETURNS SETOF idempotency.outbox_events
-LANGUAGE sql VOLATILE PARALLEL UNSAFE ROWS 100
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE ROWS 100
 SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-AS $$ SELECT * FROM idempotency.portable_claim_events($1, $2, true) $$;
+AS $$
+BEGIN
+    RETURN QUERY SELECT * FROM idempotency.portable_claim_events($1, $2, true);
+END
+$$;
 
 -- portable: idempotency_mark_published
 CREATE FUNCTION idempotency.mark_published(ids bigint[])
