@@ -131,15 +131,15 @@ BEGIN
     last_notify := pg_catalog.current_setting('idempotency_portable.outbox_last_notify', true);
     IF interval_ms OPERATOR(pg_catalog.>) 0 AND last_notify IS NOT NULL
        AND last_notify OPERATOR(pg_catalog.<>) '' THEN
-        quiet_slot := 1040 OPERATOR(pg_catalog.+) pg_catalog.pg_backend_pid() OPERATOR(pg_catalog.%) 16;
+        quiet_slot := 1040 OPERATOR(pg_catalog.+) (pg_catalog.pg_backend_pid() OPERATOR(pg_catalog.%) 16);
         -- counted first, then decided: never quiet and uncounted
-        IF EXTRACT(epoch FROM pg_catalog.clock_timestamp())
-           OPERATOR(pg_catalog.-) last_notify::pg_catalog.numeric
-           OPERATOR(pg_catalog.<) interval_ms OPERATOR(pg_catalog./) 1000.0 THEN
+        IF (EXTRACT(epoch FROM pg_catalog.clock_timestamp())
+            OPERATOR(pg_catalog.-) last_notify::pg_catalog.numeric)
+           OPERATOR(pg_catalog.<) (interval_ms OPERATOR(pg_catalog./) 1000.0) THEN
             PERFORM pg_catalog.pg_advisory_xact_lock_shared(1330992194, quiet_slot);
-            IF EXTRACT(epoch FROM pg_catalog.clock_timestamp())
-               OPERATOR(pg_catalog.-) last_notify::pg_catalog.numeric
-               OPERATOR(pg_catalog.<) interval_ms OPERATOR(pg_catalog./) 1000.0 THEN
+            IF (EXTRACT(epoch FROM pg_catalog.clock_timestamp())
+                OPERATOR(pg_catalog.-) last_notify::pg_catalog.numeric)
+               OPERATOR(pg_catalog.<) (interval_ms OPERATOR(pg_catalog./) 1000.0) THEN
                 RETURN;
             END IF;
         END IF;
@@ -358,7 +358,7 @@ BEGIN
     -- a writer holding every bucket: nothing can be handed out safely
     FOR i IN 0 .. 15 LOOP
         stripe := 1024 OPERATOR(pg_catalog.+)
-                  (pg_catalog.pg_backend_pid() OPERATOR(pg_catalog.+) i) OPERATOR(pg_catalog.%) 16;
+                  ((pg_catalog.pg_backend_pid() OPERATOR(pg_catalog.+) i) OPERATOR(pg_catalog.%) 16);
         IF pg_catalog.pg_try_advisory_xact_lock(lock_class, stripe) THEN
             got := true;
             EXIT;
@@ -395,7 +395,7 @@ BEGIN
             locked := locked OPERATOR(pg_catalog.||) bucket;
         END IF;
     END LOOP;
-    ids := ARRAY(SELECT u.i FROM pg_catalog.unnest(cand_ids, cand_buckets) AS u(i, b)
+    ids := ARRAY(SELECT u.i FROM ROWS FROM (pg_catalog.unnest(cand_ids), pg_catalog.unnest(cand_buckets)) AS u(i, b)
                   WHERE u.b OPERATOR(pg_catalog.=) ANY (locked) ORDER BY u.i);
     IF pg_catalog.cardinality(ids) OPERATOR(pg_catalog.=) 0 THEN
         RETURN;
@@ -516,7 +516,7 @@ BEGIN
     -- before the ids are drawn; each bucket once
     PERFORM idempotency.portable_outbox_lock_for_write(ARRAY(
         SELECT idempotency.portable_outbox_bucket(u.t, u.a)
-          FROM pg_catalog.unnest($1, $2) AS u(t, a)));
+          FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) AS u(t, a)));
     RETURN QUERY
     INSERT INTO idempotency.outbox_events (aggregate_type, aggregate_id, event_type, payload, headers)
     SELECT u.t, u.a, u.e, u.p, u.h FROM ROWS FROM (
@@ -565,7 +565,10 @@ LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE ROWS 100
 SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    RETURN QUERY SELECT * FROM idempotency.portable_claim_events($1, $2, false);
+    -- dynamic: a plan kept from before a change of the table's columns
+    -- would return rows of the old row type
+    RETURN QUERY EXECUTE 'SELECT * FROM idempotency.portable_claim_events($1, $2, false)'
+        USING $1, $2;
 END
 $$;
 
@@ -578,7 +581,10 @@ LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE ROWS 100
 SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    RETURN QUERY SELECT * FROM idempotency.portable_claim_events($1, $2, true);
+    -- dynamic: a plan kept from before a change of the table's columns
+    -- would return rows of the old row type
+    RETURN QUERY EXECUTE 'SELECT * FROM idempotency.portable_claim_events($1, $2, true)'
+        USING $1, $2;
 END
 $$;
 
