@@ -1,0 +1,216 @@
+-- sql/portable/transition.sql: the portable body of src/transition.c,
+-- transition(), the guarded state update.
+--
+-- As in the C it runs, with the caller's rights,
+--
+--   UPDATE tbl AS t SET state = $3::type [, col = s.col ...]
+--   [FROM pg_catalog.jsonb_to_record($4) AS s(col type, ...)]
+--   WHERE t.key OPERATOR(eq) $1::keytype AND t.state OPERATOR(eq) $2::type
+--
+-- and only when that hits no row reads the row's state to tell "already"
+-- from "rejected" and "not_found", trying the UPDATE again (at most 100
+-- times) when the read finds the row in from_state after all.  The key is
+-- compared with the default equality operator of the key column's type
+-- (that of its default B-tree operator class), schema-qualified.
+--
+-- Edition difference (doc/portable.md): the statements are built and
+-- planned at each call (EXECUTE), where the C prepares them once per table,
+-- columns and role.
+
+-- portable helper: since 1.0
+
+-- OPERATOR(schema.=), the equality operator of the default B-tree
+-- operator class of a type (or its base type), as lookup_type_cache()
+-- finds it: the class of the type itself, else of a type it is binary
+-- coercible to, else of the polymorphic type it belongs to.
+CREATE FUNCTION idempotency.portable_equality_operator(typid oid)
+RETURNS text
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+AS $$
+DECLARE
+    base oid := typid;
+    result text;
+BEGIN
+    WHILE (SELECT t.typtype FROM pg_catalog.pg_type t WHERE t.oid OPERATOR(pg_catalog.=) base)
+          OPERATOR(pg_catalog.=) 'd' LOOP
+        base := (SELECT t.typbasetype FROM pg_catalog.pg_type t WHERE t.oid OPERATOR(pg_catalog.=) base);
+    END LOOP;
+    SELECT pg_catalog.format('OPERATOR(%I.%s)', n.nspname, o.oprname) INTO result
+      FROM pg_catalog.pg_type ty
+      JOIN pg_catalog.pg_opclass c ON c.opcdefault
+      JOIN pg_catalog.pg_am a ON a.oid OPERATOR(pg_catalog.=) c.opcmethod
+                              AND a.amname OPERATOR(pg_catalog.=) 'btree'
+      JOIN pg_catalog.pg_amop ao ON ao.amopfamily OPERATOR(pg_catalog.=) c.opcfamily
+                                 AND ao.amoplefttype OPERATOR(pg_catalog.=) c.opcintype
+                                 AND ao.amoprighttype OPERATOR(pg_catalog.=) c.opcintype
+                                 AND ao.amopstrategy OPERATOR(pg_catalog.=) 3
+      JOIN pg_catalog.pg_operator o ON o.oid OPERATOR(pg_catalog.=) ao.amopopr
+      JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) o.oprnamespace
+     WHERE ty.oid OPERATOR(pg_catalog.=) base
+       AND (c.opcintype OPERATOR(pg_catalog.=) base
+            OR EXISTS (SELECT FROM pg_catalog.pg_cast k
+                        WHERE k.castsource OPERATOR(pg_catalog.=) base
+                          AND k.casttarget OPERATOR(pg_catalog.=) c.opcintype
+                          AND k.castmethod OPERATOR(pg_catalog.=) 'b')
+            OR (ty.typtype OPERATOR(pg_catalog.=) 'e'
+                AND c.opcintype OPERATOR(pg_catalog.=) 'pg_catalog.anyenum'::pg_catalog.regtype)
+            OR (ty.typcategory OPERATOR(pg_catalog.=) 'A' AND ty.typelem OPERATOR(pg_catalog.<>) 0
+                AND c.opcintype OPERATOR(pg_catalog.=) 'pg_catalog.anyarray'::pg_catalog.regtype)
+            OR (ty.typtype OPERATOR(pg_catalog.=) 'r'
+                AND c.opcintype OPERATOR(pg_catalog.=) 'pg_catalog.anyrange'::pg_catalog.regtype)
+            OR (ty.typtype OPERATOR(pg_catalog.=) 'c'
+                AND c.opcintype OPERATOR(pg_catalog.=) 'pg_catalog.record'::pg_catalog.regtype))
+     ORDER BY c.opcintype OPERATOR(pg_catalog.<>) base
+     LIMIT 1;
+    IF result IS NULL THEN
+        RAISE EXCEPTION 'could not identify an equality operator for type %',
+                        pg_catalog.format_type(typid, NULL)
+            USING ERRCODE = 'undefined_function';
+    END IF;
+    RETURN result;
+END
+$$;
+
+-- portable: idempotency_transition
+CREATE FUNCTION idempotency.transition(
+    tbl          regclass,
+    key_column   name,
+    key          text,
+    state_column name,
+    from_state   text,
+    to_state     text,
+    set_columns  jsonb DEFAULT NULL)
+RETURNS idempotency.transition_result
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+AS $$
+DECLARE
+    key_attnum smallint;
+    state_attnum smallint;
+    set_name text;
+    set_attnum smallint;
+    sets text := '';
+    record_def text := '';
+    key_type oid;
+    state_type oid;
+    key_cond text;
+    state_cast text;
+    state_eq text;
+    update_sql text;
+    read_sql text;
+    no_move boolean;
+    rows bigint;
+    attempt integer := 0;
+    r record;
+    current_state text;
+    in_from boolean;
+    in_to boolean;
+BEGIN
+    PERFORM idempotency.portable_arg_table($1);
+    key_attnum := idempotency.portable_arg_column($1, $2, 'key_column');
+    state_attnum := idempotency.portable_arg_column($1, $4, 'state_column');
+    IF $3 IS NULL THEN
+        RAISE EXCEPTION 'key must not be null' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF $5 IS NULL THEN
+        RAISE EXCEPTION 'from_state must not be null' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF $6 IS NULL THEN
+        RAISE EXCEPTION 'to_state must not be null' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    no_move := $5 COLLATE "C" OPERATOR(pg_catalog.=) $6;
+
+    IF $7 IS NOT NULL THEN
+        IF pg_catalog.jsonb_typeof($7) OPERATOR(pg_catalog.<>) 'object' THEN
+            RAISE EXCEPTION 'set_columns must be a JSON object'
+                USING ERRCODE = 'invalid_parameter_value',
+                      DETAIL = 'Its keys are column names and its values their new values, as in {"paid_at": "2024-01-01T00:00:00Z"}.';
+        END IF;
+        FOR set_name IN SELECT k FROM pg_catalog.jsonb_object_keys($7) AS k LOOP
+            set_attnum := idempotency.portable_column_attnum($1, set_name);
+            IF set_attnum OPERATOR(pg_catalog.=) state_attnum THEN
+                RAISE EXCEPTION 'set_columns must not set the state column'
+                    USING ERRCODE = 'invalid_parameter_value',
+                          HINT = 'The state column is set to to_state.';
+            END IF;
+        END LOOP;
+        -- the columns in attnum order, with their types and typmods
+        SELECT pg_catalog.string_agg(pg_catalog.format(', %1$I = s.%1$I', a.attname), '' ORDER BY a.attnum),
+               pg_catalog.string_agg(pg_catalog.format('%I %s', a.attname,
+                                                       pg_catalog.format_type(a.atttypid, a.atttypmod)),
+                                     ', ' ORDER BY a.attnum)
+          INTO sets, record_def
+          FROM pg_catalog.pg_attribute a
+         WHERE a.attrelid OPERATOR(pg_catalog.=) $1 AND a.attnum OPERATOR(pg_catalog.>) 0
+           AND NOT a.attisdropped
+           AND a.attname OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT pg_catalog.jsonb_object_keys($7)));
+    END IF;
+
+    SELECT a.atttypid INTO key_type FROM pg_catalog.pg_attribute a
+     WHERE a.attrelid OPERATOR(pg_catalog.=) $1 AND a.attnum OPERATOR(pg_catalog.=) key_attnum;
+    SELECT a.atttypid INTO state_type FROM pg_catalog.pg_attribute a
+     WHERE a.attrelid OPERATOR(pg_catalog.=) $1 AND a.attnum OPERATOR(pg_catalog.=) state_attnum;
+    state_cast := pg_catalog.format_type(state_type, -1);
+    state_eq := idempotency.portable_equality_operator(state_type);
+    key_cond := pg_catalog.format('t.%I %s $1::%s', $2, idempotency.portable_equality_operator(key_type),
+                                  pg_catalog.format_type(key_type, -1));
+    update_sql := pg_catalog.format('UPDATE %s AS t SET %I = $3::%s%s', $1, $4, state_cast, COALESCE(sets, ''));
+    IF record_def IS NOT NULL AND record_def OPERATOR(pg_catalog.<>) '' THEN
+        update_sql := update_sql OPERATOR(pg_catalog.||)
+                      pg_catalog.format(' FROM pg_catalog.jsonb_to_record($4) AS s(%s)', record_def);
+    END IF;
+    update_sql := update_sql OPERATOR(pg_catalog.||)
+                  pg_catalog.format(' WHERE %s AND t.%I %s $2::%s', key_cond, $4, state_eq, state_cast);
+    read_sql := pg_catalog.format('SELECT t.%1$I::pg_catalog.text AS state, t.%1$I %2$s $2::%3$s AS in_from,'
+                                  ' t.%1$I %2$s $3::%3$s AS in_to'
+                                  ' FROM %4$s AS t WHERE %5$s LIMIT 2',
+                                  $4, state_eq, state_cast, $1, key_cond);
+
+    LOOP
+        -- from_state = to_state moves nothing: only read the row
+        IF NOT no_move THEN
+            EXECUTE update_sql USING $3, $5, $6, $7;
+            GET DIAGNOSTICS rows = ROW_COUNT;
+            IF rows OPERATOR(pg_catalog.>) 1 THEN
+                RAISE EXCEPTION 'key of transition() matches more than one row of "%"',
+                                (SELECT c.relname FROM pg_catalog.pg_class c WHERE c.oid OPERATOR(pg_catalog.=) $1)
+                    USING ERRCODE = 'cardinality_violation',
+                          HINT = pg_catalog.format('Give a key column that is unique, such as the primary key ("%s" is not).', $2);
+            END IF;
+            IF rows OPERATOR(pg_catalog.=) 1 THEN
+                RETURN ROW('applied', $6)::idempotency.transition_result;
+            END IF;
+        END IF;
+
+        rows := 0;
+        FOR r IN EXECUTE read_sql USING $3, $5, $6 LOOP
+            rows := rows OPERATOR(pg_catalog.+) 1;
+            IF rows OPERATOR(pg_catalog.=) 1 THEN
+                current_state := r.state;
+                in_from := COALESCE(r.in_from, false);
+                in_to := COALESCE(r.in_to, false);
+            END IF;
+        END LOOP;
+        IF rows OPERATOR(pg_catalog.>) 1 THEN
+            RAISE EXCEPTION 'key of transition() matches more than one row of "%"',
+                            (SELECT c.relname FROM pg_catalog.pg_class c WHERE c.oid OPERATOR(pg_catalog.=) $1)
+                USING ERRCODE = 'cardinality_violation',
+                      HINT = pg_catalog.format('Give a key column that is unique, such as the primary key ("%s" is not).', $2);
+        END IF;
+        IF rows OPERATOR(pg_catalog.=) 0 THEN
+            RETURN ROW('not_found', NULL)::idempotency.transition_result;
+        END IF;
+        IF in_to THEN
+            RETURN ROW('already', current_state)::idempotency.transition_result;
+        END IF;
+        -- in from_state after all: a concurrent commit came in between
+        IF NOT in_from THEN
+            RETURN ROW('rejected', current_state)::idempotency.transition_result;
+        END IF;
+        IF attempt OPERATOR(pg_catalog.>=) 100 THEN
+            RAISE EXCEPTION 'could not apply transition() due to concurrent updates'
+                USING ERRCODE = 'serialization_failure';
+        END IF;
+        attempt := attempt OPERATOR(pg_catalog.+) 1;
+    END LOOP;
+END
+$$;
