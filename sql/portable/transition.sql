@@ -17,60 +17,6 @@
 -- planned at each call (EXECUTE), where the C prepares them once per table,
 -- columns and role.
 
--- portable helper: since 1.0
-
--- OPERATOR(schema.=), the equality operator of the default B-tree
--- operator class of a type (or its base type), as lookup_type_cache()
--- finds it: the class of the type itself, else of a type it is binary
--- coercible to, else of the polymorphic type it belongs to.
-CREATE FUNCTION idempotency.portable_equality_operator(typid oid)
-RETURNS text
-LANGUAGE plpgsql STABLE PARALLEL SAFE
-AS $$
-DECLARE
-    base oid := typid;
-    result text;
-BEGIN
-    WHILE (SELECT t.typtype FROM pg_catalog.pg_type t WHERE t.oid OPERATOR(pg_catalog.=) base)
-          OPERATOR(pg_catalog.=) 'd' LOOP
-        base := (SELECT t.typbasetype FROM pg_catalog.pg_type t WHERE t.oid OPERATOR(pg_catalog.=) base);
-    END LOOP;
-    SELECT pg_catalog.format('OPERATOR(%I.%s)', n.nspname, o.oprname) INTO result
-      FROM pg_catalog.pg_type ty
-      JOIN pg_catalog.pg_opclass c ON c.opcdefault
-      JOIN pg_catalog.pg_am a ON a.oid OPERATOR(pg_catalog.=) c.opcmethod
-                              AND a.amname OPERATOR(pg_catalog.=) 'btree'
-      JOIN pg_catalog.pg_amop ao ON ao.amopfamily OPERATOR(pg_catalog.=) c.opcfamily
-                                 AND ao.amoplefttype OPERATOR(pg_catalog.=) c.opcintype
-                                 AND ao.amoprighttype OPERATOR(pg_catalog.=) c.opcintype
-                                 AND ao.amopstrategy OPERATOR(pg_catalog.=) 3
-      JOIN pg_catalog.pg_operator o ON o.oid OPERATOR(pg_catalog.=) ao.amopopr
-      JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) o.oprnamespace
-     WHERE ty.oid OPERATOR(pg_catalog.=) base
-       AND (c.opcintype OPERATOR(pg_catalog.=) base
-            OR EXISTS (SELECT FROM pg_catalog.pg_cast k
-                        WHERE k.castsource OPERATOR(pg_catalog.=) base
-                          AND k.casttarget OPERATOR(pg_catalog.=) c.opcintype
-                          AND k.castmethod OPERATOR(pg_catalog.=) 'b')
-            OR (ty.typtype OPERATOR(pg_catalog.=) 'e'
-                AND c.opcintype OPERATOR(pg_catalog.=) 'pg_catalog.anyenum'::pg_catalog.regtype)
-            OR (ty.typcategory OPERATOR(pg_catalog.=) 'A' AND ty.typelem OPERATOR(pg_catalog.<>) 0
-                AND c.opcintype OPERATOR(pg_catalog.=) 'pg_catalog.anyarray'::pg_catalog.regtype)
-            OR (ty.typtype OPERATOR(pg_catalog.=) 'r'
-                AND c.opcintype OPERATOR(pg_catalog.=) 'pg_catalog.anyrange'::pg_catalog.regtype)
-            OR (ty.typtype OPERATOR(pg_catalog.=) 'c'
-                AND c.opcintype OPERATOR(pg_catalog.=) 'pg_catalog.record'::pg_catalog.regtype))
-     ORDER BY c.opcintype OPERATOR(pg_catalog.<>) base
-     LIMIT 1;
-    IF result IS NULL THEN
-        RAISE EXCEPTION 'could not identify an equality operator for type %',
-                        pg_catalog.format_type(typid, NULL)
-            USING ERRCODE = 'undefined_function';
-    END IF;
-    RETURN result;
-END
-$$;
-
 -- portable: idempotency_transition
 CREATE FUNCTION idempotency.transition(
     tbl          regclass,
@@ -93,6 +39,13 @@ DECLARE
     key_type oid;
     state_type oid;
     key_cond text;
+    key_eq text;
+    relname name;
+    column_name name;
+    column_type oid;
+    typid oid;
+    base oid;
+    result text;
     state_cast text;
     state_eq text;
     update_sql text;
@@ -105,9 +58,36 @@ DECLARE
     in_from boolean;
     in_to boolean;
 BEGIN
-    PERFORM idempotency.portable_arg_table($1);
-    key_attnum := idempotency.portable_arg_column($1, $2, 'key_column');
-    state_attnum := idempotency.portable_arg_column($1, $4, 'state_column');
+    -- (inline, not through the helpers: the caller may not execute them)
+    IF $1 IS NULL THEN
+        RAISE EXCEPTION 'tbl must not be null' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    SELECT c.relname INTO relname FROM pg_catalog.pg_class c WHERE c.oid OPERATOR(pg_catalog.=) $1;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'relation with OID % does not exist', $1::pg_catalog.oid
+            USING ERRCODE = 'undefined_table';
+    END IF;
+    FOR i IN 1 .. 2 LOOP
+        column_name := CASE i WHEN 1 THEN $2 ELSE $4 END;
+        IF column_name IS NULL THEN
+            RAISE EXCEPTION '% must not be null', CASE i WHEN 1 THEN 'key_column' ELSE 'state_column' END
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        SELECT a.attnum, a.atttypid INTO set_attnum, column_type FROM pg_catalog.pg_attribute a
+         WHERE a.attrelid OPERATOR(pg_catalog.=) $1 AND a.attname OPERATOR(pg_catalog.=) column_name
+           AND a.attnum OPERATOR(pg_catalog.>) 0 AND NOT a.attisdropped;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'column "%" of relation "%" does not exist', column_name, relname
+                USING ERRCODE = 'undefined_column';
+        END IF;
+        IF i OPERATOR(pg_catalog.=) 1 THEN
+            key_attnum := set_attnum;
+            key_type := column_type;
+        ELSE
+            state_attnum := set_attnum;
+            state_type := column_type;
+        END IF;
+    END LOOP;
     IF $3 IS NULL THEN
         RAISE EXCEPTION 'key must not be null' USING ERRCODE = 'invalid_parameter_value';
     END IF;
@@ -126,7 +106,13 @@ BEGIN
                       DETAIL = 'Its keys are column names and its values their new values, as in {"paid_at": "2024-01-01T00:00:00Z"}.';
         END IF;
         FOR set_name IN SELECT k FROM pg_catalog.jsonb_object_keys($7) AS k LOOP
-            set_attnum := idempotency.portable_column_attnum($1, set_name);
+            SELECT a.attnum INTO set_attnum FROM pg_catalog.pg_attribute a
+             WHERE a.attrelid OPERATOR(pg_catalog.=) $1 AND a.attname OPERATOR(pg_catalog.=) set_name
+               AND a.attnum OPERATOR(pg_catalog.>) 0 AND NOT a.attisdropped;
+            IF NOT FOUND THEN
+                RAISE EXCEPTION 'column "%" of relation "%" does not exist', set_name, relname
+                    USING ERRCODE = 'undefined_column';
+            END IF;
             IF set_attnum OPERATOR(pg_catalog.=) state_attnum THEN
                 RAISE EXCEPTION 'set_columns must not set the state column'
                     USING ERRCODE = 'invalid_parameter_value',
@@ -145,14 +131,58 @@ BEGIN
            AND a.attname OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT pg_catalog.jsonb_object_keys($7)));
     END IF;
 
-    SELECT a.atttypid INTO key_type FROM pg_catalog.pg_attribute a
-     WHERE a.attrelid OPERATOR(pg_catalog.=) $1 AND a.attnum OPERATOR(pg_catalog.=) key_attnum;
-    SELECT a.atttypid INTO state_type FROM pg_catalog.pg_attribute a
-     WHERE a.attrelid OPERATOR(pg_catalog.=) $1 AND a.attnum OPERATOR(pg_catalog.=) state_attnum;
+    -- the equality operators: of the default B-tree operator class of the
+    -- type (or its base type), as lookup_type_cache() finds it: the class
+    -- of the type itself, else of a type it is binary coercible to, else
+    -- of the polymorphic type it belongs to
+    FOR i IN 1 .. 2 LOOP
+        typid := CASE i WHEN 1 THEN key_type ELSE state_type END;
+        base := typid;
+        WHILE (SELECT t.typtype FROM pg_catalog.pg_type t WHERE t.oid OPERATOR(pg_catalog.=) base)
+              OPERATOR(pg_catalog.=) 'd' LOOP
+            base := (SELECT t.typbasetype FROM pg_catalog.pg_type t WHERE t.oid OPERATOR(pg_catalog.=) base);
+        END LOOP;
+        result := NULL;
+        SELECT pg_catalog.format('OPERATOR(%I.%s)', n.nspname, o.oprname) INTO result
+          FROM pg_catalog.pg_type ty
+          JOIN pg_catalog.pg_opclass c ON c.opcdefault
+          JOIN pg_catalog.pg_am a ON a.oid OPERATOR(pg_catalog.=) c.opcmethod
+                                  AND a.amname OPERATOR(pg_catalog.=) 'btree'
+          JOIN pg_catalog.pg_amop ao ON ao.amopfamily OPERATOR(pg_catalog.=) c.opcfamily
+                                     AND ao.amoplefttype OPERATOR(pg_catalog.=) c.opcintype
+                                     AND ao.amoprighttype OPERATOR(pg_catalog.=) c.opcintype
+                                     AND ao.amopstrategy OPERATOR(pg_catalog.=) 3
+          JOIN pg_catalog.pg_operator o ON o.oid OPERATOR(pg_catalog.=) ao.amopopr
+          JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) o.oprnamespace
+         WHERE ty.oid OPERATOR(pg_catalog.=) base
+           AND (c.opcintype OPERATOR(pg_catalog.=) base
+                OR EXISTS (SELECT FROM pg_catalog.pg_cast k
+                            WHERE k.castsource OPERATOR(pg_catalog.=) base
+                              AND k.casttarget OPERATOR(pg_catalog.=) c.opcintype
+                              AND k.castmethod OPERATOR(pg_catalog.=) 'b')
+                OR (ty.typtype OPERATOR(pg_catalog.=) 'e'
+                    AND c.opcintype OPERATOR(pg_catalog.=) 'pg_catalog.anyenum'::pg_catalog.regtype)
+                OR (ty.typcategory OPERATOR(pg_catalog.=) 'A' AND ty.typelem OPERATOR(pg_catalog.<>) 0
+                    AND c.opcintype OPERATOR(pg_catalog.=) 'pg_catalog.anyarray'::pg_catalog.regtype)
+                OR (ty.typtype OPERATOR(pg_catalog.=) 'r'
+                    AND c.opcintype OPERATOR(pg_catalog.=) 'pg_catalog.anyrange'::pg_catalog.regtype)
+                OR (ty.typtype OPERATOR(pg_catalog.=) 'c'
+                    AND c.opcintype OPERATOR(pg_catalog.=) 'pg_catalog.record'::pg_catalog.regtype))
+         ORDER BY c.opcintype OPERATOR(pg_catalog.<>) base
+         LIMIT 1;
+        IF result IS NULL THEN
+            RAISE EXCEPTION 'could not identify an equality operator for type %',
+                            pg_catalog.format_type(typid, NULL)
+                USING ERRCODE = 'undefined_function';
+        END IF;
+        IF i OPERATOR(pg_catalog.=) 1 THEN
+            key_eq := result;
+        ELSE
+            state_eq := result;
+        END IF;
+    END LOOP;
     state_cast := pg_catalog.format_type(state_type, -1);
-    state_eq := idempotency.portable_equality_operator(state_type);
-    key_cond := pg_catalog.format('t.%I %s $1::%s', $2, idempotency.portable_equality_operator(key_type),
-                                  pg_catalog.format_type(key_type, -1));
+    key_cond := pg_catalog.format('t.%I %s $1::%s', $2, key_eq, pg_catalog.format_type(key_type, -1));
     update_sql := pg_catalog.format('UPDATE %s AS t SET %I = $3::%s%s', $1, $4, state_cast, COALESCE(sets, ''));
     IF record_def IS NOT NULL AND record_def OPERATOR(pg_catalog.<>) '' THEN
         update_sql := update_sql OPERATOR(pg_catalog.||)
@@ -172,7 +202,7 @@ BEGIN
             GET DIAGNOSTICS rows = ROW_COUNT;
             IF rows OPERATOR(pg_catalog.>) 1 THEN
                 RAISE EXCEPTION 'key of transition() matches more than one row of "%"',
-                                (SELECT c.relname FROM pg_catalog.pg_class c WHERE c.oid OPERATOR(pg_catalog.=) $1)
+                                relname
                     USING ERRCODE = 'cardinality_violation',
                           HINT = pg_catalog.format('Give a key column that is unique, such as the primary key ("%s" is not).', $2);
             END IF;
@@ -192,7 +222,7 @@ BEGIN
         END LOOP;
         IF rows OPERATOR(pg_catalog.>) 1 THEN
             RAISE EXCEPTION 'key of transition() matches more than one row of "%"',
-                            (SELECT c.relname FROM pg_catalog.pg_class c WHERE c.oid OPERATOR(pg_catalog.=) $1)
+                            relname
                 USING ERRCODE = 'cardinality_violation',
                       HINT = pg_catalog.format('Give a key column that is unique, such as the primary key ("%s" is not).', $2);
         END IF;
