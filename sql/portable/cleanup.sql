@@ -1,0 +1,210 @@
+-- sql/portable/cleanup.sql: the portable body of src/cleanup.c,
+-- purge_expired_batch() (the procedure purge_expired() is SQL in both
+-- editions).
+--
+-- Each walk is, as in the C, one statement run as the extension owner,
+--
+--   DELETE FROM rel WHERE ctid = ANY (ARRAY(SELECT p.ctid FROM rel p
+--     WHERE <may go> AND <not referenced> ORDER BY <time column> LIMIT n
+--     FOR UPDATE OF p SKIP LOCKED))
+--
+-- where <not referenced> leaves out the rows that an application's NO
+-- ACTION or RESTRICT foreign key references (those whose DELETE trigger
+-- fires in this session, on tables the owner may read without row
+-- security), with the key's equality operators and the referenced
+-- column's collation.  A batch that fails on one row with an integrity,
+-- trigger or PL/pgSQL error is rolled back and done again row by row,
+-- each delete in a subtransaction of its own; the rows that fail stay and
+-- are counted in a WARNING.  One clock reading per call.
+--
+-- Edition differences (doc/portable.md): the statements are built at
+-- each call (the C keeps them until the foreign keys change); a batch
+-- that deletes nothing takes a transaction id, so that its commit is
+-- flushed and makes the earlier batches of purge_expired() durable (the
+-- C flushes the WAL itself).
+
+-- portable helper: since 1.0
+
+-- The condition <not referenced> of the rows "p" of a relation.
+CREATE FUNCTION idempotency.portable_unreferenced(rel regclass)
+RETURNS text
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+AS $$
+DECLARE
+    silent "char" := CASE WHEN pg_catalog.current_setting('session_replication_role')
+                               OPERATOR(pg_catalog.=) 'replica' THEN 'O' ELSE 'R' END;
+    con record;
+    result text := '';
+    conds text;
+BEGIN
+    FOR con IN
+        SELECT c.oid, c.conrelid, c.contype, c.confrelid, c.conkey, c.confkey, c.conpfeqop,
+               k.relkind, k.relnamespace
+          FROM pg_catalog.pg_constraint c
+          JOIN pg_catalog.pg_class k ON k.oid OPERATOR(pg_catalog.=) c.conrelid
+         WHERE c.oid OPERATOR(pg_catalog.=) ANY (ARRAY(
+                   SELECT t.tgconstraint FROM pg_catalog.pg_trigger t
+                    WHERE t.tgrelid OPERATOR(pg_catalog.=) rel
+                      AND t.tgfoid OPERATOR(pg_catalog.=) ANY (ARRAY[
+                              'pg_catalog."RI_FKey_noaction_del"'::pg_catalog.regproc,
+                              'pg_catalog."RI_FKey_restrict_del"'::pg_catalog.regproc]::pg_catalog.oid[])
+                      AND t.tgenabled OPERATOR(pg_catalog.<>) 'D'
+                      AND t.tgenabled OPERATOR(pg_catalog.<>) silent))
+         ORDER BY c.oid
+    LOOP
+        -- a key the owner may not read is left to its check
+        CONTINUE WHEN con.contype OPERATOR(pg_catalog.<>) 'f'
+                   OR con.confrelid OPERATOR(pg_catalog.<>) rel
+                   OR NOT pg_catalog.has_schema_privilege(con.relnamespace, 'USAGE')
+                   OR NOT pg_catalog.has_table_privilege(con.conrelid, 'SELECT')
+                   OR pg_catalog.row_security_active(con.conrelid);
+        SELECT pg_catalog.string_agg(pg_catalog.format('p.%I OPERATOR(%I.%s) x.%I%s',
+                   pa.attname, ns.nspname, o.oprname, fa.attname,
+                   CASE WHEN pa.attcollation OPERATOR(pg_catalog.<>) 0
+                             AND pa.attcollation OPERATOR(pg_catalog.<>) fa.attcollation
+                        THEN (SELECT pg_catalog.format(' COLLATE %I.%I', cn.nspname, co.collname)
+                                FROM pg_catalog.pg_collation co
+                                JOIN pg_catalog.pg_namespace cn ON cn.oid OPERATOR(pg_catalog.=) co.collnamespace
+                               WHERE co.oid OPERATOR(pg_catalog.=) pa.attcollation)
+                        ELSE '' END), ' AND ' ORDER BY u.n)
+          INTO conds
+          FROM ROWS FROM (pg_catalog.unnest(con.conkey), pg_catalog.unnest(con.confkey),
+                         pg_catalog.unnest(con.conpfeqop)) WITH ORDINALITY AS u(fk, pk, op, n)
+          JOIN pg_catalog.pg_attribute fa ON fa.attrelid OPERATOR(pg_catalog.=) con.conrelid
+                                          AND fa.attnum OPERATOR(pg_catalog.=) u.fk
+          JOIN pg_catalog.pg_attribute pa ON pa.attrelid OPERATOR(pg_catalog.=) rel
+                                          AND pa.attnum OPERATOR(pg_catalog.=) u.pk
+          JOIN pg_catalog.pg_operator o ON o.oid OPERATOR(pg_catalog.=) u.op
+          JOIN pg_catalog.pg_namespace ns ON ns.oid OPERATOR(pg_catalog.=) o.oprnamespace;
+        result := result OPERATOR(pg_catalog.||)
+                  pg_catalog.format(' AND NOT EXISTS (SELECT 1 FROM %s%s x WHERE %s)',
+                                    CASE WHEN con.relkind OPERATOR(pg_catalog.=) 'p' THEN '' ELSE 'ONLY ' END,
+                                    con.conrelid::pg_catalog.regclass, conds);
+    END LOOP;
+    RETURN result;
+END
+$$;
+
+-- Delete at most "room" rows of one walk; returns how many went.
+CREATE FUNCTION idempotency.portable_purge_walk(rel text, cond text, unreferenced text,
+                                                order_column text, cutoff timestamptz,
+                                                room bigint)
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+AS $$
+DECLARE
+    candidates text := pg_catalog.format(
+        'SELECT p.ctid FROM idempotency.%I p WHERE %s%s ORDER BY %s LIMIT $2 FOR UPDATE OF p SKIP LOCKED',
+        rel, cond, unreferenced, order_column);
+    deleted bigint := 0;
+    skipped bigint := 0;
+    first_error text;
+    row_ctid tid;
+BEGIN
+    BEGIN
+        EXECUTE pg_catalog.format('DELETE FROM idempotency.%I WHERE ctid OPERATOR(pg_catalog.=) ANY (ARRAY(%s))',
+                                  rel, candidates)
+           USING cutoff, room;
+        GET DIAGNOSTICS deleted = ROW_COUNT;
+        RETURN deleted;
+    EXCEPTION WHEN OTHERS THEN
+        IF pg_catalog.left(SQLSTATE, 2) OPERATOR(pg_catalog.<>) ALL (ARRAY['23', '09', '27', 'P0']) THEN
+            RAISE;
+        END IF;
+    END;
+    -- row by row: every row that may go, the limit counting deletes
+    FOR row_ctid IN EXECUTE candidates USING cutoff, 9223372036854775807::pg_catalog.int8 LOOP
+        EXIT WHEN deleted OPERATOR(pg_catalog.>=) room;
+        BEGIN
+            EXECUTE pg_catalog.format('DELETE FROM idempotency.%I WHERE ctid OPERATOR(pg_catalog.=) $1', rel)
+               USING row_ctid;
+            deleted := deleted OPERATOR(pg_catalog.+) 1;
+        EXCEPTION WHEN OTHERS THEN
+            IF pg_catalog.left(SQLSTATE, 2) OPERATOR(pg_catalog.<>) ALL (ARRAY['23', '09', '27', 'P0']) THEN
+                RAISE;
+            END IF;
+            skipped := skipped OPERATOR(pg_catalog.+) 1;
+            first_error := COALESCE(first_error, SQLERRM);
+        END;
+    END LOOP;
+    IF skipped OPERATOR(pg_catalog.>) 0 THEN
+        RAISE WARNING '%', pg_catalog.format(
+                CASE WHEN skipped OPERATOR(pg_catalog.=) 1
+                     THEN 'purge kept %s row of "idempotency.%s" that could not be deleted'
+                     ELSE 'purge kept %s rows of "idempotency.%s" that could not be deleted' END,
+                skipped, rel)
+            USING DETAIL = 'The first row failed with: ' OPERATOR(pg_catalog.||) first_error,
+                  HINT = 'A trigger that raises an error, or a foreign key whose ON DELETE action fails, keeps them; every later purge tries them again.';
+    END IF;
+    RETURN deleted;
+END
+$$;
+
+-- portable: idempotency_purge_expired_batch
+CREATE FUNCTION idempotency.purge_expired_batch(batch_size integer DEFAULT 10000)
+RETURNS TABLE (relation text, deleted bigint)
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE ROWS 4
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    now timestamptz;
+    processed_retention interval;
+    outbox_retention interval;
+    keys_unref text;
+    tokens_unref text;
+    processed_unref text;
+    outbox_unref text;
+    n_keys bigint := 0;
+    n_tokens bigint := 0;
+    n_processed bigint := 0;
+    n_outbox bigint := 0;
+BEGIN
+    IF $1 IS NULL THEN
+        RAISE EXCEPTION 'batch_size must not be null'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF $1 OPERATOR(pg_catalog.<=) 0 THEN
+        RAISE EXCEPTION 'batch_size must be positive'
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = pg_catalog.format('The batch_size given is %s.', $1);
+    END IF;
+    PERFORM idempotency.portable_prevent_if_read_only('idempotency.purge_expired_batch()');
+    now := pg_catalog.clock_timestamp();
+    processed_retention := idempotency.portable_arg_interval(NULL, 'processed_retention',
+                                                             'idempotency.processed_retention', '7 days');
+    outbox_retention := idempotency.portable_arg_interval(NULL, 'outbox_retention',
+                                                          'idempotency.outbox_retention', '7 days');
+    keys_unref := idempotency.portable_unreferenced('idempotency.idempotency_keys'::pg_catalog.regclass);
+    tokens_unref := idempotency.portable_unreferenced('idempotency.tokens'::pg_catalog.regclass);
+    processed_unref := idempotency.portable_unreferenced('idempotency.processed_events'::pg_catalog.regclass);
+    outbox_unref := idempotency.portable_unreferenced('idempotency.outbox_events'::pg_catalog.regclass);
+
+    n_keys := idempotency.portable_purge_walk('idempotency_keys',
+        'p.expires_at OPERATOR(pg_catalog.<=) $1 AND (p.locked_until IS NULL OR p.locked_until OPERATOR(pg_catalog.<=) $1)',
+        keys_unref, 'p.expires_at', now, $1);
+    n_tokens := idempotency.portable_purge_walk('tokens', 'p.expires_at OPERATOR(pg_catalog.<=) $1',
+        tokens_unref, 'p.expires_at', now, $1);
+    IF n_tokens OPERATOR(pg_catalog.<) $1 THEN
+        n_tokens := n_tokens OPERATOR(pg_catalog.+) idempotency.portable_purge_walk('tokens',
+            'p.consumed_at IS NOT NULL AND p.consumed_at OPERATOR(pg_catalog.<=) $1',
+            tokens_unref, 'p.consumed_at', now, $1 OPERATOR(pg_catalog.-) n_tokens);
+    END IF;
+    n_processed := idempotency.portable_purge_walk('processed_events', 'p.processed_at OPERATOR(pg_catalog.<=) $1',
+        processed_unref, 'p.processed_at', now OPERATOR(pg_catalog.-) processed_retention, $1);
+    n_outbox := idempotency.portable_purge_walk('outbox_events',
+        'p.published_at IS NOT NULL AND p.published_at OPERATOR(pg_catalog.<=) $1',
+        outbox_unref, 'p.published_at', now OPERATOR(pg_catalog.-) outbox_retention, $1);
+
+    -- Nothing to delete: purge_expired() is done, and it committed its
+    -- earlier batches without waiting for their WAL flush.  A transaction
+    -- id makes this transaction's commit a record that is flushed, with
+    -- all the WAL before it, under the caller's synchronous_commit.
+    IF n_keys OPERATOR(pg_catalog.=) 0 AND n_tokens OPERATOR(pg_catalog.=) 0
+       AND n_processed OPERATOR(pg_catalog.=) 0 AND n_outbox OPERATOR(pg_catalog.=) 0 THEN
+        PERFORM pg_catalog.pg_current_xact_id();
+    END IF;
+
+    RETURN QUERY VALUES ('idempotency_keys'::pg_catalog.text, n_keys), ('tokens', n_tokens),
+                        ('processed_events', n_processed), ('outbox_events', n_outbox);
+END
+$$;
