@@ -31,11 +31,11 @@ RETURNS text
 LANGUAGE plpgsql STABLE PARALLEL SAFE
 AS $$
 DECLARE
-    silent "char" := CASE WHEN pg_catalog.current_setting('session_replication_role')
+    silent pg_catalog."char" := CASE WHEN pg_catalog.current_setting('session_replication_role')
                                OPERATOR(pg_catalog.=) 'replica' THEN 'O' ELSE 'R' END;
     con record;
-    result text := '';
-    conds text;
+    result pg_catalog.text := '';
+    conds pg_catalog.text;
 BEGIN
     FOR con IN
         SELECT c.oid, c.conrelid, c.contype, c.confrelid, c.conkey, c.confkey, c.conpfeqop,
@@ -88,24 +88,29 @@ $$;
 -- Delete at most "room" rows of one walk; returns how many went.
 CREATE FUNCTION idempotency.portable_purge_walk(rel text, cond text, unreferenced text,
                                                 order_column text, cutoff timestamptz,
-                                                room bigint)
+                                                room bigint, caller_path text)
 RETURNS bigint
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 AS $$
 DECLARE
-    candidates text := pg_catalog.format(
+    candidates pg_catalog.text := pg_catalog.format(
         'SELECT p.ctid FROM idempotency.%I p WHERE %s%s ORDER BY %s LIMIT $2 FOR UPDATE OF p SKIP LOCKED',
         rel, cond, unreferenced, order_column);
-    deleted bigint := 0;
-    skipped bigint := 0;
-    first_error text;
-    row_ctid tid;
+    deleted pg_catalog.int8 := 0;
+    skipped pg_catalog.int8 := 0;
+    first_error pg_catalog.text;
+    row_ctid pg_catalog.tid;
 BEGIN
     BEGIN
+        -- the DELETE (all of whose names are qualified) runs with the
+        -- caller's search_path, for the table's triggers and rules, as in
+        -- the C; an error reverts the setting with the subtransaction
+        PERFORM pg_catalog.set_config('search_path', caller_path, true);
         EXECUTE pg_catalog.format('DELETE FROM idempotency.%I WHERE ctid OPERATOR(pg_catalog.=) ANY (ARRAY(%s))',
                                   rel, candidates)
            USING cutoff, room;
         GET DIAGNOSTICS deleted = ROW_COUNT;
+        PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
         RETURN deleted;
     EXCEPTION WHEN OTHERS THEN
         IF pg_catalog.left(SQLSTATE, 2) OPERATOR(pg_catalog.<>) ALL (ARRAY['23', '09', '27', 'P0']) THEN
@@ -116,8 +121,10 @@ BEGIN
     FOR row_ctid IN EXECUTE candidates USING cutoff, 9223372036854775807::pg_catalog.int8 LOOP
         EXIT WHEN deleted OPERATOR(pg_catalog.>=) room;
         BEGIN
+            PERFORM pg_catalog.set_config('search_path', caller_path, true);
             EXECUTE pg_catalog.format('DELETE FROM idempotency.%I WHERE ctid OPERATOR(pg_catalog.=) $1', rel)
                USING row_ctid;
+            PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
             deleted := deleted OPERATOR(pg_catalog.+) 1;
         EXCEPTION WHEN OTHERS THEN
             IF pg_catalog.left(SQLSTATE, 2) OPERATOR(pg_catalog.<>) ALL (ARRAY['23', '09', '27', 'P0']) THEN
@@ -144,21 +151,26 @@ $$;
 CREATE FUNCTION idempotency.purge_expired_batch(batch_size integer DEFAULT 10000)
 RETURNS TABLE (relation text, deleted bigint)
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE ROWS 4
-SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+SECURITY DEFINER
 AS $$
+-- No SET clause: the caller's search_path is kept for the triggers and
+-- rules of the purged tables (as in the C), and pinned here by hand for
+-- everything else; every name of this body is qualified.
 DECLARE
-    now timestamptz;
-    processed_retention interval;
-    outbox_retention interval;
-    keys_unref text;
-    tokens_unref text;
-    processed_unref text;
-    outbox_unref text;
-    n_keys bigint := 0;
-    n_tokens bigint := 0;
-    n_processed bigint := 0;
-    n_outbox bigint := 0;
+    caller_path CONSTANT pg_catalog.text := pg_catalog.current_setting('search_path');
+    now pg_catalog.timestamptz;
+    processed_retention pg_catalog.interval;
+    outbox_retention pg_catalog.interval;
+    keys_unref pg_catalog.text;
+    tokens_unref pg_catalog.text;
+    processed_unref pg_catalog.text;
+    outbox_unref pg_catalog.text;
+    n_keys pg_catalog.int8 := 0;
+    n_tokens pg_catalog.int8 := 0;
+    n_processed pg_catalog.int8 := 0;
+    n_outbox pg_catalog.int8 := 0;
 BEGIN
+    PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
     IF $1 IS NULL THEN
         RAISE EXCEPTION 'batch_size must not be null'
             USING ERRCODE = 'invalid_parameter_value';
@@ -181,19 +193,19 @@ BEGIN
 
     n_keys := idempotency.portable_purge_walk('idempotency_keys',
         'p.expires_at OPERATOR(pg_catalog.<=) $1 AND (p.locked_until IS NULL OR p.locked_until OPERATOR(pg_catalog.<=) $1)',
-        keys_unref, 'p.expires_at', now, $1);
+        keys_unref, 'p.expires_at', now, $1, caller_path);
     n_tokens := idempotency.portable_purge_walk('tokens', 'p.expires_at OPERATOR(pg_catalog.<=) $1',
-        tokens_unref, 'p.expires_at', now, $1);
+        tokens_unref, 'p.expires_at', now, $1, caller_path);
     IF n_tokens OPERATOR(pg_catalog.<) $1 THEN
         n_tokens := n_tokens OPERATOR(pg_catalog.+) idempotency.portable_purge_walk('tokens',
             'p.consumed_at IS NOT NULL AND p.consumed_at OPERATOR(pg_catalog.<=) $1',
-            tokens_unref, 'p.consumed_at', now, $1 OPERATOR(pg_catalog.-) n_tokens);
+            tokens_unref, 'p.consumed_at', now, $1 OPERATOR(pg_catalog.-) n_tokens, caller_path);
     END IF;
     n_processed := idempotency.portable_purge_walk('processed_events', 'p.processed_at OPERATOR(pg_catalog.<=) $1',
-        processed_unref, 'p.processed_at', now OPERATOR(pg_catalog.-) processed_retention, $1);
+        processed_unref, 'p.processed_at', now OPERATOR(pg_catalog.-) processed_retention, $1, caller_path);
     n_outbox := idempotency.portable_purge_walk('outbox_events',
         'p.published_at IS NOT NULL AND p.published_at OPERATOR(pg_catalog.<=) $1',
-        outbox_unref, 'p.published_at', now OPERATOR(pg_catalog.-) outbox_retention, $1);
+        outbox_unref, 'p.published_at', now OPERATOR(pg_catalog.-) outbox_retention, $1, caller_path);
 
     -- Nothing to delete: purge_expired() is done, and it committed its
     -- earlier batches without waiting for their WAL flush.  A transaction
@@ -204,6 +216,7 @@ BEGIN
         PERFORM pg_catalog.pg_current_xact_id();
     END IF;
 
+    PERFORM pg_catalog.set_config('search_path', caller_path, true);
     RETURN QUERY VALUES ('idempotency_keys'::pg_catalog.text, n_keys), ('tokens', n_tokens),
                         ('processed_events', n_processed), ('outbox_events', n_outbox);
 END
