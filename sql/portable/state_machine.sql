@@ -225,7 +225,7 @@ BEGIN
     machine_name := TG_ARGV[1];
     PERFORM FROM pg_catalog.pg_attribute a
      WHERE a.attrelid OPERATOR(pg_catalog.=) TG_RELID AND a.attname OPERATOR(pg_catalog.=) state_column
-       AND NOT a.attisdropped;
+       AND a.attnum OPERATOR(pg_catalog.>) 0 AND NOT a.attisdropped;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'column "%" of relation "%" does not exist', state_column, TG_TABLE_NAME
             USING ERRCODE = 'undefined_column',
