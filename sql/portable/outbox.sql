@@ -501,6 +501,10 @@ BEGIN
 END
 $$;
 
+-- the 1.0 script's REVOKE ALL ON ALL ROUTINES came before it: only the
+-- owner may run it, as every helper
+REVOKE ALL ON FUNCTION idempotency.portable_claim_events(integer, interval, boolean) FROM PUBLIC;
+
 -- portable: idempotency_enqueue_event
 CREATE FUNCTION idempotency.enqueue_event(
     aggregate_type text,
