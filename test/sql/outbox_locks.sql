@@ -44,7 +44,7 @@ SELECT count(*) FROM idempotency.enqueue_events(
   array_fill('{}'::jsonb, ARRAY[100000]));
 SELECT * FROM regress_outbox_locks();
 SELECT classid, objid, objsubid, mode FROM pg_locks
- WHERE locktype = 'advisory' AND pid = pg_backend_pid();
+ WHERE locktype = 'advisory' AND pid = pg_backend_pid() ORDER BY objid;
 COMMIT;
 SELECT count(*) AS queued FROM idempotency.outbox_events;
 SELECT count(*) AS claimed FROM idempotency.claim_events(1000);
