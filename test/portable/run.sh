@@ -21,10 +21,11 @@
 # test database (pg_cron runs in "postgres"; doc/portable.md, cron).
 #
 # Expected output: expected/ at the top level, plus the alternatives of
-# test/portable/expected/ (both modes) and test/portable/expected/<mode>/,
-# named as pg_regress alternatives (<test>_<n>.out), for the documented
-# edition differences only.  Tests that cannot run on the edition are
-# skipped with their reason (skip_reason below).
+# test/portable/expected/ (both modes, <test>_8.out) and
+# test/portable/expected/<mode>/ (<test>_9.out), which pg_regress takes as
+# alternatives, for the documented edition differences only.  Tests that
+# cannot run on the edition would be skipped with their reason
+# (skip_reason below).
 #
 # PORTABLE_MODES="plain tle" (default both), TEST_GROUPS="regress
 # isolation", TESTS="claim tokens" (names, default all), KEEP_WORK=1.
