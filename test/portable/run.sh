@@ -208,5 +208,10 @@ done
 
 echo "---- results"
 printf '%s\n' "${results[@]}"
+for mode in $PORTABLE_MODES; do
+  echo "$mode: $(printf '%s\n' "${results[@]}" | grep -c "^$mode .* ok$") passed," \
+    "$(printf '%s\n' "${results[@]}" | grep -c "^$mode .*FAILED$") failed," \
+    "$(printf '%s\n' "${results[@]}" | grep -c "^$mode .* skipped: ") skipped"
+done
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ] && [ "$passed" -gt 0 ]
