@@ -47,6 +47,12 @@ run_chroot() (
     --exclude='*.bc' --exclude=results --exclude=output_iso --exclude=tmp_check \
     --exclude='regression.*' --exclude=./test/expected --exclude="./sql/idempotency--1.0.sql" \
     -cf - . | tar -C "$ch/build/idempotency" -xf -
+  # the vendored sources the tests build (pg_tle), where test/portable/lib.sh
+  # looks for them: beside the repository
+  mkdir -p "$ch/build/shared/vendor"
+  for v in "$IDEM_TOP/../shared/vendor" /work/shared/vendor; do
+    [ -d "$v" ] && { cp "$v"/*.tar.gz "$ch/build/shared/vendor/" 2>/dev/null; break; }
+  done
   t1=$SECONDS
   PG_MAJOR=$m idem_chroot_exec "$ch" bash /build/idempotency/test/run.sh
   rc=$?

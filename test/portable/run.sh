@@ -37,8 +37,7 @@ IDEM_TOP=$(cd "$(dirname "$0")/../.." && pwd)
 PORTABLE_MODES=${PORTABLE_MODES:-plain tle}
 TEST_GROUPS=${TEST_GROUPS:-regress isolation}
 PORT=${PORTABLE_PORT:-5491}
-TLE_TARBALL=$IDEM_TOP/../shared/vendor/pg_tle-2f4b7b3.tar.gz
-[ -f "$TLE_TARBALL" ] || TLE_TARBALL=/work/shared/vendor/pg_tle-2f4b7b3.tar.gz
+. "$IDEM_TOP/test/portable/lib.sh"
 
 # skip_reason MODE TEST: why TEST cannot run on the edition (empty: it
 # runs).  None today: no regression test or spec is about the C library's
@@ -47,7 +46,7 @@ skip_reason() {
   :
 }
 
-idem_ensure_packages $IDEM_PACKAGES flex bison libkrb5-dev || exit 1
+idem_ensure_packages $IDEM_PACKAGES $PORTABLE_PACKAGES || exit 1
 
 WORK=$(mktemp -d /tmp/idempotency-portable.XXXXXX)
 chmod 755 "$WORK"
@@ -64,25 +63,11 @@ trap cleanup EXIT
 fail_setup() { echo "$1"; echo "0 passed, 1 failed"; exit 1; }
 
 # A copy of the server with no file of the C edition, and pg_tle in it.
-mkdir -p "$WORK/inst/usr/lib/postgresql" "$WORK/inst/usr/share/postgresql"
-cp -a /usr/lib/postgresql/$PG_MAJOR "$WORK/inst/usr/lib/postgresql/"
-cp -a /usr/share/postgresql/$PG_MAJOR "$WORK/inst/usr/share/postgresql/"
-rm -f "$WORK/inst/usr/share/postgresql/$PG_MAJOR/extension/idempotency"* \
-      "$WORK/inst/usr/lib/postgresql/$PG_MAJOR/lib/idempotency.so"
-BIN=$WORK/inst$PG_BIN
+BIN=$(portable_server_copy "$WORK") || fail_setup "cannot copy the server"
 case " $PORTABLE_MODES " in *" tle "*)
-  idem_log "building pg_tle from $(basename "$TLE_TARBALL")"
-  tar -C "$WORK" -xzf "$TLE_TARBALL" || fail_setup "pg_tle: cannot unpack $TLE_TARBALL"
-  # built against the system's headers, installed into the copy
-  { nice -n 19 make -s -C "$WORK/pg_tle" PG_CONFIG="$PG_BIN/pg_config" &&
-    make -s -C "$WORK/pg_tle" PG_CONFIG="$PG_BIN/pg_config" DESTDIR="$WORK/inst" install; } >"$WORK/pg_tle.log" 2>&1 ||
-    { cat "$WORK/pg_tle.log"; fail_setup "pg_tle build failed"; }
-  ;;
+  portable_build_tle "$WORK" || fail_setup "pg_tle build failed" ;;
 esac
-
-python3 "$IDEM_TOP/scripts/portable.py" build --out "$WORK/edition" >/dev/null ||
-  fail_setup "portable.py build failed"
-VERSION=$(sed -n "s/^default_version = '\(.*\)'/\1/p" "$IDEM_TOP/idempotency.control")
+portable_build_edition "$WORK" || fail_setup "portable.py build failed"
 
 mkdir -p "$WORK/repo"
 tar -C "$IDEM_TOP" --exclude=.git --exclude=node_modules --exclude=build -cf - . | tar -C "$WORK/repo" -xf -
@@ -102,7 +87,7 @@ psql_as() {	# psql_as ROLE DB ARGS...
 # prepare_db MODE DB: the database as pg_regress creates it, with the
 # edition installed by its non-superuser role
 prepare_db() {
-  local mode=$1 db=$2 s
+  local mode=$1 db=$2 s role
   s=""
   for g in "lc_messages TO 'C'" "lc_monetary TO 'C'" "lc_numeric TO 'C'" "lc_time TO 'C'" \
            "bytea_output TO 'hex'" "timezone_abbreviations TO 'Default'"; do
@@ -112,17 +97,12 @@ prepare_db() {
     -c "CREATE DATABASE \"$db\" TEMPLATE=template0" -c "$s" || return 1
   psql_as postgres "$db" -c 'CREATE EXTENSION dblink' || return 1
   case $mode in
-  plain)
-    psql_as postgres "$db" -c "GRANT CREATE ON DATABASE \"$db\" TO regress_portable_owner" &&
-    psql_as regress_portable_owner "$db" -f "$WORK/edition/idempotency--$VERSION.sql" >/dev/null
-    ;;
-  tle)
-    psql_as postgres "$db" -c 'CREATE EXTENSION pg_tle' \
-      -c "GRANT CREATE ON DATABASE \"$db\" TO regress_portable_tle" &&
-    psql_as regress_portable_tle "$db" -f "$WORK/edition/idempotency-tle.sql" >/dev/null &&
-    psql_as regress_portable_tle "$db" -c 'CREATE EXTENSION idempotency'
-    ;;
+  plain) role=regress_portable_owner ;;
+  tle) role=regress_portable_tle; psql_as postgres "$db" -c 'CREATE EXTENSION pg_tle' || return 1 ;;
   esac
+  psql_as postgres "$db" -c "GRANT CREATE ON DATABASE \"$db\" TO $role" &&
+  as_postgres bash -c 'IDEM_TOP=$1 && . "$1/scripts/lib.sh" && . "$1/test/portable/lib.sh" && PORTABLE_EDITION=$2 portable_install "$3" "$4" "$5"' \
+    - "$WORK/repo" "$PORTABLE_EDITION" "$mode" "$db" "$role"
 }
 
 passed=0
@@ -196,7 +176,7 @@ for mode in $PORTABLE_MODES; do
     psql_as postgres postgres -c 'CREATE EXTENSION pg_tle' \
       -c 'GRANT pgtle_admin TO regress_portable_tle' || fail_setup "tle: pgtle_admin"
     { psql_as postgres template1 -c 'CREATE EXTENSION pg_tle' &&
-      psql_as regress_portable_tle template1 -f "$WORK/edition/idempotency-tle.sql"; } >/dev/null ||
+      psql_as regress_portable_tle template1 -f "$PORTABLE_EDITION/idempotency-tle.sql"; } >/dev/null ||
       fail_setup "tle: idempotency-tle.sql in template1"
   fi
   for group in $TEST_GROUPS; do
