@@ -155,9 +155,20 @@ run_route() {
   sleep 1.1
   [ "$(q app_owner app "SELECT count(*) FROM idempotency.idempotency_keys WHERE expires_at < now()")" = 20 ] ||
     { fail "20 keys should have expired"; return 1; }
-  as_pg psql -X -q -At -v ON_ERROR_STOP=1 -U app_owner -d postgres \
-    -f "$(grep -l "cron.schedule_in_database('idempotency-cleanup'" "$WORK/blocks/"*.sql | head -1)" >/dev/null ||
+  local schedule_block jobid
+  schedule_block=$(grep -l "cron.schedule_in_database('idempotency-cleanup'" "$WORK/blocks/"*.sql | head -1)
+  # first with another schedule; called again, the page says, it changes
+  # the job: the same job id, the page's schedule
+  local other
+  other=$(cat "$schedule_block")
+  other=${other//"'$SCHEDULE'"/"'0 0 1 1 *'"}
+  [ "$other" != "$(cat "$schedule_block")" ] || { fail "no schedule in $schedule_block"; return 1; }
+  jobid=$(as_pg psql -X -q -At -v ON_ERROR_STOP=1 -U app_owner -d postgres -c "$other") ||
     { fail "scheduling"; return 1; }
+  [ "$(as_pg psql -X -q -At -v ON_ERROR_STOP=1 -U app_owner -d postgres -f "$schedule_block")" = "$jobid" ] ||
+    { fail "scheduling again made another job"; return 1; }
+  [ "$(q app_owner postgres "SELECT count(*) || ' ' || min(schedule) FROM cron.job WHERE jobname = 'idempotency-cleanup'")" = "1 $SCHEDULE" ] ||
+    { fail "scheduling again did not change the job's schedule"; return 1; }
   local waited=0 status=
   while [ $waited -lt "$WAIT" ]; do
     status=$(q app_owner postgres "SELECT string_agg(status, ',') FROM cron.job_run_details d JOIN cron.job j USING (jobid)
