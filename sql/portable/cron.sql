@@ -7,10 +7,10 @@
 -- cron.schedule_in_database() inside the caller's transaction, as in the
 -- C.  Otherwise the C connects to that database over libpq; PL/pgSQL cannot,
 -- so the portable edition goes through dblink when the dblink extension is
--- installed in this database (the managed services offer it; a
--- non-superuser needs a password, as dblink requires and as the C does),
--- and otherwise raises 0A000 with a hint that gives the statement to run
--- in pg_cron's database.  Both run with the caller's rights (pg_cron names
+-- installed in this database and the caller is a superuser (dblink asks
+-- anyone else for a password, which this function has not), and otherwise
+-- raises 0A000 with a hint that gives the statement to run in pg_cron's
+-- database.  Both run with the caller's rights (pg_cron names
 -- jobs per user) and reach pg_cron through the helper
 -- idempotency.portable_cron_query(), which a role other than the owner
 -- needs EXECUTE on to call them (doc/portable.md).
@@ -33,6 +33,15 @@ BEGIN
     SELECT s.setting INTO cron_database FROM pg_catalog.pg_settings s
      WHERE s.name OPERATOR(pg_catalog.=) 'cron.database_name'
        AND s.context OPERATOR(pg_catalog.=) 'postmaster';
+    -- cron.database_name is shown only to superusers and members of
+    -- pg_read_all_settings (the C reads it regardless); any role sees the
+    -- database of pg_cron's scheduler in pg_stat_activity
+    IF cron_database IS NULL THEN
+        SELECT a.datname INTO cron_database FROM pg_catalog.pg_stat_activity a
+         WHERE a.application_name OPERATOR(pg_catalog.=) 'pg_cron scheduler'
+           AND a.datname IS NOT NULL
+         ORDER BY a.backend_start LIMIT 1;
+    END IF;
     IF cron_database IS NULL THEN
         RAISE EXCEPTION 'pg_cron is not loaded'
             USING ERRCODE = 'feature_not_supported',
@@ -50,11 +59,14 @@ BEGIN
     SELECT n.nspname INTO dblink_schema FROM pg_catalog.pg_extension e
       JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) e.extnamespace
      WHERE e.extname OPERATOR(pg_catalog.=) 'dblink';
-    IF dblink_schema IS NULL THEN
+    -- dblink connects without a password here, which it allows superusers
+    -- only: anyone else is told what to run in pg_cron's database
+    IF dblink_schema IS NULL
+       OR NOT (SELECT r.rolsuper FROM pg_catalog.pg_roles r WHERE r.rolname OPERATOR(pg_catalog.=) CURRENT_USER) THEN
         RAISE EXCEPTION 'pg_cron runs in database "%", which this edition reaches only through dblink', cron_database
             USING ERRCODE = 'feature_not_supported',
-                  DETAIL = 'The portable edition cannot connect to another database by itself.',
-                  HINT = pg_catalog.format('Run CREATE EXTENSION dblink in this database, or run in database "%s": SELECT cron.schedule_in_database(''idempotency-cleanup'', ''*/5 * * * *'', ''CALL idempotency.purge_expired()'', %L);',
+                  DETAIL = 'The portable edition cannot connect to another database by itself, and connects through dblink only for a superuser.',
+                  HINT = pg_catalog.format('As this role, run in database "%s": SELECT cron.schedule_in_database(''idempotency-cleanup'', ''*/5 * * * *'', ''CALL idempotency.purge_expired()'', %L);',
                                            cron_database, pg_catalog.current_database());
     END IF;
     socket_dir := pg_catalog.split_part(pg_catalog.current_setting('unix_socket_directories'), ',', 1);
@@ -100,10 +112,10 @@ BEGIN
     END IF;
     IF idempotency.portable_cron_query('SELECT extversion FROM pg_catalog.pg_extension WHERE extname OPERATOR(pg_catalog.=) ''pg_cron''') IS NULL THEN
         IF NOT (SELECT r.rolsuper FROM pg_catalog.pg_roles r WHERE r.rolname OPERATOR(pg_catalog.=) CURRENT_USER) THEN
-            RAISE EXCEPTION 'pg_cron is not installed in database "%"', pg_catalog.current_setting('cron.database_name')
+            RAISE EXCEPTION 'pg_cron is not installed in database "%"', idempotency.portable_cron_query('SELECT pg_catalog.current_database()')
                 USING ERRCODE = 'feature_not_supported',
                       HINT = pg_catalog.format('A superuser can run CREATE EXTENSION pg_cron in database "%s" (cron.database_name).',
-                                               pg_catalog.current_setting('cron.database_name'));
+                                               idempotency.portable_cron_query('SELECT pg_catalog.current_database()'));
         END IF;
         PERFORM idempotency.portable_cron_query('CREATE EXTENSION IF NOT EXISTS pg_cron');
     END IF;
