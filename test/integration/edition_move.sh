@@ -74,15 +74,17 @@ done
 # pgtle_admin exists once pg_tle is created somewhere
 sidepsql p postgres postgres -c 'CREATE EXTENSION pg_tle' -c "GRANT pgtle_admin TO $OWNER"
 
-# newdb EDITION DB: a database on the edition's side, owned by $OWNER, with
-# the edition installed (C by the superuser, the portable edition by $OWNER)
-newdb() {
-  local ed=$1 db=$2 s
-  s=$(side_of "$ed")
-  [ "$s" = c ] && c_dbs+=("$db")
-  sidepsql "$s" postgres postgres -c "DROP DATABASE IF EXISTS $db" -c "CREATE DATABASE $db OWNER $OWNER"
+# emptydb SIDE DB: a new database there, owned by $OWNER
+emptydb() {
+  [ "$1" = c ] && c_dbs+=("$2")
+  sidepsql "$1" postgres postgres -c "DROP DATABASE IF EXISTS $2" -c "CREATE DATABASE $2 OWNER $OWNER"
+}
+# install EDITION SIDE DB: the edition, C by the superuser, the portable
+# edition by $OWNER (no superuser)
+install() {
+  local ed=$1 s=$2 db=$3
   case $ed in
-  c) sidepsql c postgres "$db" -c 'CREATE EXTENSION idempotency' ;;
+  c) sidepsql "$s" postgres "$db" -c 'CREATE EXTENSION idempotency' ;;
   plain) install_plain "$s" "$db" ;;
   tle)
     sidepsql p postgres "$db" -c 'CREATE EXTENSION pg_tle'
@@ -91,6 +93,8 @@ newdb() {
     ;;
   esac
 }
+# newdb EDITION DB: a database with the edition, on its usual side
+newdb() { emptydb "$(side_of "$1")" "$2" && install "$1" "$(side_of "$1")" "$2"; }
 install_plain() { sidepsql "$1" "$OWNER" "$2" -f "$PORTABLE_EDITION/idempotency--$PORTABLE_VERSION.sql" >/dev/null; }
 owner_of() { [ "$1" = c ] && echo postgres || echo "$OWNER"; }
 
@@ -281,26 +285,30 @@ by_dump() {
 
 # in place: FROM TO on the side where both can be installed
 in_place() {
-  local from=$1 to=$2 s db before fence max owner
+  local from=$1 to=$2 s db before fence max owner out
   s=$(side_of "$from")
   [ "$from" = plain ] && s=$(side_of "$to")
   db=regress_move_inplace_${from}_$to
-  [ "$s" = c ] && c_dbs+=("$db")
-  sidepsql "$s" postgres postgres -c "DROP DATABASE IF EXISTS $db" -c "CREATE DATABASE $db OWNER $OWNER"
-  case $from in
-  plain) install_plain "$s" "$db" ;;
-  tle)
-    sidepsql p postgres "$db" -c 'CREATE EXTENSION pg_tle'
-    sidepsql p "$OWNER" "$db" -f "$PORTABLE_EDITION/idempotency-tle.sql" >/dev/null
-    sidepsql p "$OWNER" "$db" -c 'CREATE EXTENSION idempotency'
-    ;;
-  c) sidepsql c postgres "$db" -c 'CREATE EXTENSION idempotency' ;;
-  esac
+  emptydb "$s" "$db"
+  install "$from" "$s" "$db"
   owner=$OWNER
   [ "$from" = c ] && owner=postgres
   populate "$s" "$owner" "$db"
   before=$(snapshot "$s" "$db")
   read -r fence max < <(fences "$s" "$db")
+  if [ "$from-$to" = plain-c ]; then
+    # a view of the application on the old edition stops the move, and
+    # the move's transaction leaves everything as it was
+    sidepsql c "$OWNER" "$db" -c 'CREATE VIEW public.key_counts AS SELECT * FROM idempotency.stats'
+    out=$(sidepsql c postgres "$db" -1 -v VERBOSITY=sqlstate -c 'ALTER SCHEMA idempotency RENAME TO idempotency_moving' \
+      -c 'CREATE EXTENSION idempotency' -f "$IDEM_TOP/scripts/edition_move.sql" 2>&1) &&
+      fail "plain -> c in place: moved under a view of the application"
+    [[ $out == *"ERROR:  2BP01"* ]] || fail "plain -> c in place: not refused with 2BP01: $out"
+    same "plain -> c in place: refused, nothing changed" "$before" "$(snapshot c "$db")"
+    [ "$(sidepsql c postgres "$db" -c "SELECT count(*) FROM pg_extension WHERE extname = 'idempotency'")" = 0 ] ||
+      fail "plain -> c in place: the refused move left the extension"
+    sidepsql c "$OWNER" "$db" -c 'DROP VIEW public.key_counts'
+  fi
   case $to in
   plain)
     sidepsql "$s" "$owner" "$db" -c 'ALTER SCHEMA idempotency RENAME TO idempotency_moving' \
@@ -322,6 +330,42 @@ in_place() {
   check "$from -> $to in place" "$to" "$s" "$db" "$before" "$fence" "$max"
 }
 
+# tle <-> C on one server: pg_tle refuses to register a name the server
+# has a control file for, and one database has one extension of a name, so
+# the move goes through the plain edition: tle -> plain in place, the TLE
+# unregistered, the C edition's files installed, plain -> C in place; and
+# back: C -> plain, the files removed, the TLE registered, plain -> tle.
+on_one_server() {
+  local db=regress_move_chain before fence max
+  newdb tle "$db"
+  populate p "$OWNER" "$db"
+  before=$(snapshot p "$db")
+  read -r fence max < <(fences p "$db")
+  sidepsql p "$OWNER" "$db" -c 'ALTER SCHEMA idempotency RENAME TO idempotency_moving' \
+    -f "$PORTABLE_EDITION/idempotency--$PORTABLE_VERSION.sql" -f "$IDEM_TOP/scripts/edition_move.sql" \
+    -c "SELECT pgtle.uninstall_extension('idempotency')" >/dev/null
+  make -s -C "$IDEM_TOP" PG_CONFIG="$PBIN/pg_config" install >/dev/null
+  sidepsql p postgres "$db" -1 -c 'ALTER SCHEMA idempotency RENAME TO idempotency_moving' \
+    -c 'CREATE EXTENSION idempotency' -f "$IDEM_TOP/scripts/edition_move.sql" >/dev/null
+  [ "$(sidepsql p postgres "$db" -c "SELECT probin FROM pg_proc WHERE oid = 'idempotency.claim'::regproc")" = \
+    '$libdir/idempotency' ] || fail "tle -> C on one server: not the C edition"
+  check "tle -> plain -> c in place, one server" c p "$db" "$before" "$fence" "$max"
+
+  db=regress_move_chain_back
+  emptydb p "$db"
+  install c p "$db"
+  populate p postgres "$db"
+  before=$(snapshot p "$db")
+  read -r fence max < <(fences p "$db")
+  sidepsql p postgres "$db" -c 'ALTER SCHEMA idempotency RENAME TO idempotency_moving' \
+    -f "$PORTABLE_EDITION/idempotency--$PORTABLE_VERSION.sql" -f "$IDEM_TOP/scripts/edition_move.sql" >/dev/null
+  find "$WORK/inst" \( -name 'idempotency.so' -o -name 'idempotency.control' -o -name 'idempotency--*.sql' \) -delete
+  sidepsql p postgres "$db" -c 'CREATE EXTENSION pg_tle' -f "$PORTABLE_EDITION/idempotency-tle.sql" >/dev/null
+  sidepsql p postgres "$db" -1 -c 'ALTER SCHEMA idempotency RENAME TO idempotency_moving' \
+    -c 'CREATE EXTENSION idempotency' -f "$IDEM_TOP/scripts/edition_move.sql" >/dev/null
+  check "c -> plain -> tle in place, one server" tle p "$db" "$before" "$fence" "$max"
+}
+
 by_dump plain c
 by_dump tle c
 by_dump c plain
@@ -330,4 +374,5 @@ in_place plain c
 in_place c plain
 in_place plain tle
 in_place tle plain
+on_one_server
 echo "edition moves kept every promise ($(($(date +%s) - started)) s)"
