@@ -347,8 +347,9 @@ on_one_server() {
   make -s -C "$IDEM_TOP" PG_CONFIG="$PBIN/pg_config" install >/dev/null
   sidepsql p postgres "$db" -1 -c 'ALTER SCHEMA idempotency RENAME TO idempotency_moving' \
     -c 'CREATE EXTENSION idempotency' -f "$IDEM_TOP/scripts/edition_move.sql" >/dev/null
-  [ "$(sidepsql p postgres "$db" -c "SELECT probin FROM pg_proc WHERE oid = 'idempotency.claim'::regproc")" = \
-    '$libdir/idempotency' ] || fail "tle -> C on one server: not the C edition"
+  [ "$(sidepsql p postgres "$db" -c "SELECT l.lanname FROM pg_proc p
+        JOIN pg_language l ON l.oid = p.prolang WHERE p.oid = 'idempotency.claim'::regproc")" = c ] ||
+    fail "tle -> C on one server: not the C edition"
   check "tle -> plain -> c in place, one server" c p "$db" "$before" "$fence" "$max"
 
   db=regress_move_chain_back
