@@ -15,7 +15,9 @@
 # one grant more.  Moves: plain -> C, tle -> C, C -> plain, C -> tle by
 # pg_dump -Fc and pg_restore -L (scripts/edition_list.sh), and in place
 # (scripts/edition_move.sql) plain -> C and C -> plain on the C cluster,
-# plain -> tle and tle -> plain on the pg_tle one.  After each: the rows are
+# plain -> tle and tle -> plain on the pg_tle one, and tle -> C and back
+# on the pg_tle one through the plain edition (the C edition's files
+# installed in between, and removed again).  After each: the rows are
 # the source's, row for row (md5 of the ordered rows of each table), and
 # so are the sequences; completed keys replay, failed ones replay their
 # error; a take-over gets a fence above every fence of the source and the
@@ -23,7 +25,8 @@
 # leased events are marked with their token, new events and leases number
 # on; the inbox remembers; the state machine still refuses; the role's
 # rights are those of a fresh install of the target edition plus its grant,
-# and PUBLIC has none.
+# and PUBLIC has none.  A view of the application on the old edition stops
+# an in-place move (2BP01) and leaves the database as it was.
 set -euo pipefail
 IDEM_TOP=${IDEM_TOP:-$(cd "$(dirname "$0")/../.." && pwd)}
 . "$IDEM_TOP/scripts/lib.sh"
