@@ -12,7 +12,8 @@
 -- tables, checks that both editions are at the same version and that the
 -- new tables are empty, and refuses while something outside the old
 -- schema depends on it (a view, a foreign key, a default: move those
--- first); then it copies every row, sets each sequence where the old one
+-- first) or the old schema holds an object that is not the extension's;
+-- then it copies every row, sets each sequence where the old one
 -- stood, grants on each new object what the old one granted to roles
 -- other than its owner, moves the state-machine triggers of the
 -- application's tables to the new edition, and drops the old edition
@@ -96,6 +97,35 @@ BEGIN
         RAISE EXCEPTION 'edition_move: objects outside the old edition depend on it: %', blocked
             USING ERRCODE = 'dependent_objects_still_exist',
                   HINT = 'Drop them and create them again on the new edition after the move.';
+    END IF;
+
+    -- what is in the old schema but not in the new edition (an object of
+    -- the application) would go with the old schema: refused too; the
+    -- portable edition's own helpers and version table are not in the C's
+    SELECT string_agg(x.what, ', ' ORDER BY x.what) INTO blocked
+      FROM (SELECT format('relation %I.%I', old_ns, c.relname) AS what
+              FROM pg_class c
+             WHERE c.relnamespace = old_ns::regnamespace
+               AND c.relkind IN ('r', 'p', 'v', 'm', 'S', 'f', 'c', 'i')
+               AND c.relname NOT IN ('plain_version', 'plain_version_pkey')
+               AND NOT EXISTS (SELECT FROM pg_class n
+                                WHERE n.relnamespace = new_ns::regnamespace AND n.relname = c.relname)
+            UNION ALL
+            SELECT format('function %s', p.oid::regprocedure)
+              FROM pg_proc p
+             WHERE p.pronamespace = old_ns::regnamespace AND p.proname !~ '^portable_'
+               AND NOT EXISTS (SELECT FROM pg_proc n
+                                WHERE n.pronamespace = new_ns::regnamespace AND n.proname = p.proname)
+            UNION ALL
+            SELECT format('type %I.%I', old_ns, t.typname)
+              FROM pg_type t
+             WHERE t.typnamespace = old_ns::regnamespace AND t.typrelid = 0 AND t.typelem = 0
+               AND NOT EXISTS (SELECT FROM pg_type n
+                                WHERE n.typnamespace = new_ns::regnamespace AND n.typname = t.typname)) x;
+    IF blocked IS NOT NULL THEN
+        RAISE EXCEPTION 'edition_move: the old schema holds objects that are not the extension''s: %', blocked
+            USING ERRCODE = 'dependent_objects_still_exist',
+                  HINT = 'Move them to another schema first.';
     END IF;
 
     -- rows: every table of the new edition but the plain script's version

@@ -288,7 +288,7 @@ by_dump() {
 
 # in place: FROM TO on the side where both can be installed
 in_place() {
-  local from=$1 to=$2 s db before fence max owner out
+  local from=$1 to=$2 s db before fence max owner out obj create drop
   s=$(side_of "$from")
   [ "$from" = plain ] && s=$(side_of "$to")
   db=regress_move_inplace_${from}_$to
@@ -300,17 +300,26 @@ in_place() {
   before=$(snapshot "$s" "$db")
   read -r fence max < <(fences "$s" "$db")
   if [ "$from-$to" = plain-c ]; then
-    # a view of the application on the old edition stops the move, and
-    # the move's transaction leaves everything as it was
-    sidepsql c "$OWNER" "$db" -c 'CREATE VIEW public.key_counts AS SELECT * FROM idempotency.stats'
-    out=$(sidepsql c postgres "$db" -1 -v VERBOSITY=sqlstate -c 'ALTER SCHEMA idempotency RENAME TO idempotency_moving' \
-      -c 'CREATE EXTENSION idempotency' -f "$IDEM_TOP/scripts/edition_move.sql" 2>&1) &&
-      fail "plain -> c in place: moved under a view of the application"
-    [[ $out == *"ERROR:  2BP01"* ]] || fail "plain -> c in place: not refused with 2BP01: $out"
-    same "plain -> c in place: refused, nothing changed" "$before" "$(snapshot c "$db")"
-    [ "$(sidepsql c postgres "$db" -c "SELECT count(*) FROM pg_extension WHERE extname = 'idempotency'")" = 0 ] ||
-      fail "plain -> c in place: the refused move left the extension"
-    sidepsql c "$OWNER" "$db" -c 'DROP VIEW public.key_counts'
+    # a view of the application on the old edition, or a table of its own
+    # in the old schema, stops the move, and the move's transaction leaves
+    # everything as it was
+    for obj in view table; do
+      case $obj in
+      view) create='CREATE VIEW public.key_counts AS SELECT * FROM idempotency.stats'
+            drop='DROP VIEW public.key_counts' ;;
+      table) create='CREATE TABLE idempotency.app_notes (note text)'
+             drop='DROP TABLE idempotency.app_notes' ;;
+      esac
+      sidepsql c "$OWNER" "$db" -c "$create"
+      out=$(sidepsql c postgres "$db" -1 -v VERBOSITY=sqlstate -c 'ALTER SCHEMA idempotency RENAME TO idempotency_moving' \
+        -c 'CREATE EXTENSION idempotency' -f "$IDEM_TOP/scripts/edition_move.sql" 2>&1) &&
+        fail "plain -> c in place: moved despite a $obj"
+      [[ $out == *"ERROR:  2BP01"* ]] || fail "plain -> c in place: a $obj not refused with 2BP01: $out"
+      same "plain -> c in place: refused, nothing changed" "$before" "$(snapshot c "$db")"
+      [ "$(sidepsql c postgres "$db" -c "SELECT count(*) FROM pg_extension WHERE extname = 'idempotency'")" = 0 ] ||
+        fail "plain -> c in place: the refused move left the extension"
+      sidepsql c "$OWNER" "$db" -c "$drop"
+    done
   fi
   case $to in
   plain)
