@@ -75,13 +75,16 @@ for mode in $PORTABLE_MODES; do
       results+=("$mode $t skipped: $reason")
       continue
     fi
-    # PostgreSQL::Test::Utils creates TESTDIR/tmp_check, but not TESTDIR
+    # PostgreSQL::Test::Utils creates TESTDIR/tmp_check, but not TESTDIR;
+    # from 17 on it writes into TESTDATADIR and TESTLOGDIR, or else ./tmp_check
+    # and ./log, where the logs of both modes would run together
     dir=$WORK/tap-$mode/$t
     mkdir -p "$dir" && chown postgres: "$WORK/tap-$mode" "$dir"
     idem_log "$mode: $t"
     t0=$SECONDS
     runuser -u postgres -- env PATH="$BIN:$PATH" IDEM_EDITION="$mode" \
       IDEM_EDITION_DIR="$PORTABLE_EDITION" TESTDIR="$dir" \
+      TESTDATADIR="$dir/tmp_check" TESTLOGDIR="$dir/tmp_check/log" \
       PG_REGRESS="$PGXS_DIR/src/test/regress/pg_regress" \
       ${STRESS_SECONDS:+STRESS_SECONDS="$STRESS_SECONDS"} \
       prove -I "$PGXS_DIR/src/test/perl" "$f" >"$dir.log" 2>&1
