@@ -208,12 +208,15 @@ BEGIN
         outbox_unref, 'p.published_at', now OPERATOR(pg_catalog.-) outbox_retention, $1, caller_path);
 
     -- Nothing to delete: purge_expired() is done, and it committed its
-    -- earlier batches without waiting for their WAL flush.  A transaction
-    -- id makes this transaction's commit a record that is flushed, with
-    -- all the WAL before it, under the caller's synchronous_commit.
+    -- earlier batches without waiting for their WAL flush.  This
+    -- transaction's commit must then flush, with all the WAL before it,
+    -- under the caller's synchronous_commit.  A transaction id alone is not
+    -- enough: PostgreSQL commits a transaction that wrote no WAL of its own
+    -- asynchronously.  A transactional logical message (empty, prefix
+    -- "idempotency.purge") is WAL of this transaction and takes its id.
     IF n_keys OPERATOR(pg_catalog.=) 0 AND n_tokens OPERATOR(pg_catalog.=) 0
        AND n_processed OPERATOR(pg_catalog.=) 0 AND n_outbox OPERATOR(pg_catalog.=) 0 THEN
-        PERFORM pg_catalog.pg_current_xact_id();
+        PERFORM pg_catalog.pg_logical_emit_message(true, 'idempotency.purge', '');
     END IF;
 
     PERFORM pg_catalog.set_config('search_path', caller_path, true);

@@ -437,14 +437,15 @@ BEGIN
     END IF;
 
     -- 2. with a new snapshot: keep the candidates preceded in their
-    -- aggregate only by free locked candidates
+    -- aggregate only by free locked candidates (a join tells which rows
+    -- are candidates: "= ANY (ids)" per row would be quadratic in the batch)
     FOR r IN
-        SELECT e.id, e.free, a.last
+        SELECT e.id, e.free, a.last, u.id IS NOT NULL AS candidate
           FROM (SELECT c.aggregate_type, c.aggregate_id,
                        pg_catalog.max(c.id) AS last, pg_catalog.count(*) AS n
                   FROM idempotency.outbox_events c WHERE c.id OPERATOR(pg_catalog.=) ANY (ids)
-                 GROUP BY c.aggregate_type, c.aggregate_id) a,
-               LATERAL (SELECT e.id,
+                 GROUP BY c.aggregate_type, c.aggregate_id) a
+               CROSS JOIN LATERAL (SELECT e.id,
                                (e.locked_until IS NULL OR e.locked_until OPERATOR(pg_catalog.<=) now)
                                AND (e.next_attempt_at IS NULL
                                     OR e.next_attempt_at OPERATOR(pg_catalog.<=) now) AS free
@@ -454,6 +455,7 @@ BEGIN
                            AND e.id OPERATOR(pg_catalog.<=) a.last
                            AND e.published_at IS NULL AND e.dead_at IS NULL
                          ORDER BY e.id LIMIT a.n OPERATOR(pg_catalog.+) 1) e
+               LEFT JOIN pg_catalog.unnest(ids) AS u(id) ON u.id OPERATOR(pg_catalog.=) e.id
          ORDER BY a.last, e.id
     LOOP
         IF first_row OR r.last OPERATOR(pg_catalog.<>) aggregate THEN
@@ -461,7 +463,7 @@ BEGIN
             blocked := false;
             first_row := false;
         END IF;
-        IF NOT blocked AND r.free AND r.id OPERATOR(pg_catalog.=) ANY (ids) THEN
+        IF NOT blocked AND r.free AND r.candidate THEN
             chosen := chosen OPERATOR(pg_catalog.||) r.id;
         ELSE
             blocked := true;

@@ -7,14 +7,17 @@ use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
+use FindBin;
+use lib $FindBin::RealBin;
+use IdemEdition;
 use Test::More;
 
 my $node = PostgreSQL::Test::Cluster->new('crash_holder');
-$node->init;
+idem_init($node);
 $node->append_conf('postgresql.conf', "restart_after_crash = on\n");
 $node->start;
+idem_install($node, 'postgres');
 $node->safe_psql('postgres', q{
-    CREATE EXTENSION idempotency;
     CREATE TABLE side_effects (key text, phase text, fence bigint);
 });
 

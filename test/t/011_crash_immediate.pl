@@ -14,15 +14,18 @@ use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
+use FindBin;
+use lib $FindBin::RealBin;
+use IdemEdition;
 use IPC::Run;
 use Test::More;
 
 my $node = PostgreSQL::Test::Cluster->new('crash_immediate');
-$node->init;
+idem_init($node);
 $node->append_conf('postgresql.conf', "max_connections = 40\n");
 $node->start;
+idem_install($node, 'postgres');
 $node->safe_psql('postgres', q{
-    CREATE EXTENSION idempotency;
     CREATE TABLE side_effects (id bigserial, key text, fence bigint);
     CREATE TABLE inbox_effects (id bigserial, event_id text);
     CREATE TABLE orders (id bigserial PRIMARY KEY);

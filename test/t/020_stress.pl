@@ -16,6 +16,9 @@ use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
+use FindBin;
+use lib $FindBin::RealBin;
+use IdemEdition;
 use Test::More;
 
 my $seconds = $ENV{STRESS_SECONDS} // 15;
@@ -23,12 +26,12 @@ my $clients = $ENV{STRESS_CLIENTS} // 32;
 my $keys = $ENV{STRESS_KEYS} // 1000;
 
 my $node = PostgreSQL::Test::Cluster->new('stress');
-$node->init;
+idem_init($node);
 $node->append_conf('postgresql.conf',
 	"max_connections = " . ($clients + 10) . "\nlog_min_messages = warning\n");
 $node->start;
+idem_install($node, 'postgres');
 $node->safe_psql('postgres', q{
-CREATE EXTENSION idempotency;
 CREATE TABLE side_effects (key text NOT NULL, phase text NOT NULL, fence bigint NOT NULL,
                            at timestamptz NOT NULL DEFAULT clock_timestamp());
 CREATE UNLOGGED TABLE outcomes (kind text, outcome text);

@@ -6,14 +6,17 @@ use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
+use FindBin;
+use lib $FindBin::RealBin;
+use IdemEdition;
 use Test::More;
 
 my $node = PostgreSQL::Test::Cluster->new('cron');
-$node->init;
+idem_init($node);
 $node->start;
 
 # without pg_cron loaded: 0A000, with a hint on installing it
-$node->safe_psql('postgres', 'CREATE EXTENSION idempotency');
+idem_install($node, 'postgres');
 my ($ret, $out, $err) = $node->psql('postgres',
 	"\\set VERBOSITY verbose\nSELECT idempotency.schedule_cleanup()");
 like($err, qr/ERROR:\s+0A000: pg_cron is not loaded/, 'no pg_cron: 0A000');
@@ -26,15 +29,15 @@ like($err, qr/0A000/, 'unschedule without pg_cron: 0A000');
 # pg_cron preloaded, its jobs connect over our socket
 my $host = $node->host;
 $node->append_conf('postgresql.conf', qq{
-shared_preload_libraries = 'pg_cron'
+shared_preload_libraries = @{[ idem_preload('pg_cron') ]}
 cron.database_name = 'postgres'
 cron.host = '$host'
 });
 $node->restart;
 
 $node->safe_psql('postgres', 'CREATE DATABASE app');
+idem_install($node, 'app');
 $node->safe_psql('app', q{
-CREATE EXTENSION idempotency;
 SELECT idempotency.claim('live');
 SELECT idempotency.claim('old-' || g) FROM generate_series(1, 100) g;
 UPDATE idempotency.idempotency_keys
@@ -45,6 +48,20 @@ SELECT idempotency.consume_token(idempotency.issue_token());
 INSERT INTO idempotency.processed_events (consumer, event_id, processed_at)
 VALUES ('c', 'old', now() - interval '30 days'), ('c', 'new', now());
 });
+
+# The portable edition reaches pg_cron's database only through dblink
+# (doc/portable.md, "Edition differences"): without it, 0A000 with a hint
+# that gives the statement to run there; then dblink is installed in app.
+if (idem_portable())
+{
+	($ret, $out, $err) = $node->psql('app',
+		"\\set VERBOSITY verbose\nSELECT idempotency.schedule_cleanup('* * * * *')");
+	like($err, qr/ERROR:\s+0A000: pg_cron runs in database "postgres", which this edition reaches only through dblink/,
+		'portable edition without dblink: 0A000');
+	like($err, qr/HINT:\s+Run CREATE EXTENSION dblink in this database, or run in database "postgres": SELECT cron\.schedule_in_database\('idempotency-cleanup', '\*\/5 \* \* \* \*', 'CALL idempotency\.purge_expired\(\)', 'app'\);/,
+		'the hint gives the statement to run in pg_cron\'s database');
+	$node->safe_psql('app', 'CREATE EXTENSION dblink');
+}
 
 # pg_cron lives in "postgres": the job is written there, and pg_cron is
 # created there on the way (the library is loaded)
@@ -101,9 +118,21 @@ CREATE ROLE regress_ops LOGIN;
 GRANT USAGE ON SCHEMA idempotency TO regress_ops;
 GRANT EXECUTE ON FUNCTION idempotency.schedule_cleanup(text) TO regress_ops;
 });
+# the portable schedule_cleanup() runs its helper with the caller's rights
+# (doc/portable.md, "Helpers and grants"), and the helper reads
+# cron.database_name from pg_settings, which shows pg_cron's settings only
+# to superusers and pg_read_all_settings (to others pg_cron looks not
+# loaded: 0A000)
+$node->safe_psql('app', q{
+GRANT EXECUTE ON FUNCTION idempotency.portable_cron_query(text) TO regress_ops;
+GRANT pg_read_all_settings TO regress_ops;
+}) if idem_portable();
 ($ret, $out, $err) = $node->psql('app',
 	"\\set VERBOSITY verbose\nSET ROLE regress_ops;\nSELECT idempotency.schedule_cleanup()");
-like($err, qr/2F003: password is required/, 'non-superuser without a password: refused');
+# the portable edition meets dblink's refusal: the same SQLSTATE, its
+# message "password or GSSAPI delegated credentials required" since 16
+like($err, idem_portable() ? qr/2F003: password (is required|or GSSAPI delegated credentials required)/
+	: qr/2F003: password is required/, 'non-superuser without a password: refused');
 is($node->safe_psql('postgres', 'SELECT count(*) FROM cron.job'), '0', 'no job left behind');
 
 $node->safe_psql('app', 'DROP OWNED BY regress_ops; DROP ROLE regress_ops');

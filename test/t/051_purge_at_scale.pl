@@ -5,14 +5,17 @@ use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
+use FindBin;
+use lib $FindBin::RealBin;
+use IdemEdition;
 use Test::More;
 use Time::HiRes qw(time);
 
 my $node = PostgreSQL::Test::Cluster->new('scale');
-$node->init;
+idem_init($node);
 $node->start;
+idem_install($node, 'postgres');
 $node->safe_psql('postgres', q{
-CREATE EXTENSION idempotency;
 INSERT INTO idempotency.idempotency_keys (key_hash, scope, idempotency_key, status, fence, created_at, expires_at)
 SELECT idempotency.key_hash('', 'k' || g), '', 'k' || g, 'completed', g, now(),
        now() + CASE WHEN g % 2 = 0 THEN interval '-1 hour' ELSE interval '1 hour' END

@@ -6,13 +6,16 @@ use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
+use FindBin;
+use lib $FindBin::RealBin;
+use IdemEdition;
 use Test::More;
 
 my $node = PostgreSQL::Test::Cluster->new('durable');
-$node->init;
+idem_init($node);
 $node->append_conf('postgresql.conf', "wal_writer_delay = 10s\n");
 $node->start;
-$node->safe_psql('postgres', 'CREATE EXTENSION idempotency');
+idem_install($node, 'postgres');
 
 # rows: expired keys to load; the batch size is 1000
 foreach my $rows (20000, 20500)

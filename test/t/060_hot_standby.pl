@@ -9,13 +9,16 @@ use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
+use FindBin;
+use lib $FindBin::RealBin;
+use IdemEdition;
 use Test::More;
 
 my $primary = PostgreSQL::Test::Cluster->new('primary');
-$primary->init(allows_streaming => 1);
+idem_init($primary, allows_streaming => 1);
 $primary->start;
+idem_install($primary, 'postgres');
 $primary->safe_psql('postgres', q(
-CREATE EXTENSION idempotency;
 SELECT idempotency.complete('done', fence, '{"paid": 100}', 201)
   FROM idempotency.claim('done', '{"amount": 100}');
 SELECT idempotency.claim('held', '{"amount": 5}', lease => '1 hour');

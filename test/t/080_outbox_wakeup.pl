@@ -15,6 +15,9 @@ use File::Basename qw(dirname);
 use IPC::Run;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
+use FindBin;
+use lib $FindBin::RealBin;
+use IdemEdition;
 use Test::More;
 use Time::HiRes qw(time);
 
@@ -23,9 +26,9 @@ plan skip_all => 'the relay needs python3 with psycopg2'
   if system($python, '-c', 'import psycopg2') != 0;
 
 my $node = PostgreSQL::Test::Cluster->new('wakeup');
-$node->init(allows_streaming => 1);
+idem_init($node, allows_streaming => 1);
 $node->start;
-$node->safe_psql('postgres', 'CREATE EXTENSION idempotency');
+idem_install($node, 'postgres');
 
 # The relay: looks again every 2 s (the producer's interval is 1 s), polls
 # only after 10 minutes.

@@ -15,15 +15,18 @@ use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
+use FindBin;
+use lib $FindBin::RealBin;
+use IdemEdition;
 use Test::More;
 use IPC::Run;
 
 my $primary = PostgreSQL::Test::Cluster->new('primary');
-$primary->init(allows_streaming => 1);
+idem_init($primary, allows_streaming => 1);
 $primary->append_conf('postgresql.conf', 'synchronous_commit = on');
 $primary->start;
+idem_install($primary, 'postgres');
 $primary->safe_psql('postgres', q(
-CREATE EXTENSION idempotency;
 CREATE TABLE ledger (key text NOT NULL, fence bigint NOT NULL);
 ));
 $primary->backup('base');

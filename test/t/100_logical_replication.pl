@@ -22,23 +22,29 @@ use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
+use FindBin;
+use lib $FindBin::RealBin;
+use IdemEdition;
 use Test::More;
 use Time::HiRes qw(usleep);
 
 my $pub = PostgreSQL::Test::Cluster->new('publisher');
-$pub->init(allows_streaming => 'logical');
+idem_init($pub, allows_streaming => 'logical');
 $pub->start;
 my $sub = PostgreSQL::Test::Cluster->new('subscriber');
-$sub->init;
+idem_init($sub);
 $sub->start;
 
 sub on_pub { return $pub->safe_psql('postgres', $_[0]); }
 sub on_sub { return $sub->safe_psql('postgres', $_[0]); }
 
-on_pub('CREATE EXTENSION idempotency');
-on_sub('CREATE EXTENSION idempotency');
+idem_install($pub, 'postgres');
+idem_install($sub, 'postgres');
 
-# The extension's tables and sequences.
+# The extension's tables and sequences: its members in pg_depend.  The
+# plain script of the portable edition makes no extension (doc/portable.md,
+# "Edition differences"): there they are those of schema idempotency but
+# plain_version, where each node keeps the version installed on it.
 my $members = q(
 SELECT c.oid::regclass::text
   FROM pg_depend d JOIN pg_class c ON c.oid = d.objid
@@ -46,6 +52,21 @@ SELECT c.oid::regclass::text
    AND d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'idempotency')
    AND d.deptype = 'e' AND c.relkind = '%s'
  ORDER BY c.oid::regclass::text COLLATE "C");
+my @own;    # tables of schema idempotency that are not published
+if (idem_edition() eq 'plain')
+{
+	is(on_pub(q(SELECT count(*) FROM pg_extension WHERE extname = 'idempotency')),
+		'0', 'the plain script makes no extension');
+	is(on_sub(q(SELECT version FROM idempotency.plain_version)),
+		on_pub(q(SELECT version FROM idempotency.plain_version)),
+		'both nodes have the same version of the plain script');
+	$members = q(
+SELECT c.oid::regclass::text FROM pg_class c
+ WHERE c.relnamespace = 'idempotency'::regnamespace AND c.relkind = '%s'
+   AND c.relname <> 'plain_version'
+ ORDER BY c.oid::regclass::text COLLATE "C");
+	@own = ('idempotency.plain_version');
+}
 my @tables = split /\n/, on_pub(sprintf($members, 'r'));
 my @sequences = split /\n/, on_pub(sprintf($members, 'S'));
 for my $t (qw(idempotency_keys tokens state_machines outbox_events processed_events))
@@ -59,16 +80,23 @@ for my $s (qw(fence_seq outbox_lease_seq outbox_events_id_seq))
 is(on_sub(sprintf($members, 'r')), join("\n", @tables), 'the subscriber has the same tables, from CREATE EXTENSION');
 
 # FOR ALL TABLES and FOR TABLES IN SCHEMA publish the extension's tables
-# too (they are ordinary tables); the test publishes them by name.
+# too (they are ordinary tables), and those of other extensions (pg_tle's
+# through pg_tle) and the plain script's plain_version; the test publishes
+# the extension's by name.
+my @others = split /\n/, on_pub(q(
+SELECT c.oid::regclass::text
+  FROM pg_depend d JOIN pg_class c ON c.oid = d.objid JOIN pg_extension e ON e.oid = d.refobjid
+ WHERE d.classid = 'pg_class'::regclass AND d.refclassid = 'pg_extension'::regclass
+   AND d.deptype = 'e' AND c.relkind = 'r' AND e.extname <> 'idempotency'));
 on_pub(q(
 CREATE PUBLICATION probe_all FOR ALL TABLES;
 CREATE PUBLICATION probe_schema FOR TABLES IN SCHEMA idempotency;
 ));
 my $published = q(SELECT string_agg(schemaname || '.' || tablename, E'\n' ORDER BY schemaname || '.' || tablename COLLATE "C")
 	FROM pg_publication_tables WHERE pubname = '%s');
-is(on_pub(sprintf($published, 'probe_all')), join("\n", @tables),
+is(on_pub(sprintf($published, 'probe_all')), join("\n", sort(@tables, @own, @others)),
 	'FOR ALL TABLES publishes every table of the extension');
-is(on_pub(sprintf($published, 'probe_schema')), join("\n", @tables),
+is(on_pub(sprintf($published, 'probe_schema')), join("\n", sort(@tables, @own)),
 	'FOR TABLES IN SCHEMA idempotency publishes every table of the extension');
 on_pub('DROP PUBLICATION probe_all; DROP PUBLICATION probe_schema');
 
