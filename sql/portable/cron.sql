@@ -27,6 +27,7 @@ AS $$
 DECLARE
     cron_database pg_catalog.text;
     dblink_schema pg_catalog.name;
+    superuser pg_catalog.bool;
     socket_dir pg_catalog.text;
     result pg_catalog.text;
 BEGIN
@@ -61,12 +62,14 @@ BEGIN
      WHERE e.extname OPERATOR(pg_catalog.=) 'dblink';
     -- dblink connects without a password here, which it allows superusers
     -- only: anyone else is told what to run in pg_cron's database
-    IF dblink_schema IS NULL
-       OR NOT (SELECT r.rolsuper FROM pg_catalog.pg_roles r WHERE r.rolname OPERATOR(pg_catalog.=) CURRENT_USER) THEN
+    superuser := (SELECT r.rolsuper FROM pg_catalog.pg_roles r WHERE r.rolname OPERATOR(pg_catalog.=) CURRENT_USER);
+    IF dblink_schema IS NULL OR NOT superuser THEN
         RAISE EXCEPTION 'pg_cron runs in database "%", which this edition reaches only through dblink', cron_database
             USING ERRCODE = 'feature_not_supported',
                   DETAIL = 'The portable edition cannot connect to another database by itself, and connects through dblink only for a superuser.',
-                  HINT = pg_catalog.format('As this role, run in database "%s": SELECT cron.schedule_in_database(''idempotency-cleanup'', ''*/5 * * * *'', ''CALL idempotency.purge_expired()'', %L);',
+                  HINT = pg_catalog.format('%s run in database "%s": SELECT cron.schedule_in_database(''idempotency-cleanup'', ''*/5 * * * *'', ''CALL idempotency.purge_expired()'', %L);',
+                                           CASE WHEN superuser THEN 'Run CREATE EXTENSION dblink in this database, or'
+                                                ELSE 'As this role,' END,
                                            cron_database, pg_catalog.current_database());
     END IF;
     socket_dir := pg_catalog.split_part(pg_catalog.current_setting('unix_socket_directories'), ',', 1);
