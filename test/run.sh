@@ -35,9 +35,8 @@ TEST_PACKAGES="redis-server libhiredis-dev python3-psycopg2 python3-flask
 # the Patroni failover test runs on the host's major only (see the test)
 [ -f /etc/idempotency-chroot ] || TEST_PACKAGES="$TEST_PACKAGES patroni etcd-server etcd-client"
 TEST_GROUPS=${TEST_GROUPS:-regress isolation pgtap tap integration portable}
-# the portable edition's install routes: both on 15 and 18, the plain
-# script on 17 (the bodies are the same; doc/testing.md, time budget)
-case $PG_MAJOR in 17) PORTABLE_MODES=${PORTABLE_MODES:-plain} ;; *) PORTABLE_MODES=${PORTABLE_MODES:-plain tle} ;; esac
+# the portable edition's install routes, both on every major (doc/testing.md)
+PORTABLE_MODES=${PORTABLE_MODES:-plain tle}
 
 test_packages=()
 for p in $TEST_PACKAGES; do

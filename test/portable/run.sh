@@ -214,7 +214,9 @@ run_group() {
   done
 }
 
+declare -A mode_seconds=()
 for mode in $PORTABLE_MODES; do
+  mode_start=$SECONDS
   # expected/ with the edition's alternatives
   rm -rf "$WORK/repo/test/expected"
   cp -r "$IDEM_TOP/expected" "$WORK/repo/test/expected"
@@ -248,6 +250,7 @@ for mode in $PORTABLE_MODES; do
   done
   idem_stop_cluster "$BIN" "$CLUSTER"
   CLUSTER=
+  mode_seconds[$mode]=$((SECONDS - mode_start))
 done
 
 echo "---- results"
@@ -255,7 +258,9 @@ printf '%s\n' "${results[@]}"
 for mode in $PORTABLE_MODES; do
   echo "$mode: $(printf '%s\n' "${results[@]}" | grep -c "^$mode .* ok$") passed," \
     "$(printf '%s\n' "${results[@]}" | grep -c "^$mode .*FAILED$") failed," \
-    "$(printf '%s\n' "${results[@]}" | grep -c "^$mode .* skipped: ") skipped"
+    "$(printf '%s\n' "${results[@]}" | grep -c "^$mode .* skipped: ") skipped" \
+    "(${mode_seconds[$mode]:-0}s)"
 done
+echo "PostgreSQL $PG_MAJOR, in all (set-up included): ${SECONDS}s"
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ] && [ "$passed" -gt 0 ]
