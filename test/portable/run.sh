@@ -25,7 +25,9 @@
 # pgTAP tests run with pg_prove in a database prepared alike, with pgtap.
 #
 # Expected output: expected/ at the top level, plus the alternatives of
-# test/portable/expected/ (both modes, <test>_8.out) and
+# test/portable/expected/ (both modes, <test>_8.out; <test>_7.out for the
+# same on the majors whose core prints otherwise, as expected/<test>_1.out
+# is for the C edition: doc/testing.md) and
 # test/portable/expected/<mode>/ (<test>_9.out), which pg_regress takes as
 # alternatives, for the documented edition differences only.  Tests that
 # cannot run on the edition are skipped with their reason (skip_reason
