@@ -39,7 +39,7 @@ run_chroot() (
   idem_chroot_mount "$ch" || exit 1
   idem_chroot_sync_host "$ch"
   # leftovers of an earlier run (kept work of a failed one included)
-  rm -rf "$ch/build" "$ch"/tmp/idempotency-test.* "$ch"/tmp/idempotency-scaleout
+  rm -rf "$ch/build" "$ch"/tmp/idempotency-test.* "$ch"/tmp/idempotency-portable.* "$ch"/tmp/idempotency-scaleout
   mkdir -p "$ch/build/idempotency"
   # the work tree without git data, dependencies or build products (the
   # host's objects are for another major)
@@ -64,7 +64,7 @@ run_chroot() (
     echo "leftover processes .. FAILED"
     touch "$OUT/pg$m.leftover"	# one more failure for this major
   fi
-  for d in "$ch"/tmp/idempotency-test.*; do
+  for d in "$ch"/tmp/idempotency-test.* "$ch"/tmp/idempotency-portable.*; do
     [ -d "$d" ] && echo "(seen from the host: $d)"
   done
   exit $rc
