@@ -18,10 +18,11 @@
 #          grant made before it makes the 1.2 to 1.3 update fail, 42501), the
 #          catalog equals that of a fresh CREATE EXTENSION granted alike.
 #
-# Run as a superuser's OS user, with psql in PATH and PGHOST/PGPORT set,
-# PORTABLE_EDITION the built edition (test/portable/lib.sh).  Creates and
-# drops the databases portable_update_*; prints "ok: ..." and exits 0 when
-# everything holds.
+# Run by test/portable/run.sh as the OS user of a superuser role (PGUSER),
+# with psql in PATH, PGHOST/PGPORT set and PORTABLE_EDITION the built
+# edition (test/portable/lib.sh).  Creates and drops the databases
+# portable_update_* and the role regress_portable_update_app; prints
+# "ok: ..." and exits 0 when everything holds.
 set -euo pipefail
 TOP=$(cd "$(dirname "$0")/../.." && pwd)
 mode=$1 role=$2
