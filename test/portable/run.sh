@@ -57,10 +57,10 @@ skip_reason() {
   lock_key_encoding)
     echo "creates the extension in a new LATIN1 database (from template0, where the edition is not" \
       "installed); lock_key's bits in LATIN1 and SQL_ASCII: test/portable/compare_hashes.sh" ;;
-  state_machine_partitions)
-    [ "$1" = plain ] && echo "its last part creates the extension at 1.2 in a new database (the plain script" \
-      "has none); the rest runs in mode tle (the same bodies), the plain 1.2 to 1.3 update of an" \
-      "enforced table: update (test/portable/update.sh)" ;;
+  state_machine_update)
+    [ "$1" = plain ] && echo "creates the extension at 1.2 in a new database and updates it (the plain" \
+      "script has no extension); the plain 1.2 to 1.3 update of an enforced table: update" \
+      "(test/portable/update.sh)" ;;
   upgrade)
     case $1 in
     plain) echo "no extension to create at 1.0 and update (the plain script has none);" \
@@ -244,7 +244,7 @@ for mode in $PORTABLE_MODES; do
   if [ "$mode" = tle ]; then
     # pgtle_admin exists once pg_tle is created in some database
     # and the extension registered in template1 too, for the databases
-    # that tests create (upgrade, state_machine_partitions)
+    # that tests create (state_machine_update)
     psql_as postgres postgres -c 'CREATE EXTENSION pg_tle' \
       -c 'GRANT pgtle_admin TO regress_portable_tle' || fail_setup "tle: pgtle_admin"
     { psql_as postgres template1 -c 'CREATE EXTENSION pg_tle' &&

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # test/portable/update.sh MODE ROLE: the update path of the portable
-# edition, in place of test/sql/upgrade.sql and of the last part of
-# test/sql/state_machine_partitions.sql where they cannot run
+# edition, in place of test/sql/upgrade.sql and
+# test/sql/state_machine_update.sql where they cannot run
 # (doc/portable.md, "Edition differences"; test/portable/run.sh skips them).
 #
 #   plain  ROLE installs the plain 1.0 script, grants an application role
