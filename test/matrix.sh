@@ -10,15 +10,15 @@
 # Every line of a major's run is prefixed with [pgN].  The last lines are a
 # summary per major (timings included) and one total, "N passed, M failed";
 # the exit status is nonzero if anything failed.  TEST_GROUPS,
-# INTEGRATION_TESTS, STRESS_SECONDS
-# and KEEP_WORK are passed on to test/run.sh.
+# INTEGRATION_TESTS, STRESS_SECONDS,
+# KEEP_WORK and PORTABLE_MODES are passed on to test/run.sh.
 set -uo pipefail
 IDEM_TOP=$(cd "$(dirname "$0")/.." && pwd)
 . "$IDEM_TOP/scripts/lib.sh"
 . "$IDEM_TOP/scripts/chroot.sh"
 
 majors=${*:-15 17 18}
-IDEM_CHROOT_ENV="PG_MAJOR TEST_GROUPS INTEGRATION_TESTS STRESS_SECONDS KEEP_WORK CI"
+IDEM_CHROOT_ENV="PG_MAJOR TEST_GROUPS INTEGRATION_TESTS STRESS_SECONDS KEEP_WORK CI PORTABLE_MODES"
 OUT=$(mktemp -d /tmp/idempotency-matrix.XXXXXX)
 trap 'rm -rf "$OUT"' EXIT
 
@@ -39,7 +39,7 @@ run_chroot() (
   idem_chroot_mount "$ch" || exit 1
   idem_chroot_sync_host "$ch"
   # leftovers of an earlier run (kept work of a failed one included)
-  rm -rf "$ch/build" "$ch"/tmp/idempotency-test.* "$ch"/tmp/idempotency-scaleout
+  rm -rf "$ch/build" "$ch"/tmp/idempotency-test.* "$ch"/tmp/idempotency-portable.* "$ch"/tmp/idempotency-scaleout
   mkdir -p "$ch/build/idempotency"
   # the work tree without git data, dependencies or build products (the
   # host's objects are for another major)
@@ -64,7 +64,7 @@ run_chroot() (
     echo "leftover processes .. FAILED"
     touch "$OUT/pg$m.leftover"	# one more failure for this major
   fi
-  for d in "$ch"/tmp/idempotency-test.*; do
+  for d in "$ch"/tmp/idempotency-test.* "$ch"/tmp/idempotency-portable.*; do
     [ -d "$d" ] && echo "(seen from the host: $d)"
   done
   exit $rc

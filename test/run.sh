@@ -10,6 +10,12 @@
 #   pgtap         test/pgtap/*.sql (pg_prove)
 #   tap           test/t/*.pl (prove, PostgreSQL::Test::Cluster)
 #   integration   test/integration/*.sh (examples, relays, clients)
+#   portable      the portable edition (doc/portable.md): its hashes against
+#                 the C's in this cluster (test/portable/compare_hashes.sh),
+#                 then test/portable/run.sh (regress, isolation, pgtap and
+#                 the update path on clusters of its own, in the modes of
+#                 PORTABLE_MODES: doc/testing.md) and test/portable/tap.sh
+#                 when it exists, each counted by its closing line
 # The last line is "N passed, M failed", counting test files.
 # TEST_GROUPS="regress isolation" limits the run to some groups;
 # INTEGRATION_TESTS="test/integration/docs.sh" to some integration scripts.
@@ -28,7 +34,9 @@ TEST_PACKAGES="redis-server libhiredis-dev python3-psycopg2 python3-flask
   postgresql-$PG_MAJOR-plproxy nodejs npm flex bison libkrb5-dev"
 # the Patroni failover test runs on the host's major only (see the test)
 [ -f /etc/idempotency-chroot ] || TEST_PACKAGES="$TEST_PACKAGES patroni etcd-server etcd-client"
-TEST_GROUPS=${TEST_GROUPS:-regress isolation pgtap tap integration}
+TEST_GROUPS=${TEST_GROUPS:-regress isolation pgtap tap integration portable}
+# the portable edition's install routes, both on every major (doc/testing.md)
+PORTABLE_MODES=${PORTABLE_MODES:-plain tle}
 
 test_packages=()
 for p in $TEST_PACKAGES; do
@@ -86,6 +94,17 @@ cd "$WORK/repo"
 show_diffs() {
   [ -s regression.diffs ] && { echo "---- regression.diffs"; head -400 regression.diffs; }
   return 0
+}
+# count_closing LOG: add the closing "N passed, M failed" of a runner's log
+# (none: one failure)
+count_closing() {
+  local log=$1 line
+  line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$log" | tail -1)
+  [ -n "$line" ] || line="0 passed, 1 failed"
+  set -- $line
+  passed=$((passed + $1))
+  failed=$((failed + $3))
+  idem_log "$(basename "$log" .log): $line"
 }
 names() { ls "$@" 2>/dev/null | xargs -r -n1 basename | sed 's/\.[a-z]*$//' | sort; }
 
@@ -146,6 +165,24 @@ for group in $TEST_GROUPS; do
       fi
     done
     count "$WORK/integration.log" '\.\. ok$' '\.\. FAILED$'
+    ;;
+  portable)
+    idem_log "portable: test/portable/compare_hashes.sh"
+    if as_postgres env PSQL="$BIN/psql" bash test/portable/compare_hashes.sh >"$WORK/portable.log" 2>&1; then
+      echo "test/portable/compare_hashes.sh .. ok" | tee -a "$WORK/portable.log"
+    else
+      tail -40 "$WORK/portable.log"
+      echo "test/portable/compare_hashes.sh .. FAILED" | tee -a "$WORK/portable.log"
+    fi
+    count "$WORK/portable.log" '\.\. ok$' '\.\. FAILED$'
+    for t in run tap; do
+      [ -f "$IDEM_TOP/test/portable/$t.sh" ] || continue
+      idem_log "portable: test/portable/$t.sh ($PORTABLE_MODES)"
+      env -u TEST_GROUPS PORTABLE_MODES="$PORTABLE_MODES" PORTABLE_GROUPS="regress isolation pgtap update" \
+        bash "$IDEM_TOP/test/portable/$t.sh" >"$WORK/portable-$t.log" 2>&1
+      cat "$WORK/portable-$t.log"
+      count_closing "$WORK/portable-$t.log"
+    done
     ;;
   esac
 done

@@ -5,7 +5,7 @@
 # try_lock must give the C's bits and errors.  PGHOST, PGPORT and PGUSER
 # (a superuser: it creates and drops the databases portable_hashes_<enc>)
 # name the server; PSQL the psql to use.
-# Not part of make test yet (doc/portable.md).
+# Run by test/run.sh's group portable, against its cluster (make test).
 set -euo pipefail
 TOP=$(cd "$(dirname "$0")/../.." && pwd)
 PSQL=${PSQL:-psql}

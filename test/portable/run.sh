@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# test/portable/run.sh: the regression tests (test/sql) and isolation specs
-# (test/specs) on the portable edition (doc/portable.md), on PostgreSQL 15
-# on the host.  Not part of make test yet.
+# test/portable/run.sh: the regression tests (test/sql), isolation specs
+# (test/specs), pgTAP tests (test/pgtap) and the update path
+# (test/portable/update.sh) on the portable edition (doc/portable.md), on
+# the PostgreSQL major that runs natively here: the host's 15, or 17 and 18
+# inside their chroots, where test/run.sh's group "portable" runs it
+# (make test; doc/testing.md).
 #
 # Each mode gets a private copy of the server WITHOUT the C edition's files
 # and a throwaway cluster (as test/run.sh's, on its own socket and port):
@@ -18,32 +21,55 @@
 # CREATE EXTENSION (--load-extension), this script creates the database as
 # pg_regress does, installs the edition into it, and runs pg_regress and
 # pg_isolation_regress with --use-existing.  dblink is installed in each
-# test database (pg_cron runs in "postgres"; doc/portable.md, cron).
+# test database (pg_cron runs in "postgres"; doc/portable.md, cron).  The
+# pgTAP tests run with pg_prove in a database prepared alike, with pgtap.
 #
 # Expected output: expected/ at the top level, plus the alternatives of
-# test/portable/expected/ (both modes, <test>_8.out) and
+# test/portable/expected/ (both modes, <test>_8.out; <test>_7.out for the
+# same on the majors whose core prints otherwise, as expected/<test>_1.out
+# is for the C edition: doc/testing.md) and
 # test/portable/expected/<mode>/ (<test>_9.out), which pg_regress takes as
 # alternatives, for the documented edition differences only.  Tests that
-# cannot run on the edition would be skipped with their reason
-# (skip_reason below).
+# cannot run on the edition are skipped with their reason (skip_reason
+# below), each where another test covers what it checks.
 #
-# PORTABLE_MODES="plain tle" (default both), TEST_GROUPS="regress
-# isolation", TESTS="claim tokens" (names, default all), KEEP_WORK=1.
+# PORTABLE_MODES="plain tle" (default both), PORTABLE_GROUPS="regress
+# isolation pgtap update" (default all; TEST_GROUPS when run by hand),
+# TESTS="claim tokens" (names, default all), KEEP_WORK=1.
 # The last line is "N passed, M failed" (skipped tests are not counted).
 set -uo pipefail
 IDEM_TOP=$(cd "$(dirname "$0")/../.." && pwd)
 . "$IDEM_TOP/scripts/lib.sh"
-[ "$PG_MAJOR" = 15 ] || { echo "test/portable/run.sh runs on PostgreSQL 15 (the host) only for now" >&2; exit 2; }
+. "$IDEM_TOP/scripts/chroot.sh"
+idem_runs_natively "$PG_MAJOR" ||
+  { echo "PostgreSQL $PG_MAJOR runs in its chroot: TEST_GROUPS=portable make test PG=$PG_MAJOR" >&2; exit 2; }
 PORTABLE_MODES=${PORTABLE_MODES:-plain tle}
-TEST_GROUPS=${TEST_GROUPS:-regress isolation}
+# test/run.sh passes PORTABLE_GROUPS (its own TEST_GROUPS says "portable")
+PORTABLE_GROUPS=${PORTABLE_GROUPS:-${TEST_GROUPS:-regress isolation pgtap update}}
 PORT=${PORTABLE_PORT:-5491}
 . "$IDEM_TOP/test/portable/lib.sh"
 
 # skip_reason MODE TEST: why TEST cannot run on the edition (empty: it
-# runs).  None today: no regression test or spec is about the C library's
-# internals (memory per call is test/memory.sh, not run here).
+# runs), and what covers it instead.  No test is about the C library's
+# internals; these create the extension where the edition cannot be had.
 skip_reason() {
-  :
+  case $2 in
+  lock_key_encoding)
+    echo "creates the extension in a new LATIN1 database (from template0, where the edition is not" \
+      "installed); lock_key's bits in LATIN1 and SQL_ASCII: test/portable/compare_hashes.sh" ;;
+  state_machine_update)
+    [ "$1" = plain ] && echo "creates the extension at 1.2 in a new database and updates it (the plain" \
+      "script has no extension); the plain 1.2 to 1.3 update of an enforced table: update" \
+      "(test/portable/update.sh)" ;;
+  upgrade)
+    case $1 in
+    plain) echo "no extension to create at 1.0 and update (the plain script has none);" \
+      "the plain update scripts: update (test/portable/update.sh)" ;;
+    tle) echo "calls the functions on 1.0's and 1.2's tables, which the portable bodies do not" \
+      "serve, and grants before the 1.2 to 1.3 update (42501 through pg_tle);" \
+      "CREATE EXTENSION VERSION '1.0' and ALTER EXTENSION UPDATE: update (test/portable/update.sh)" ;;
+    esac ;;
+  esac
 }
 
 idem_ensure_packages $IDEM_PACKAGES $PORTABLE_PACKAGES || exit 1
@@ -71,7 +97,10 @@ portable_build_edition "$WORK" || fail_setup "portable.py build failed"
 
 mkdir -p "$WORK/repo"
 tar -C "$IDEM_TOP" --exclude=.git --exclude=node_modules --exclude=build -cf - . | tar -C "$WORK/repo" -xf -
-rm -rf "$WORK/repo/test/expected"
+# each mode's expected files go to test/expected (the --inputdir of 15's
+# runners); 16 and later read them from ./expected (--expecteddir)
+rm -rf "$WORK/repo/test/expected" "$WORK/repo/expected"
+ln -s test/expected "$WORK/repo/expected"
 chown -R postgres: "$WORK"
 export PGHOST PGPORT=$PORT PGUSER=postgres
 
@@ -109,12 +138,52 @@ passed=0
 failed=0
 declare -a results=()
 
-# run_group MODE GROUP: one pg_regress or pg_isolation_regress run
+# run_pgtap MODE: test/pgtap/*.sql with pg_prove, one result per file
+run_pgtap() {
+  local mode=$1 db=pgtap_regression log=$WORK/$1-pgtap.log t
+  ls "$WORK/repo/test/pgtap/"*.sql >/dev/null 2>&1 || return 0
+  idem_log "$mode pgtap"
+  { prepare_db "$mode" "$db" && psql_as postgres "$db" -c 'CREATE EXTENSION pgtap'; } \
+    >"$WORK/$mode-pgtap-setup.log" 2>&1 || {
+    cat "$WORK/$mode-pgtap-setup.log"
+    results+=("$mode pgtap set-up FAILED"); failed=$((failed + 1))
+    return
+  }
+  (cd "$WORK/repo" && as_postgres pg_prove -d "$db" test/pgtap/*.sql) >"$log" 2>&1
+  cat "$log"
+  for f in "$WORK/repo/test/pgtap/"*.sql; do
+    t=$(basename "$f" .sql)
+    if grep -qE "^test/pgtap/$t\.sql \.+ ok$" "$log"; then
+      results+=("$mode pgtap $t ok"); passed=$((passed + 1))
+    else
+      results+=("$mode pgtap $t FAILED"); failed=$((failed + 1))
+    fi
+  done
+}
+
+# run_update MODE: test/portable/update.sh, one result
+run_update() {
+  local mode=$1 role=regress_portable_owner log=$WORK/$1-update.log
+  [ "$mode" = tle ] && role=regress_portable_tle
+  idem_log "$mode update"
+  if as_postgres env PORTABLE_EDITION="$PORTABLE_EDITION" \
+       bash "$WORK/repo/test/portable/update.sh" "$mode" "$role" >"$log" 2>&1; then
+    results+=("$mode update update ok"); passed=$((passed + 1))
+  else
+    results+=("$mode update update FAILED"); failed=$((failed + 1))
+  fi
+  cat "$log"
+}
+
+# run_group MODE GROUP: one pg_regress or pg_isolation_regress run, or
+# the pgTAP tests, or the update path
 run_group() {
   local mode=$1 group=$2 runner db dir ext tests=() t reason log out
   case $group in
   regress) runner=test/regress/pg_regress db=contrib_regression dir=sql ext=sql ;;
   isolation) runner=test/isolation/pg_isolation_regress db=isolation_regression dir=specs ext=spec ;;
+  pgtap) run_pgtap "$mode"; return ;;
+  update) run_update "$mode"; return ;;
   *) echo "unknown group $group" >&2; return ;;
   esac
   for f in "$WORK/repo/test/$dir"/*.$ext; do
@@ -142,7 +211,8 @@ run_group() {
     --inputdir=test --outputdir="$out" --use-existing --dbname="$db" "${tests[@]}") >"$log" 2>&1
   cat "$log"
   for t in "${tests[@]}"; do
-    if grep -qE "^(test )? *$t +\.\.\. ok" "$log"; then
+    # PostgreSQL 15 prints "test x ... ok", 16 and later TAP ("ok 1 - x")
+    if grep -qE "^(test )? *$t +\.\.\. ok|^ok +[0-9]+ +[-+] +$t " "$log"; then
       results+=("$mode $group $t ok"); passed=$((passed + 1))
     else
       results+=("$mode $group $t FAILED"); failed=$((failed + 1))
@@ -150,7 +220,9 @@ run_group() {
   done
 }
 
+declare -A mode_seconds=()
 for mode in $PORTABLE_MODES; do
+  mode_start=$SECONDS
   # expected/ with the edition's alternatives
   rm -rf "$WORK/repo/test/expected"
   cp -r "$IDEM_TOP/expected" "$WORK/repo/test/expected"
@@ -172,18 +244,19 @@ for mode in $PORTABLE_MODES; do
   if [ "$mode" = tle ]; then
     # pgtle_admin exists once pg_tle is created in some database
     # and the extension registered in template1 too, for the databases
-    # that tests create (upgrade, state_machine_partitions)
+    # that tests create (state_machine_update)
     psql_as postgres postgres -c 'CREATE EXTENSION pg_tle' \
       -c 'GRANT pgtle_admin TO regress_portable_tle' || fail_setup "tle: pgtle_admin"
     { psql_as postgres template1 -c 'CREATE EXTENSION pg_tle' &&
       psql_as regress_portable_tle template1 -f "$PORTABLE_EDITION/idempotency-tle.sql"; } >/dev/null ||
       fail_setup "tle: idempotency-tle.sql in template1"
   fi
-  for group in $TEST_GROUPS; do
+  for group in $PORTABLE_GROUPS; do
     run_group "$mode" "$group"
   done
   idem_stop_cluster "$BIN" "$CLUSTER"
   CLUSTER=
+  mode_seconds[$mode]=$((SECONDS - mode_start))
 done
 
 echo "---- results"
@@ -191,7 +264,9 @@ printf '%s\n' "${results[@]}"
 for mode in $PORTABLE_MODES; do
   echo "$mode: $(printf '%s\n' "${results[@]}" | grep -c "^$mode .* ok$") passed," \
     "$(printf '%s\n' "${results[@]}" | grep -c "^$mode .*FAILED$") failed," \
-    "$(printf '%s\n' "${results[@]}" | grep -c "^$mode .* skipped: ") skipped"
+    "$(printf '%s\n' "${results[@]}" | grep -c "^$mode .* skipped: ") skipped" \
+    "(${mode_seconds[$mode]:-0}s)"
 done
+echo "PostgreSQL $PG_MAJOR, in all (set-up included): ${SECONDS}s"
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ] && [ "$passed" -gt 0 ]

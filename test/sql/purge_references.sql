@@ -13,6 +13,13 @@ INSERT INTO idempotency.outbox_events (aggregate_type, aggregate_id, event_type,
 SELECT 'order', 'r' || i, 'paid', '{}', now() - interval '30 days'
   FROM generate_series(1, 60) AS i;
 CREATE TABLE deliveries (event_id bigint REFERENCES idempotency.outbox_events (id));
+-- the purge reads the referencing tables as the extension's owner
+-- (doc/reference.md, "Cleanup": a superuser in the C edition, the
+-- installing role in the portable one); a table it may not read is left
+-- to the key's check
+SELECT tableowner AS owner FROM pg_tables
+ WHERE schemaname = 'idempotency' AND tablename = 'idempotency_keys' \gset
+GRANT SELECT ON deliveries TO :"owner";
 INSERT INTO deliveries SELECT id FROM idempotency.outbox_events ORDER BY id LIMIT 50;
 
 -- two purges: the 10 others go, the 50 stay, without a WARNING; the
@@ -48,6 +55,8 @@ CREATE TABLE "App Schema"."Delivery Log" ("Event Id" bigint
 CREATE TABLE receipts (event_id bigint REFERENCES idempotency.outbox_events (id),
                        region int) PARTITION BY LIST (region);
 CREATE TABLE receipts_1 PARTITION OF receipts FOR VALUES IN (1);
+GRANT USAGE ON SCHEMA "App Schema" TO :"owner";
+GRANT SELECT ON "App Schema"."Delivery Log", receipts TO :"owner";
 INSERT INTO idempotency.outbox_events (aggregate_type, aggregate_id, event_type, payload, published_at)
 SELECT 'order', 't' || i, 'paid', '{}', now() - interval '20 days'
   FROM generate_series(1, 4) AS i;
@@ -74,6 +83,7 @@ INSERT INTO idempotency.processed_events (consumer, event_id, processed_at)
 SELECT 'billing', 'e' || i, now() - interval '8 days' FROM generate_series(1, 4) AS i;
 CREATE TABLE handled (consumer text COLLATE "POSIX", event_id text,
     FOREIGN KEY (consumer, event_id) REFERENCES idempotency.processed_events);
+GRANT SELECT ON handled TO :"owner";
 INSERT INTO handled VALUES ('billing', 'e1'), ('billing', 'e3');
 SELECT * FROM idempotency.purge_expired_batch(100) WHERE relation = 'processed_events';
 SELECT event_id FROM idempotency.processed_events ORDER BY event_id COLLATE "C";
@@ -82,6 +92,7 @@ SELECT event_id FROM idempotency.processed_events ORDER BY event_id COLLATE "C";
 -- left out too, so the batch's commit does not fail
 CREATE TABLE later (event_id bigint REFERENCES idempotency.outbox_events (id)
                     DEFERRABLE INITIALLY DEFERRED);
+GRANT SELECT ON later TO :"owner";
 INSERT INTO idempotency.outbox_events (aggregate_type, aggregate_id, event_type, payload, published_at)
 VALUES ('order', 'd1', 'paid', '{}', now() - interval '20 days');
 INSERT INTO later SELECT id FROM idempotency.outbox_events WHERE aggregate_id = 'd1';
