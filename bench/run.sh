@@ -428,7 +428,7 @@ editions_table() {
 # editions table, or nothing.
 editions_range() {
   editions_table | awk -F'|' 'NR > 2 {split($9, a, "×"); if (a[1] + 0 > 0) print a[1] + 0}' |
-    sort -g | awk '{a[NR] = $1} END {if (NR) print a[1], a[NR], NR}'
+    sort -g | awk '{a[NR] = $1} END {if (NR) printf "%.2f %.2f %d\n", a[1], a[NR], NR}'
 }
 
 TARGETS=$WORK/targets.md
