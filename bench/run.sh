@@ -8,7 +8,12 @@
 # AOF), then runs every workload with pgbench (-M prepared, keys
 # "<client id>-<random 15-digit number>") for the extension and for its
 # baselines alternately: BENCH_ROUNDS rounds of BENCH_SECONDS per run, the
-# order of the variants rotating every round.  Prints medians of TPS, p50
+# order of the variants rotating every round.  The portable edition
+# (doc/portable.md) runs in the same rounds: its plain script, installed
+# by a role that is no superuser into a second database of the same
+# cluster (database bench_portable, role bench_portable), takes the same
+# pgbench scripts as the C edition (database bench), each workload's row
+# named portable_<workload>.  Prints medians of TPS, p50
 # and p99 latency and of the per-round TPS ratios, checks the targets
 # (doc/performance.md, "Targets"), and writes the report to
 # bench/results/<UTC timestamp>.md.  After a run of every group it also
@@ -27,6 +32,9 @@
 #   BENCH_MEMORY_CALLS  calls per function in the memory check (default
 #                       100000 [10000])
 #   BENCH_GROUPS        workload groups to run (default: all)
+#   BENCH_EDITIONS      the editions whose workloads run beside the
+#                       baselines (default "c portable"; the WAL, memory,
+#                       purge and relay wake-up checks are the C edition's)
 #   NOTIFY_RATE         events per second of the steady load under which the
 #                       relay wake-up is measured (default 500)
 #   BENCH_KEEP=1        keep the work directory (cluster, logs)
@@ -52,7 +60,7 @@ BENCH_CHROOT=$(cat /etc/idempotency-chroot 2>/dev/null)
 
 # The command as it was given, for doc/performance.md.
 BENCH_COMMAND="make bench"
-for v in BENCH_GROUPS BENCH_MEMORY_CALLS BENCH_ROWS BENCH_CLIENTS BENCH_ROUNDS BENCH_SECONDS NOTIFY_RATE; do
+for v in BENCH_EDITIONS BENCH_GROUPS BENCH_MEMORY_CALLS BENCH_ROWS BENCH_CLIENTS BENCH_ROUNDS BENCH_SECONDS NOTIFY_RATE; do
   [ -n "${!v:-}" ] && BENCH_COMMAND="$v=$(printf '%q' "${!v}") $BENCH_COMMAND"
 done
 BENCH_LOAD=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -70,6 +78,12 @@ fi
 BENCH_CLIENTS=${BENCH_CLIENTS:-1 8}
 ALL_GROUPS="e2e bare syncoff replay hotkey inbox outbox inbox_batch outbox_batch transition relay notify wal memory purge"
 BENCH_GROUPS=${BENCH_GROUPS:-$ALL_GROUPS}
+BENCH_EDITIONS=${BENCH_EDITIONS:-c portable}
+for e in $BENCH_EDITIONS; do
+  case $e in c | portable) ;; *) echo "BENCH_EDITIONS: unknown edition $e (c, portable)" >&2; exit 2 ;; esac
+done
+# edition E: true when BENCH_EDITIONS has E.
+edition() { [[ " $BENCH_EDITIONS " == *" $1 "* ]]; }
 SCRIPTS=$IDEM_TOP/bench/pgbench
 REQ='{"amount": 100, "currency": "EUR"}'
 
@@ -112,10 +126,33 @@ checkpoint_timeout = 1h
 CONF
 runuser -u postgres -- "$BIN/pg_ctl" -D "$CLUSTER/data" -l "$CLUSTER/server.log" -w -s restart || exit 1
 
-q() { "$BIN/psql" -X -q -v ON_ERROR_STOP=1 -h "$CLUSTER" -U postgres -d bench "$@"; }
+# The database and role of each edition's workloads: the C edition's in
+# bench as postgres, the portable edition's in bench_portable as its owner.
+declare -A EDITION_DB=([c]=bench [portable]=bench_portable)
+declare -A EDITION_USER=([c]=postgres [portable]=bench_portable)
+# qe EDITION PSQL_ARGS...: psql in EDITION's database as its role.
+qe() {
+  local e=$1
+  shift
+  "$BIN/psql" -X -q -v ON_ERROR_STOP=1 -h "$CLUSTER" -U "${EDITION_USER[$e]}" -d "${EDITION_DB[$e]}" "$@"
+}
+q() { qe c "$@"; }
 qv() { q -At -c "$1"; }
 "$BIN/psql" -X -q -h "$CLUSTER" -U postgres -d postgres -c 'CREATE DATABASE bench' || exit 1
 q -c 'CREATE EXTENSION idempotency' -f "$IDEM_TOP/bench/setup.sql" >/dev/null || exit 1
+# The portable edition: the plain script (scripts/portable.py build), run
+# with psql -f by a role with CREATE on its database and nothing more, as
+# on a managed service; the pg_tle route installs the same function bodies.
+if edition portable; then
+  . "$IDEM_TOP/test/portable/lib.sh"
+  idem_log "the portable edition: plain script into database bench_portable"
+  portable_build_edition "$WORK" || { echo "portable build failed" >&2; exit 1; }
+  "$BIN/psql" -X -q -v ON_ERROR_STOP=1 -h "$CLUSTER" -U postgres -d postgres \
+    -c 'CREATE ROLE bench_portable LOGIN' -c 'CREATE DATABASE bench_portable' \
+    -c 'GRANT CREATE ON DATABASE bench_portable TO bench_portable' || exit 1
+  PATH=$BIN:$PATH portable_install plain bench_portable bench_portable -h "$CLUSTER" || exit 1
+  qe portable -f "$IDEM_TOP/bench/setup.sql" >/dev/null || exit 1
+fi
 
 # --- Redis: appendfsync always (the durable anchor) and no AOF.
 start_redis() {
@@ -139,23 +176,32 @@ start_redis noaof --appendonly no || exit 1
 # extension's table and in both baseline tables.
 idem_log "loading $BENCH_ROWS completed keys"
 q -v rows="$BENCH_ROWS" -v req="$REQ" -f "$IDEM_TOP/bench/load.sql" >/dev/null || exit 1
-q -c 'VACUUM ANALYZE' -c 'CHECKPOINT' || exit 1
+q -c 'VACUUM ANALYZE' || exit 1
+if edition portable; then
+  # the extension's keys only: the baselines run in bench
+  qe portable -v rows="$BENCH_ROWS" -v req="$REQ" -v ours_only=1 -f "$IDEM_TOP/bench/load.sql" >/dev/null &&
+    qe portable -c 'VACUUM ANALYZE' || exit 1
+fi
+q -c 'CHECKPOINT' || exit 1
 
-# has FUNC...: true when every function exists in this build.
-has() {
-  local f
+# has_in EDITION FUNC...: true when every function exists in EDITION's
+# database; has FUNC...: in the C edition's build.
+has_in() {
+  local e=$1 f
+  shift
   for f in "$@"; do
-    [ "$(qv "SELECT count(*) > 0 FROM pg_proc WHERE pronamespace = 'idempotency'::regnamespace AND proname = '$f'")" = t ] || return 1
+    [ "$(qe "$e" -At -c "SELECT count(*) > 0 FROM pg_proc WHERE pronamespace = 'idempotency'::regnamespace AND proname = '$f'")" = t ] || return 1
   done
 }
+has() { has_in c "$@"; }
 
-# run_pgbench SCRIPT CLIENTS [PGOPTIONS]: prints "tps p50_ms p99_ms".
+# run_pgbench SCRIPT CLIENTS [PGOPTIONS [EDITION]]: prints "tps p50_ms p99_ms".
 run_pgbench() {
-  local script=$1 clients=$2 opts=${3:-} dir out tps
+  local script=$1 clients=$2 opts=${3:-} e=${4:-c} dir out tps
   dir=$(mktemp -d "$WORK/run.XXXXXX")
   if ! out=$(cd "$dir" && PGOPTIONS="$opts" "$BIN/pgbench" -n -M prepared \
-      -h "$CLUSTER" -U postgres -c "$clients" -j "$clients" -T "$BENCH_SECONDS" \
-      -D n=0 -D rows="$BENCH_ROWS" -l --log-prefix=tx -f "$SCRIPTS/$script" bench 2>&1); then
+      -h "$CLUSTER" -U "${EDITION_USER[$e]}" -c "$clients" -j "$clients" -T "$BENCH_SECONDS" \
+      -D n=0 -D rows="$BENCH_ROWS" -l --log-prefix=tx -f "$SCRIPTS/$script" "${EDITION_DB[$e]}" 2>&1); then
     printf '%s: %s\n' "$script" "$out" | tail -5 >>"$WORK/errors.log"
     echo "NA NA NA"
     return
@@ -165,23 +211,25 @@ run_pgbench() {
   rm -rf "$dir"
 }
 
-# run_relay SCRIPT CLIENTS BATCH: relay throughput from a full outbox, in
-# events per second, with per-call latencies.
+# run_relay SCRIPT CLIENTS [EDITION]: relay throughput from a full outbox,
+# in events per second, with per-call latencies.
 run_relay() {
-  local script=$1 clients=$2 before after res
-  q -c 'DELETE FROM idempotency.outbox_events WHERE published_at IS NOT NULL' >/dev/null
-  q -c "INSERT INTO idempotency.outbox_events (aggregate_type, aggregate_id, event_type, payload)
+  local script=$1 clients=$2 e=${3:-c} before after res
+  qe "$e" -c 'DELETE FROM idempotency.outbox_events WHERE published_at IS NOT NULL' >/dev/null
+  qe "$e" -c "INSERT INTO idempotency.outbox_events (aggregate_type, aggregate_id, event_type, payload)
         SELECT 'order', 'agg-' || (i % 1000), 'OrderPaid', '{\"n\": 1}'
           FROM generate_series(1, $((BENCH_SECONDS * 25000))) i" -c 'ANALYZE idempotency.outbox_events' >/dev/null
-  before=$(qv 'SELECT count(*) FROM idempotency.outbox_events WHERE published_at IS NOT NULL')
-  res=$(run_pgbench "$script" "$clients")
-  after=$(qv 'SELECT count(*) FROM idempotency.outbox_events WHERE published_at IS NOT NULL')
+  before=$(qe "$e" -At -c 'SELECT count(*) FROM idempotency.outbox_events WHERE published_at IS NOT NULL')
+  res=$(run_pgbench "$script" "$clients" "" "$e")
+  after=$(qe "$e" -At -c 'SELECT count(*) FROM idempotency.outbox_events WHERE published_at IS NOT NULL')
   # the events-per-second figure replaces TPS; latencies stay per call
   echo "$(awk -v a="$before" -v b="$after" -v s="$BENCH_SECONDS" 'BEGIN {printf "%.1f", (b - a) / s}') ${res#* }"
 }
 
 # Workload variants: group name role runner argument required-functions [pgoptions].
-# role "ours" rows get a ratio to every "base" row of their group.
+# role "ours" rows get a ratio to every "base" row of their group; each runs
+# for every edition of BENCH_EDITIONS (the portable edition's as
+# portable_<name>, role "portable").
 VARIANTS="
 e2e execute ours pgbench e2e_execute.sql execute
 e2e one_tx ours pgbench e2e_onetx.sql claim,complete
@@ -237,11 +285,24 @@ declare -A TITLE=(
   [relay]="Outbox relay: claim_events + mark_published (TPS column = events/s)"
 )
 
-# run_variant RUNNER ARG CLIENTS PGOPTIONS: prints "tps p50 p99".
+# The hand-written SQL that each workload of the editions is compared with
+# in the table of the editions (group/name -> baseline; the relay has none).
+declare -A MAIN_BASE=(
+  [e2e/execute]=seeds_middleware [e2e/one_tx]=seeds_middleware [e2e/phased]=seeds_middleware
+  [bare/phased]=floor_2_statements [bare/one_tx]=raw_one_tx [syncoff/phased]=floor_2_statements
+  [replay/claim_replay]=pk_select [hotkey/claim_replay]=pk_select
+  [inbox/process_once]=insert_on_conflict [outbox/enqueue_event]=insert
+  [outbox/enqueue_event_notify_off]=insert
+  [inbox_batch/process_once_100]=inbox_multirow_arrays_100
+  [outbox_batch/enqueue_events_100]=outbox_multirow_arrays_100
+  [transition/transition]=update_then_select
+)
+
+# run_variant RUNNER ARG CLIENTS PGOPTIONS EDITION: prints "tps p50 p99".
 run_variant() {
   case $1 in
-  pgbench) run_pgbench "$2" "$3" "$4" ;;
-  relay) run_relay "$2" "$3" ;;
+  pgbench) run_pgbench "$2" "$3" "$4" "$5" ;;
+  relay) run_relay "$2" "$3" "$5" ;;
   redis) "$WORK/redis_driver" "$WORK/redis-$2.sock" "host=$CLUSTER user=postgres dbname=bench" \
            "$3" "$BENCH_SECONDS" 2>>"$WORK/errors.log" || echo "NA NA NA" ;;
   esac
@@ -253,13 +314,22 @@ run_group() {
   local -a run=()
   while read -r g name role runner arg req opts; do
     [ "$g" = "$group" ] || continue
-    if [ "$req" != - ] && ! has ${req//,/ }; then
-      echo "- $group/$name skipped: idempotency.${req//,/, idempotency.} not in this build" >>"$NOTES"
-      continue
+    if [ "$role" = base ] || edition c; then
+      if [ "$req" != - ] && ! has ${req//,/ }; then
+        echo "- $group/$name skipped: idempotency.${req//,/, idempotency.} not in this build" >>"$NOTES"
+      else
+        run+=("$name $role $runner $arg ${opts:-}")
+      fi
     fi
-    run+=("$name $role $runner $arg ${opts:-}")
+    if [ "$role" = ours ] && edition portable; then
+      if [ "$req" != - ] && ! has_in portable ${req//,/ }; then
+        echo "- $group/portable_$name skipped: idempotency.${req//,/, idempotency.} not in the portable edition" >>"$NOTES"
+      else
+        run+=("portable_$name portable $runner $arg ${opts:-}")
+      fi
+    fi
   done <<<"$VARIANTS"
-  [[ " ${run[*]} " == *" ours "* ]] || return 0
+  [[ " ${run[*]} " == *" ours "* || " ${run[*]} " == *" portable "* ]] || return 0
   clients=$BENCH_CLIENTS
   [ "$group" = hotkey ] && clients=$(echo $BENCH_CLIENTS | tr ' ' '\n' | sort -n | tail -1)
   n=${#run[@]}
@@ -268,7 +338,8 @@ run_group() {
       for i in $(seq 0 $((n - 1))); do
         read -r name role runner arg opts <<<"${run[$(((i + round) % n))]}"
         idem_log "$group/$name, $c clients, round $round"
-        echo "$group $name $role $c $round $(run_variant "$runner" "$arg" "$c" "${opts//%20/ }")" >>"$RESULTS"
+        echo "$group $name $role $c $round $(run_variant "$runner" "$arg" "$c" "${opts//%20/ }" \
+          "$([ "$role" = portable ] && echo portable || echo c)")" >>"$RESULTS"
       done
     done
   done
@@ -317,7 +388,7 @@ table() {
     for v in $(awk -v g="$group" '$1 == g && !s[$2]++ {print $2}' "$RESULTS"); do
       row="| $v | $c | $(colmed "$group" "$v" "$c" 6 | fmt %.0f) | $(colmed "$group" "$v" "$c" 7 | fmt %.3f) | $(colmed "$group" "$v" "$c" 8 | fmt %.3f) |"
       for b in $bases; do
-        if awk -v g="$group" -v v="$v" '$1 == g && $2 == v && $3 == "ours" {f = 1} END {exit !f}' "$RESULTS"; then
+        if awk -v g="$group" -v v="$v" '$1 == g && $2 == v && $3 != "base" {f = 1} END {exit !f}' "$RESULTS"; then
           row+=" $(ratio "$group" "$v" "$b" "$c")× ($(ratio "$group" "$v" "$b" "$c" p50)×) |"
         else
           row+=" |"
@@ -326,6 +397,38 @@ table() {
       echo "$row"
     done
   done
+}
+
+# editions_table: the workloads of both editions beside the hand-written
+# SQL of MAIN_BASE, as medians of the per-round ratios (TPS, and in
+# brackets p50 latency); empty when the portable edition did not run.
+editions_table() {
+  local g v c b row
+  awk '$3 == "portable" {f = 1; exit} END {exit !f}' "$RESULTS" || return 0
+  echo "| workload | clients | C TPS | portable TPS | baseline | C / baseline | portable / baseline | portable / C |"
+  echo "|---|---:|---:|---:|---|---:|---:|---:|"
+  for g in $BENCH_GROUPS; do
+    for v in $(awk -v g="$g" '$1 == g && $3 == "portable" && !s[$2]++ {print substr($2, 10)}' "$RESULTS"); do
+      b=${MAIN_BASE[$g/$v]:-}
+      for c in $(awk -v g="$g" '$1 == g && !s[$4]++ {print $4}' "$RESULTS"); do
+        row="| $g: $v | $c | $(colmed "$g" "$v" "$c" 6 | fmt %.0f) | $(colmed "$g" "portable_$v" "$c" 6 | fmt %.0f) |"
+        if [ -n "$b" ]; then
+          row+=" $b | $(ratio "$g" "$v" "$b" "$c")× ($(ratio "$g" "$v" "$b" "$c" p50)×)"
+          row+=" | $(ratio "$g" "portable_$v" "$b" "$c")× ($(ratio "$g" "portable_$v" "$b" "$c" p50)×) |"
+        else
+          row+=" none | | |"
+        fi
+        echo "$row $(ratio "$g" "portable_$v" "$v" "$c")× ($(ratio "$g" "portable_$v" "$v" "$c" p50)×) |"
+      done
+    done
+  done
+}
+
+# editions_range: "LOW HIGH COUNT" of the portable / C TPS ratios of the
+# editions table, or nothing.
+editions_range() {
+  editions_table | awk -F'|' 'NR > 2 {split($9, a, "×"); if (a[1] + 0 > 0) print a[1] + 0}' |
+    sort -g | awk '{a[NR] = $1} END {if (NR) printf "%.2f %.2f %d\n", a[1], a[NR], NR}'
 }
 
 TARGETS=$WORK/targets.md
@@ -587,7 +690,7 @@ REPORT=$IDEM_TOP/bench/results/$(date -u +%Y%m%dT%H%M%SZ).md
   echo "# make bench$([ -z "$BENCH_CHROOT" ] || echo " PG=$PG_MAJOR"), $(date -u '+%Y-%m-%d %H:%M UTC')"
   echo
   echo "BENCH_SECONDS=$BENCH_SECONDS BENCH_ROUNDS=$BENCH_ROUNDS BENCH_CLIENTS=\"$BENCH_CLIENTS\"" \
-    "BENCH_ROWS=$BENCH_ROWS BENCH_MEMORY_CALLS=$BENCH_MEMORY_CALLS$([ "$BENCH_GROUPS" = "$ALL_GROUPS" ] ||
+    "BENCH_ROWS=$BENCH_ROWS BENCH_MEMORY_CALLS=$BENCH_MEMORY_CALLS BENCH_EDITIONS=\"$BENCH_EDITIONS\"$([ "$BENCH_GROUPS" = "$ALL_GROUPS" ] ||
       echo " BENCH_GROUPS=\"$BENCH_GROUPS\"");" \
     "$(nproc) CPUs, PostgreSQL $(qv 'SHOW server_version')$([ -z "$BENCH_CHROOT" ] || echo " in the Debian $BENCH_CHROOT chroot")," \
     "$(redis-server --version | cut -d' ' -f3)," \
@@ -597,6 +700,12 @@ REPORT=$IDEM_TOP/bench/results/$(date -u +%Y%m%dT%H%M%SZ).md
   echo "Medians over the rounds. Ratio columns: the median of the per-round TPS ratios (ours / baseline)," \
     "and in brackets the median of the per-round p50 latency ratios (baseline / ours); above 1, ours is faster."
   for g in $BENCH_GROUPS; do table "$g"; done
+  if [ -n "$(editions_table)" ]; then
+    printf '\n### The C edition, the portable edition and the hand-written SQL\n\n'
+    echo "Medians of the per-round TPS ratios, in brackets of the p50 latency ratios; above 1, the first is faster."
+    echo
+    editions_table
+  fi
   [ -s "$WORK/purge.md" ] && cat "$WORK/purge.md"
   [ -s "$WORK/notify.md" ] && cat "$WORK/notify.md"
   if [ -s "$TARGETS" ]; then
