@@ -109,7 +109,7 @@ def test_plain_edition_version_is_read(conn):
     # the plain edition has no pg_extension row: its version is in a table
     # (rolled back by the fixture)
     conn.execute("DROP EXTENSION idempotency CASCADE")
-    conn.execute("CREATE SCHEMA idempotency")
+    conn.execute("CREATE SCHEMA IF NOT EXISTS idempotency")
     conn.execute("CREATE TABLE idempotency.plain_version (version text)")
     conn.execute("INSERT INTO idempotency.plain_version VALUES ('1.3')")
     assert client.check_version(conn) == "1.3"

@@ -1,0 +1,107 @@
+"""The relay worker: LISTEN wakes it, events go out in order and are
+marked under the batch's lease token, a failing sink backs off and holds
+back the aggregate's later events, SIGTERM hands the lease back."""
+import os
+import signal
+import threading
+import time
+
+import pytest
+
+from pg_idempotency import client
+from pg_idempotency.relay import Relay
+
+
+@pytest.fixture
+def outbox(conn):
+    conn.execute("DELETE FROM idempotency.outbox_events")
+    conn.commit()
+
+    def enqueue(*events):
+        ids = [client.enqueue_event(conn, *e) for e in events]
+        conn.commit()
+        return ids
+
+    def row(event_id):
+        r = conn.execute("SELECT published_at IS NOT NULL, attempts, last_error, locked_until "
+                         "FROM idempotency.outbox_events WHERE id = %s", (event_id,)).fetchone()
+        conn.commit()
+        return r
+    return enqueue, row
+
+
+def start(relay):
+    t = threading.Thread(target=relay.run, daemon=True)
+    t.start()
+    return t
+
+
+def until(cond, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
+
+
+def test_publishes_in_order_after_notification(outbox):
+    enqueue, row = outbox
+    seen = []
+    relay = Relay("", lambda e: seen.append((e.aggregate_id, e.event_type)), poll=30.0)
+    t = start(relay)
+    time.sleep(0.3)                 # idle, listening: only a notification wakes it
+    ids = enqueue(("order", "1", "created", {"n": 1}), ("order", "1", "paid", {"n": 2}))
+    until(lambda: relay.published == 2)
+    assert seen == [("1", "created"), ("1", "paid")]
+    assert all(row(i)[0] for i in ids)
+    relay.stop()
+    t.join(5)
+    assert not t.is_alive()
+
+
+def test_failure_backs_off_and_holds_back_the_aggregate(outbox):
+    enqueue, row = outbox
+
+    def publish(e):
+        if e.event_type == "bad":
+            raise ConnectionError("broker down")
+
+    first, later, other = enqueue(("order", "2", "bad", {}), ("order", "2", "next", {}),
+                                  ("order", "3", "fine", {}))
+    relay = Relay("", publish, poll=0.1)
+    t = start(relay)
+    until(lambda: relay.failed == 1 and relay.published == 1)
+    relay.stop()
+    t.join(5)
+    published, attempts, error, _ = row(first)
+    assert (published, attempts, error) == (False, 1, "broker down")
+    assert row(later)[0] is False           # never overtakes the failed event
+    assert row(other)[0] is True
+
+
+def test_sigterm_hands_the_lease_back(outbox):
+    enqueue, row = outbox
+    gate = threading.Event()
+    got = []
+
+    def publish(e):
+        got.append(e.id)
+        gate.wait(5)                        # SIGTERM arrives while the first event is in hand
+
+    ids = enqueue(*[("order", str(10 + i), "created", {}) for i in range(3)])
+    relay = Relay("", publish, lease="5 minutes")
+    relay.install_signal_handlers()
+    try:
+        t = start(relay)
+        until(lambda: got)
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.05)
+        gate.set()
+        t.join(5)
+        assert not t.is_alive()
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    assert row(got[0])[0] is True           # the event in hand was finished
+    for i in ids[1:]:
+        published, attempts, error, locked_until = row(i)
+        assert (published, error, locked_until) == (False, "relay stopped", None)
