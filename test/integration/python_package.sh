@@ -6,7 +6,8 @@
 # (python3 -m build --no-isolation) is installed into a fresh virtual
 # environment (--system-site-packages: psycopg and the frameworks come from
 # apt, there is no PyPI) and a FastAPI app imports it from there and serves
-# real HTTP on 127.0.0.1 under uvicorn: a request, then its replay.
+# real HTTP on 127.0.0.1 under uvicorn: a request, then its replay.  mypy
+# --strict checks the package's types and that its signatures reach users.
 # Debian's python3 is used whatever else is first on PATH.
 set -euo pipefail
 # The package does not depend on the server's major: the host's run
@@ -20,7 +21,7 @@ export IDEM_TOP=${IDEM_TOP:-$(cd "$here/../.." && pwd)}
 . "$IDEM_TOP/scripts/lib.sh"
 idem_ensure_packages python3-psycopg python3-psycopg-pool python3-starlette python3-fastapi \
   python3-django python3-flask python3-pytest python3-pytest-asyncio python3-httpx python3-build \
-  python3-venv python3-setuptools python3-wheel python3-uvicorn
+  python3-venv python3-setuptools python3-wheel python3-uvicorn python3-mypy
 . "$here/fresh_db.bash"
 fresh_db idem_python_package
 
@@ -38,6 +39,10 @@ cd "$tmp/src"
 
 idem_log "python_package: pytest"
 PYTHONPATH=src:tests $PY -m pytest -q -p no:cacheprovider
+
+idem_log "python_package: mypy --strict"
+$PY -m mypy --strict --ignore-missing-imports --no-incremental --cache-dir=/dev/null \
+  src/pg_idempotency tests/typing_check.py
 
 idem_log "python_package: wheel"
 $PY -m build --no-isolation --wheel --outdir "$tmp/dist" . >"$tmp/build.log" 2>&1 || { cat "$tmp/build.log"; exit 1; }

@@ -1,6 +1,7 @@
 """The relay worker: LISTEN wakes it, events go out in order and are
 marked under the batch's lease token, a failing sink backs off and holds
 back the aggregate's later events, SIGTERM hands the lease back."""
+import asyncio
 import os
 import signal
 import threading
@@ -9,7 +10,7 @@ import time
 import pytest
 
 from pg_idempotency import client
-from pg_idempotency.relay import Relay
+from pg_idempotency.relay import AsyncRelay, Relay
 
 
 @pytest.fixture
@@ -105,3 +106,41 @@ def test_sigterm_hands_the_lease_back(outbox):
     for i in ids[1:]:
         published, attempts, error, locked_until = row(i)
         assert (published, error, locked_until) == (False, "relay stopped", None)
+
+
+async def test_async_relay(outbox):
+    enqueue, row = outbox
+    seen = []
+
+    async def publish(e):
+        if e.event_type == "bad":
+            raise ConnectionError("broker down")
+        seen.append(e.id)
+
+    relay = AsyncRelay("", publish, poll=30.0)
+    task = asyncio.ensure_future(relay.run())
+    await asyncio.sleep(0.3)                # listening: the notification wakes it
+    good, bad = enqueue(("order", "20", "created", {}), ("order", "21", "bad", {}))
+    for _ in range(500):
+        if relay.published == 1 and relay.failed == 1:
+            break
+        await asyncio.sleep(0.02)
+    relay.stop()
+    await asyncio.wait_for(task, 5)
+    assert seen == [good]
+    assert row(good)[0] is True
+    assert row(bad)[1:3] == (1, "broker down")
+
+
+async def test_async_relay_stops_on_sigterm(outbox):
+    relay = AsyncRelay("", lambda e: None, poll=30.0)
+    relay.install_signal_handlers()
+    loop = asyncio.get_running_loop()
+    try:
+        task = asyncio.ensure_future(relay.run())
+        await asyncio.sleep(0.3)
+        os.kill(os.getpid(), signal.SIGTERM)
+        await asyncio.wait_for(task, 5)     # the idle wait ends at once
+    finally:
+        loop.remove_signal_handler(signal.SIGTERM)
+        loop.remove_signal_handler(signal.SIGINT)

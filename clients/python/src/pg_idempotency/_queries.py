@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Callable, Generic, List, Optional, Sequence, Tuple, TypeVar, Union
+from typing import Any, Callable, Dict, Generic, List, Optional, Sequence, Tuple, TypeVar, Union
 
 from psycopg.types.json import Jsonb
 
@@ -134,11 +134,11 @@ def release(key: str, fence: int, scope: str = "") -> Query[None]:
     return Query("SELECT idempotency.release(%s, %s, %s)", (key, fence, scope), _none)
 
 
-def _lookup_row(rows: Rows) -> Optional[dict]:
+def _lookup_row(rows: Rows) -> Optional[Dict[str, Any]]:
     return rows[0][0] if rows and rows[0][0] is not None else None
 
 
-def lookup(key: str, scope: str = "") -> Query[Optional[dict]]:
+def lookup(key: str, scope: str = "") -> Query[Optional[Dict[str, Any]]]:
     """The key's row as a dict (to_jsonb of it), or None when absent or expired."""
     return Query("SELECT CASE WHEN l IS NULL THEN NULL ELSE to_jsonb(l) END "
                  "FROM idempotency.lookup(%s, %s) AS l", (key, scope), _lookup_row)
@@ -166,7 +166,7 @@ def _transition_result(rows: Rows) -> TransitionResult:
 
 
 def transition(table: str, key_column: str, key: str, state_column: str, from_state: str,
-               to_state: str, set_columns: Optional[dict] = None) -> Query[TransitionResult]:
+               to_state: str, set_columns: Optional[Dict[str, Any]] = None) -> Query[TransitionResult]:
     """table and columns are passed as values (regclass, name): the extension
     quotes them; they are never spliced into SQL here."""
     return Query("SELECT outcome, current_state FROM idempotency.transition("

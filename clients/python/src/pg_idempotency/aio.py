@@ -6,13 +6,14 @@ are the caller's.
 from __future__ import annotations
 
 import functools
-from typing import Any, Awaitable, Callable, TypeVar
+from typing import Any, Awaitable, Callable, Concatenate, ParamSpec, TypeVar
 
 import psycopg
 
 from . import _queries as q
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 
 async def run(conn: "psycopg.AsyncConnection[Any]", query: "q.Query[T]") -> T:
@@ -22,9 +23,10 @@ async def run(conn: "psycopg.AsyncConnection[Any]", query: "q.Query[T]") -> T:
         return query.decode(await cur.fetchall() if cur.description else [])
 
 
-def _async(build: Callable[..., "q.Query[T]"]) -> Callable[..., Awaitable[T]]:
+def _async(build: Callable[P, "q.Query[T]"]) -> Callable[Concatenate["psycopg.AsyncConnection[Any]", P], Awaitable[T]]:
+    """The builder's signature with a connection in front, as a coroutine."""
     @functools.wraps(build)
-    async def call(conn: "psycopg.AsyncConnection[Any]", *args: Any, **kwargs: Any) -> T:
+    async def call(conn: "psycopg.AsyncConnection[Any]", /, *args: P.args, **kwargs: P.kwargs) -> T:
         return await run(conn, build(*args, **kwargs))
     return call
 

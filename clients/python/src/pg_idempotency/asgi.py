@@ -25,7 +25,7 @@ def _header(scope: Scope, name: str) -> Optional[str]:
     want = name.lower().encode()
     for k, v in scope.get("headers", []):
         if k.lower() == want:
-            return v.decode("latin-1")
+            return str(v.decode("latin-1"))
     return None
 
 

@@ -6,13 +6,14 @@ Transactions are the caller's: the functions neither commit nor roll back.
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, Concatenate, ParamSpec, TypeVar
 
 import psycopg
 
 from . import _queries as q
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 
 def run(conn: "psycopg.Connection[Any]", query: "q.Query[T]") -> T:
@@ -22,9 +23,10 @@ def run(conn: "psycopg.Connection[Any]", query: "q.Query[T]") -> T:
         return query.decode(cur.fetchall() if cur.description else [])
 
 
-def _sync(build: Callable[..., "q.Query[T]"]) -> Callable[..., T]:
+def _sync(build: Callable[P, "q.Query[T]"]) -> Callable[Concatenate["psycopg.Connection[Any]", P], T]:
+    """The builder's signature with a connection in front."""
     @functools.wraps(build)
-    def call(conn: "psycopg.Connection[Any]", *args: Any, **kwargs: Any) -> T:
+    def call(conn: "psycopg.Connection[Any]", /, *args: P.args, **kwargs: P.kwargs) -> T:
         return run(conn, build(*args, **kwargs))
     return call
 

@@ -139,6 +139,7 @@ def exchange(policy: Policy, req: Request) -> Generator[Step, Any, Answer]:
         return answer_for(claim)
     if not policy.one_transaction:
         yield COMMIT
+    answer: Answer
     try:
         answer = yield HANDLER
     except Exception as e:  # noqa: BLE001 - every handler error is recorded
@@ -192,7 +193,8 @@ def drive(gen: Generator[Step, Any, Answer], conn: "psycopg.Connection[Any]",
         try:
             step = gen.throw(error) if error is not None else gen.send(value)
         except StopIteration as stop:
-            return stop.value
+            answer: Answer = stop.value
+            return answer
         value, error = None, None
         try:
             if step == COMMIT:
@@ -216,7 +218,8 @@ async def drive_async(gen: Generator[Step, Any, Answer], conn: "psycopg.AsyncCon
         try:
             step = gen.throw(error) if error is not None else gen.send(value)
         except StopIteration as stop:
-            return stop.value
+            answer: Answer = stop.value
+            return answer
         value, error = None, None
         try:
             if step == COMMIT:
