@@ -6,6 +6,8 @@ middleware, and a uniform client for it: post(path, json, headers) ->
     POST /boom    raises (a 500)
     POST /tx      inserts into py_ledger on the middleware's connection,
                   then answers 201, or 500 when the body says {"fail": true}
+    POST /resume  first try: checkpoints "charged", commits, answers 503;
+                  a retry resumes from "charged" and answers 201
     GET  /pay     unguarded
 
 The scope is the X-Tenant header, so tenants never share keys.
@@ -14,7 +16,7 @@ import itertools
 import json
 from typing import Any, Dict, Tuple
 
-from pg_idempotency import http
+from pg_idempotency import aio, client, http
 
 RUNS = itertools.count(1)
 Reply = Tuple[int, Dict[str, str], bytes]
@@ -22,6 +24,14 @@ Reply = Tuple[int, Dict[str, str], bytes]
 
 def _ledger(conn: Any, note: str) -> None:
     conn.execute("INSERT INTO py_ledger (note) VALUES (%s)", (note,))
+
+
+def _resume(conn: Any, h: http.Holding) -> Tuple[Dict[str, Any], int]:
+    if h.recovery_point == "started":
+        client.checkpoint(conn, h.key, h.fence, "charged", scope=h.scope)
+        conn.commit()
+        return {"error": "shipping down"}, 503
+    return {"resumed_from": h.recovery_point, "attempts": h.attempts}, 201
 
 
 def starlette_app(policy: http.Policy):
@@ -49,10 +59,20 @@ def starlette_app(policy: http.Policy):
         await conn.execute("INSERT INTO py_ledger (note) VALUES (%s)", (body["note"],))
         return JSONResponse({"noted": body["note"]}, 500 if body.get("fail") else 201)
 
+    async def resume(request: Request):
+        h = request.state.idempotency
+        conn = request.state.idempotency_connection
+        if h.recovery_point == "started":
+            await aio.checkpoint(conn, h.key, h.fence, "charged", scope=h.scope)
+            await conn.commit()
+            return JSONResponse({"error": "shipping down"}, 503)
+        return JSONResponse({"resumed_from": h.recovery_point, "attempts": h.attempts}, 201)
+
     policy.scope = lambda scope: dict((k.decode(), v.decode()) for k, v in scope["headers"]).get("x-tenant", "")
     app = Starlette(routes=[Route("/pay", pay, methods=["GET", "POST"]),
                             Route("/boom", boom, methods=["POST"]),
-                            Route("/tx", tx, methods=["POST"])])
+                            Route("/tx", tx, methods=["POST"]),
+                            Route("/resume", resume, methods=["POST"])])
     app.add_middleware(IdempotencyMiddleware, pool=http.AsyncConnect(), policy=policy)
     tc = TestClient(app, raise_server_exceptions=False)
 
@@ -66,7 +86,7 @@ def starlette_app(policy: http.Policy):
 def flask_app(policy: http.Policy):
     import flask
 
-    from pg_idempotency.flask import Idempotency, connection
+    from pg_idempotency.flask import Idempotency, connection, holding
 
     app = flask.Flask("py_flask")
 
@@ -86,6 +106,10 @@ def flask_app(policy: http.Policy):
         body = flask.request.get_json()
         _ledger(connection(), body["note"])
         return {"noted": body["note"]}, 500 if body.get("fail") else 201
+
+    @app.post("/resume")
+    def resume():
+        return _resume(connection(), holding())
 
     policy.scope = lambda environ: environ.get("HTTP_X_TENANT", "")
     Idempotency(app, http.Connect(), policy)
@@ -132,7 +156,11 @@ def django_app(policy: http.Policy):
         _ledger(request.idempotency_connection, body["note"])
         return JsonResponse({"noted": body["note"]}, status=500 if body.get("fail") else 201)
 
-    urlpatterns[:] = [route("pay", pay), route("boom", boom), route("tx", tx)]
+    def resume(request):
+        body, status = _resume(request.idempotency_connection, request.idempotency)
+        return JsonResponse(body, status=status)
+
+    urlpatterns[:] = [route("pay", pay), route("boom", boom), route("tx", tx), route("resume", resume)]
     policy.scope = lambda request: request.headers.get("x-tenant", "")
     settings.PG_IDEMPOTENCY = {"pool": http.Connect(), "policy": policy}
     tc = Client(raise_request_exception=False)

@@ -157,7 +157,7 @@ def test_lease_lost_at_complete_409(key, conn):
     req = http.Request("POST", "/pay", b"{}", "application/json", key, "")
     steps = http.exchange(policy, req)
 
-    def steal():
+    def steal(_holding):
         # another holder takes the key over before the answer is stored
         with psycopg.connect() as other:
             other.execute("UPDATE idempotency.idempotency_keys SET locked_until = now() - interval '1s' "
@@ -167,3 +167,15 @@ def test_lease_lost_at_complete_409(key, conn):
 
     answer = http.drive(steps, conn, steal)
     assert answer.status == 409 and ("retry-after", "1") in answer.headers
+
+
+def test_checkpoint_then_resume(make, key, conn):
+    post = make()
+    first = post("/resume", {}, {"Idempotency-Key": key})
+    assert first[0] == 503
+    assert client.lookup(conn, key)["recovery_point"] == "charged"
+    conn.commit()
+    again = post("/resume", {}, {"Idempotency-Key": key})
+    assert (again[0], json.loads(again[2])) == (201, {"resumed_from": "charged", "attempts": 2})
+    replay = post("/resume", {}, {"Idempotency-Key": key})
+    assert replay[1]["idempotent-replayed"] == "true"

@@ -6,7 +6,8 @@ Idempotency-Key header; the behaviour is http.py's.
 pool: anything with an async .connection() context manager (a
 psycopg_pool.AsyncConnectionPool).  In one_transaction mode the handler
 finds the connection in request.state.idempotency_connection (scope
-["state"]) and its queries commit with the stored answer.
+["state"]) and its queries commit with the stored answer.  The key it
+holds is request.state.idempotency (an http.Holding).
 """
 from __future__ import annotations
 
@@ -65,11 +66,12 @@ class IdempotencyMiddleware:
         async with self.pool.connection() as conn:
             scope.setdefault("state", {})["idempotency_connection"] = conn
             answer = await http.drive_async(http.exchange(self.policy, req), conn,
-                                            lambda: self._run(scope, body))
+                                            lambda holding: self._run(scope, body, holding))
         await _send_answer(send, answer)
 
-    async def _run(self, scope: Scope, body: bytes) -> http.Answer:
+    async def _run(self, scope: Scope, body: bytes, holding: http.Holding) -> http.Answer:
         """Runs the application and captures its answer."""
+        scope["state"]["idempotency"] = holding
         sent = False
         result: Dict[str, Any] = {"status": 500, "headers": [], "body": []}
 

@@ -6,7 +6,8 @@ http.py's.  settings.py:
 
 pool: anything with a .connection() context manager; policy.scope is
 called with the HttpRequest.  In one_transaction mode a view finds the
-connection in request.idempotency_connection.
+connection in request.idempotency_connection; request.idempotency is
+the key it holds (an http.Holding).
 """
 from __future__ import annotations
 
@@ -43,9 +44,10 @@ class IdempotencyMiddleware:
                            request.headers.get("content-type", ""), key, scope_of(request))
         with self.pool.connection() as conn:
             request.idempotency_connection = conn
-            answer = http.drive(http.exchange(self.policy, req), conn, lambda: self._run(request))
+            answer = http.drive(http.exchange(self.policy, req), conn, lambda holding: self._run(request, holding))
         return _response(answer)
 
-    def _run(self, request: Any) -> http.Answer:
+    def _run(self, request: Any, holding: http.Holding) -> http.Answer:
+        request.idempotency = holding
         response = self.get_response(request)
         return http.Answer(response.status_code, list(response.items()), response.content)

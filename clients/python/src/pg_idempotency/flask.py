@@ -1,6 +1,7 @@
 """Flask integration: Idempotency(app, pool) wraps app.wsgi_app with
 wsgi.IdempotencyWSGI.  A view reaches the request's connection (one
-transaction mode) through connection().
+transaction mode) through connection(), the key it holds through
+holding().
 """
 from __future__ import annotations
 
@@ -25,3 +26,10 @@ def connection() -> Any:
     """The connection that stores this request's answer, or None."""
     import flask
     return flask.request.environ.get("pg_idempotency.connection")
+
+
+def holding() -> Optional[http.Holding]:
+    """The key this request holds (to checkpoint or resume), or None."""
+    import flask
+    value: Optional[http.Holding] = flask.request.environ.get("pg_idempotency.holding")
+    return value

@@ -1,7 +1,7 @@
 """The Idempotency-Key behaviour shared by every framework, without I/O.
 
 exchange() is a generator: it yields steps (a Query to run, COMMIT,
-ROLLBACK, or HANDLER to run the application) and returns the Answer to
+ROLLBACK, or Holding to run the application) and returns the Answer to
 send.  drive() (sync) and drive_async() run it on a connection from a
 pool; the framework modules (asgi.py, flask.py, django.py) only translate
 requests and responses.  The mapping (README.md, doc/clients.md):
@@ -113,8 +113,22 @@ def replayed(code: int, doc: Any) -> Answer:
     return Answer(code, [(k, v) for k, v in doc["headers"]] + [("idempotent-replayed", "true")], body)
 
 
-COMMIT, ROLLBACK, HANDLER = "COMMIT", "ROLLBACK", "HANDLER"
-Step = Union["q.Query[Any]", str]
+@dataclass(frozen=True)
+class Holding:
+    """The step that runs the handler, and what the handler learns about
+    the key it holds: to checkpoint progress (client.checkpoint(conn, key,
+    fence, name, scope=scope)) and, when resumed, to skip the phases done
+    before (recovery_point)."""
+    key: str
+    scope: str
+    fence: int
+    outcome: str            # claimed or resumed
+    recovery_point: str
+    attempts: int
+
+
+COMMIT, ROLLBACK = "COMMIT", "ROLLBACK"
+Step = Union["q.Query[Any]", str, Holding]
 
 
 def guarded(policy: Policy, method: str) -> bool:
@@ -122,7 +136,7 @@ def guarded(policy: Policy, method: str) -> bool:
 
 
 def exchange(policy: Policy, req: Request) -> Generator[Step, Any, Answer]:
-    """The steps of one keyed request; see the module's table.  The HANDLER
+    """The steps of one keyed request; see the module's table.  The Holding
     step is sent back the handler's Answer, or an exception thrown in."""
     if req.scope is None:
         return problem(401, "Unauthenticated", "Idempotency keys belong to an authenticated caller.")
@@ -141,7 +155,8 @@ def exchange(policy: Policy, req: Request) -> Generator[Step, Any, Answer]:
         yield COMMIT
     answer: Answer
     try:
-        answer = yield HANDLER
+        answer = yield Holding(req.key or "", req.scope, claim.fence or 0, claim.outcome,
+                               claim.recovery_point or "started", claim.attempts or 1)
     except Exception as e:  # noqa: BLE001 - every handler error is recorded
         answer = problem(500, "Internal Server Error", "The request failed; it may be retried.")
         failure: Optional[Exception] = e
@@ -185,7 +200,7 @@ def missing_key() -> Answer:
 
 
 def drive(gen: Generator[Step, Any, Answer], conn: "psycopg.Connection[Any]",
-          handler: Callable[[], Answer]) -> Answer:
+          handler: Callable[[Holding], Answer]) -> Answer:
     """Runs exchange() on a synchronous connection."""
     value: Any = None
     error: Optional[BaseException] = None
@@ -201,16 +216,18 @@ def drive(gen: Generator[Step, Any, Answer], conn: "psycopg.Connection[Any]",
                 conn.commit()
             elif step == ROLLBACK:
                 conn.rollback()
-            elif step == HANDLER:
-                value = handler()
+            elif isinstance(step, Holding):
+                value = handler(step)
+            elif isinstance(step, q.Query):
+                value = client.run(conn, step)
             else:
-                value = client.run(conn, step)  # type: ignore[arg-type]
+                raise ValueError("unknown step %r" % (step,))
         except Exception as e:  # noqa: BLE001 - thrown into the exchange
             error = e
 
 
 async def drive_async(gen: Generator[Step, Any, Answer], conn: "psycopg.AsyncConnection[Any]",
-                      handler: Callable[[], Any]) -> Answer:
+                      handler: Callable[[Holding], Any]) -> Answer:
     """Runs exchange() on an asynchronous connection."""
     value: Any = None
     error: Optional[BaseException] = None
@@ -226,10 +243,12 @@ async def drive_async(gen: Generator[Step, Any, Answer], conn: "psycopg.AsyncCon
                 await conn.commit()
             elif step == ROLLBACK:
                 await conn.rollback()
-            elif step == HANDLER:
-                value = await handler()
+            elif isinstance(step, Holding):
+                value = await handler(step)
+            elif isinstance(step, q.Query):
+                value = await aio.run(conn, step)
             else:
-                value = await aio.run(conn, step)  # type: ignore[arg-type]
+                raise ValueError("unknown step %r" % (step,))
         except Exception as e:  # noqa: BLE001 - thrown into the exchange
             error = e
 

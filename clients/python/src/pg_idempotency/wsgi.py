@@ -1,6 +1,7 @@
 """WSGI middleware for the Idempotency-Key header (used by flask.py; works
 for any WSGI app); the behaviour is http.py's.  In one_transaction mode the
-application finds the connection in environ["pg_idempotency.connection"].
+application finds the connection in environ["pg_idempotency.connection"]
+and the key it holds (an http.Holding) in environ["pg_idempotency.holding"].
 """
 from __future__ import annotations
 
@@ -49,11 +50,12 @@ class IdempotencyWSGI:
         with self.pool.connection() as conn:
             environ["pg_idempotency.connection"] = conn
             answer = http.drive(http.exchange(self.policy, req), conn,
-                                lambda: self._run(environ, body))
+                                lambda holding: self._run(environ, body, holding))
         return _respond(start_response, answer)
 
-    def _run(self, environ: Environ, body: bytes) -> http.Answer:
+    def _run(self, environ: Environ, body: bytes, holding: http.Holding) -> http.Answer:
         environ["wsgi.input"] = io.BytesIO(body)
+        environ["pg_idempotency.holding"] = holding
         captured: Dict[str, Any] = {}
 
         def start(status: str, headers: List[Any], exc_info: Any = None) -> Callable[[bytes], None]:
