@@ -179,3 +179,31 @@ def test_checkpoint_then_resume(make, key, conn):
     assert (again[0], json.loads(again[2])) == (201, {"resumed_from": "charged", "attempts": 2})
     replay = post("/resume", {}, {"Idempotency-Key": key})
     assert replay[1]["idempotent-replayed"] == "true"
+
+
+def test_pool_gets_its_connections_back_clean(key, caplog):
+    # psycopg_pool warns when a connection comes back inside a transaction
+    import flask
+    from psycopg_pool import ConnectionPool
+
+    from pg_idempotency.flask import Idempotency
+
+    app = flask.Flask("pooled")
+
+    @app.post("/pay")
+    def pay():
+        return {"ok": True}, 201
+
+    @app.post("/boom")
+    def boom():
+        return {"error": "down"}, 503
+
+    with ConnectionPool("", min_size=1, max_size=1) as pool:
+        Idempotency(app, pool)
+        tc = app.test_client()
+        for path, k in (("/pay", key), ("/pay", key), ("/pay", key + "-2"), ("/boom", key + "-3"),
+                        ("/pay", "")):
+            tc.post(path, json={"a": 1}, headers={"Idempotency-Key": k} if k else {})
+        with pool.connection() as c:
+            assert c.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+    assert not [r for r in caplog.records if r.name.startswith("psycopg")]
