@@ -144,3 +144,15 @@ async def test_async_relay_stops_on_sigterm(outbox):
     finally:
         loop.remove_signal_handler(signal.SIGTERM)
         loop.remove_signal_handler(signal.SIGINT)
+
+
+def test_unreachable_database_is_retried_with_backoff(caplog):
+    caplog.set_level("WARNING", logger="pg_idempotency.relay")
+    relay = Relay("host=127.0.0.1 port=1 connect_timeout=1", lambda e: None, max_backoff=0.2)
+    t = start(relay)
+    until(lambda: len(caplog.records) >= 3)
+    relay.stop()
+    t.join(5)
+    assert not t.is_alive()
+    waits = [float(r.getMessage().rsplit(" ", 1)[1].rstrip("s")) for r in caplog.records]
+    assert waits[:3] == [0.1, 0.2, 0.2]         # doubling, capped at max_backoff
