@@ -59,6 +59,17 @@ def test_publishes_in_order_after_notification(outbox):
     assert not t.is_alive()
 
 
+def test_enqueue_events_in_order(outbox, conn):
+    ids = client.enqueue_events(conn, [("order", "5", "created", {"n": 1}),
+                                       ("order", "5", "paid", {"n": 2})], [None, {"h": 1}])
+    conn.commit()
+    assert ids == sorted(ids) and len(ids) == 2
+    events = client.claim_events(conn, 10, "1 minute")
+    conn.rollback()
+    assert [(e.id, e.event_type, e.headers) for e in events] == \
+        [(ids[0], "created", None), (ids[1], "paid", {"h": 1})]
+
+
 def test_failure_backs_off_and_holds_back_the_aggregate(outbox):
     enqueue, row = outbox
 

@@ -181,6 +181,17 @@ def enqueue_event(aggregate_type: str, aggregate_id: str, event_type: str, paylo
                  (aggregate_type, aggregate_id, event_type, Jsonb(payload), _json(headers)), _scalar)
 
 
+def enqueue_events(events: Sequence[Tuple[str, str, str, Any]],
+                   headers: Optional[Sequence[Any]] = None) -> Query[List[int]]:
+    """Many (aggregate_type, aggregate_id, event_type, payload) in one
+    statement; returns their ids in order."""
+    return Query("SELECT * FROM idempotency.enqueue_events(%s::text[], %s::text[], %s::text[], "
+                 "%s::jsonb[], %s::jsonb[])",
+                 ([e[0] for e in events], [e[1] for e in events], [e[2] for e in events],
+                  [Jsonb(e[3]) for e in events],
+                  None if headers is None else [_json(h) for h in headers]), _column)
+
+
 def _events(rows: Rows) -> List[OutboxEvent]:
     return [OutboxEvent(*r) for r in rows]
 
