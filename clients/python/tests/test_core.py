@@ -44,3 +44,15 @@ def test_fingerprint_parses_json_only():
     assert text == {"method": "POST", "path": "/a", "body": "x=1"}
     broken = http.default_fingerprint(http.Request("POST", "/a", b"{", "application/json", "k", ""))
     assert broken["body"] == "{"
+
+
+def test_a_bad_policy_is_not_blamed_on_the_client(conn):
+    # 22023 for a ttl shorter than the lease is the server's configuration,
+    # not a 400 for the client
+    import psycopg
+    import pytest
+    steps = http.exchange(http.Policy(ttl="1 second", lease="1 minute"),
+                          http.Request("POST", "/", b"", "", "k-policy", ""))
+    with pytest.raises(psycopg.Error) as e:
+        http.drive(steps, conn, lambda h: http.Answer(200, [], b""))
+    assert e.value.sqlstate == "22023"

@@ -7,7 +7,9 @@ pool; the framework modules (asgi.py, flask.py, django.py) only translate
 requests and responses.  The mapping (README.md, doc/clients.md):
 
     no key where one is required         400 problem+json
-    key empty or too long (22023)        400 problem+json
+    key too long (22023 "idempotency key")  400 problem+json; another 22023
+                                         (a ttl shorter than the lease: the
+                                         policy's mistake) is raised
     claimed / resumed                    the handler runs; its answer is stored
     replay                               stored status, headers, body + Idempotent-Replayed: true
     in_progress                          409 problem+json, Retry-After
@@ -145,8 +147,9 @@ def exchange(policy: Policy, req: Request) -> Generator[Step, Any, Answer]:
         claim = yield q.claim(req.key or "", fp, req.scope, policy.ttl, policy.lease)
     except psycopg.Error as e:
         yield ROLLBACK
-        if e.sqlstate == "22023":
-            return problem(400, "Invalid Idempotency-Key", str(e.diag.message_primary))
+        message = str(e.diag.message_primary or "")
+        if e.sqlstate == "22023" and message.startswith("idempotency key"):
+            return problem(400, "Invalid Idempotency-Key", message)
         raise
     if not claim.holds:
         yield COMMIT
