@@ -56,3 +56,14 @@ def test_a_bad_policy_is_not_blamed_on_the_client(conn):
     with pytest.raises(psycopg.Error) as e:
         http.drive(steps, conn, lambda h: http.Answer(200, [], b""))
     assert e.value.sqlstate == "22023"
+
+
+def test_answer_too_large_to_store_is_a_retryable_500(conn, key):
+    from pg_idempotency import client
+    conn.execute("SET idempotency.max_response_bytes = 100")
+    conn.commit()
+    steps = http.exchange(http.Policy(), http.Request("POST", "/", b"", "", key, ""))
+    answer = http.drive(steps, conn, lambda h: http.Answer(200, [], b"x" * 500))
+    assert answer.status == 500
+    row = client.lookup(conn, key)
+    assert (row["status"], row["retryable"]) == ("failed", True)

@@ -16,6 +16,7 @@ requests and responses.  The mapping (README.md, doc/clients.md):
     mismatch                             422 problem+json
     handler answers 5xx or raises        fail(retryable): the next try runs again
     lease lost (55000) at complete       409 problem+json, Retry-After: 1
+    answer over max_response_bytes       500 problem+json; fail(retryable)
 """
 from __future__ import annotations
 
@@ -180,6 +181,12 @@ def exchange(policy: Policy, req: Request) -> Generator[Step, Any, Answer]:
         if e.sqlstate == "55000":
             return problem(409, "Idempotency-Key lease lost",
                            "Another request holds this key now.", [("retry-after", "1")])
+        if e.sqlstate == "54000":       # over idempotency.max_response_bytes
+            if not policy.one_transaction:
+                yield q.fail(req.key or "", claim.fence or 0, None, 500, True, req.scope)
+                yield COMMIT
+            return problem(500, "Response too large to store",
+                           "The answer exceeds idempotency.max_response_bytes; it was not kept.")
         raise
     if failure is not None:
         log.error("idempotent handler failed", exc_info=failure)
