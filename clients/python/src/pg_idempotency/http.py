@@ -1,0 +1,298 @@
+"""The Idempotency-Key behaviour shared by every framework, without I/O.
+
+exchange() is a generator: it yields steps (a Query to run, COMMIT,
+ROLLBACK, or Holding to run the application) and returns the Answer to
+send.  drive() (sync) and drive_async() run it on a connection from a
+pool; the framework modules (asgi.py, flask.py, django.py) only translate
+requests and responses.  The mapping (README.md, doc/clients.md):
+
+    no key where one is required         400 problem+json
+    key too long (22023 "idempotency key")  400 problem+json; another 22023
+                                         (a ttl shorter than the lease: the
+                                         policy's mistake) is raised
+    claimed / resumed                    the handler runs; its answer is stored
+    replay                               stored status, headers, body + Idempotent-Replayed: true
+    in_progress                          409 problem+json, Retry-After
+    mismatch                             422 problem+json
+    handler answers 5xx or raises        fail(retryable): the next try runs again
+    lease lost (55000) at complete       409 problem+json, Retry-After: 1
+    answer over max_response_bytes       500 problem+json; fail(retryable)
+"""
+from __future__ import annotations
+
+import base64
+import json
+import logging
+from dataclasses import dataclass, field
+from typing import (Any, Callable, ContextManager, Dict, Generator, List,
+                    Optional, Sequence, Tuple, Union)
+
+import psycopg
+
+from . import _queries as q
+from . import aio, client
+
+Headers = List[Tuple[str, str]]
+log = logging.getLogger("pg_idempotency")
+
+
+@dataclass
+class Answer:
+    status: int
+    headers: Headers
+    body: bytes
+
+
+@dataclass
+class Request:
+    method: str
+    path: str
+    body: bytes
+    content_type: str
+    key: Optional[str]
+    scope: Optional[str]
+
+
+def default_fingerprint(req: Request) -> Any:
+    """method, path and body (parsed when it is JSON, so key order and
+    whitespace do not matter; text otherwise)."""
+    body: Any = req.body.decode("utf-8", "replace")
+    if "json" in req.content_type:
+        try:
+            body = json.loads(req.body or b"null")
+        except ValueError:
+            pass
+    return {"method": req.method, "path": req.path, "body": body}
+
+
+@dataclass
+class Policy:
+    """What the middleware does; every field has a default.
+
+    methods: the methods that take a key (others pass through untouched);
+    required: a key is required on them (else a request without one runs
+    unguarded); scope(request) -> str or None (None: 401) names the key's
+    owner, e.g. the tenant or user; fingerprint(Request) -> JSON value;
+    ttl: how long a key and its answer are kept (None: the extension's
+    idempotency.default_ttl); lease: the holder's lease; one_transaction:
+    the handler's queries (on the connection it is given) commit in the
+    transaction that stores the answer, and a 5xx rolls them back with the
+    claim; stored_headers: the response headers kept for replays.
+    """
+    header: str = "Idempotency-Key"
+    methods: Sequence[str] = ("POST", "PATCH")
+    required: bool = True
+    scope: Optional[Callable[[Any], Optional[str]]] = None
+    fingerprint: Callable[[Request], Any] = default_fingerprint
+    ttl: q.Interval = None
+    lease: q.Interval = None
+    one_transaction: bool = False
+    stored_headers: Sequence[str] = field(default_factory=lambda: ("content-type", "location"))
+
+
+def problem(status: int, title: str, detail: str, headers: Optional[Headers] = None) -> Answer:
+    """An application/problem+json answer (RFC 9457)."""
+    body = {"type": "about:blank", "title": title, "status": status, "detail": detail}
+    return Answer(status, [("content-type", "application/problem+json")] + (headers or []),
+                  json.dumps(body).encode())
+
+
+def stored(answer: Answer, keep: Sequence[str]) -> Dict[str, Any]:
+    """The jsonb kept for a replay: headers named in keep, the body as
+    text (base64 when it is not UTF-8)."""
+    names = {k.lower() for k in keep}
+    doc: Dict[str, Any] = {"headers": [[k, v] for k, v in answer.headers if k.lower() in names]}
+    try:
+        doc["body"] = answer.body.decode("utf-8")
+    except UnicodeDecodeError:
+        doc["body_base64"] = base64.b64encode(answer.body).decode()
+    return doc
+
+
+def replayed(code: int, doc: Any) -> Answer:
+    if not isinstance(doc, dict) or "headers" not in doc:     # stored by another client
+        return Answer(code, [("content-type", "application/json")], json.dumps(doc).encode())
+    body = doc["body"].encode() if "body" in doc else base64.b64decode(doc.get("body_base64", ""))
+    return Answer(code, [(k, v) for k, v in doc["headers"]] + [("idempotent-replayed", "true")], body)
+
+
+@dataclass(frozen=True)
+class Holding:
+    """The step that runs the handler, and what the handler learns about
+    the key it holds: to checkpoint progress (client.checkpoint(conn, key,
+    fence, name, scope=scope)) and, when resumed, to skip the phases done
+    before (recovery_point)."""
+    key: str
+    scope: str
+    fence: int
+    outcome: str            # claimed or resumed
+    recovery_point: str
+    attempts: int
+
+
+COMMIT, ROLLBACK = "COMMIT", "ROLLBACK"
+Step = Union["q.Query[Any]", str, Holding]
+
+
+def guarded(policy: Policy, method: str) -> bool:
+    return method.upper() in {m.upper() for m in policy.methods}
+
+
+def exchange(policy: Policy, req: Request) -> Generator[Step, Any, Answer]:
+    """The steps of one keyed request; see the module's table.  The Holding
+    step is sent back the handler's Answer, or an exception thrown in."""
+    if req.scope is None:
+        return problem(401, "Unauthenticated", "Idempotency keys belong to an authenticated caller.")
+    fp = policy.fingerprint(req)
+    try:
+        claim = yield q.claim(req.key or "", fp, req.scope, policy.ttl, policy.lease)
+    except psycopg.Error as e:
+        yield ROLLBACK
+        message = str(e.diag.message_primary or "")
+        if e.sqlstate == "22023" and message.startswith("idempotency key"):
+            return problem(400, "Invalid Idempotency-Key", message)
+        raise
+    if not claim.holds:
+        yield COMMIT
+        return answer_for(claim)
+    if not policy.one_transaction:
+        yield COMMIT
+    answer: Answer
+    try:
+        answer = yield Holding(req.key or "", req.scope, claim.fence or 0, claim.outcome,
+                               claim.recovery_point or "started", claim.attempts or 1)
+    except Exception as e:  # noqa: BLE001 - every handler error is recorded
+        answer = problem(500, "Internal Server Error", "The request failed; it may be retried.")
+        failure: Optional[Exception] = e
+    else:
+        failure = None
+    try:
+        if answer.status >= 500:
+            yield ROLLBACK
+            if not policy.one_transaction:
+                yield q.fail(req.key or "", claim.fence or 0, stored(answer, policy.stored_headers),
+                             answer.status, True, req.scope)
+        else:
+            yield q.complete(req.key or "", claim.fence or 0, stored(answer, policy.stored_headers),
+                             answer.status, req.scope, policy.ttl)
+        yield COMMIT
+    except psycopg.Error as e:
+        yield ROLLBACK
+        if e.sqlstate == "55000":
+            return problem(409, "Idempotency-Key lease lost",
+                           "Another request holds this key now.", [("retry-after", "1")])
+        if e.sqlstate == "54000":       # over idempotency.max_response_bytes
+            if not policy.one_transaction:
+                yield q.fail(req.key or "", claim.fence or 0, None, 500, True, req.scope)
+                yield COMMIT
+            return problem(500, "Response too large to store",
+                           "The answer exceeds idempotency.max_response_bytes; it was not kept.")
+        raise
+    if failure is not None:
+        log.error("idempotent handler failed", exc_info=failure)
+    return answer
+
+
+def answer_for(claim: q.ClaimResult) -> Answer:
+    """The answer of a claim that does not hold the key."""
+    if claim.outcome == "replay":
+        return replayed(claim.response_code or 200, claim.response_body)
+    if claim.outcome == "in_progress":
+        return problem(409, "A request with this Idempotency-Key is being processed",
+                       "Retry after the time given in Retry-After.",
+                       [("retry-after", str(claim.retry_after_seconds()))])
+    return problem(422, "Idempotency-Key reused with another request",
+                   "This key was used for a different request; use a new key.")
+
+
+def missing_key() -> Answer:
+    return problem(400, "Idempotency-Key is missing", "This operation requires an Idempotency-Key header.")
+
+
+def drive(gen: Generator[Step, Any, Answer], conn: "psycopg.Connection[Any]",
+          handler: Callable[[Holding], Answer]) -> Answer:
+    """Runs exchange() on a synchronous connection."""
+    value: Any = None
+    error: Optional[BaseException] = None
+    while True:
+        try:
+            step = gen.throw(error) if error is not None else gen.send(value)
+        except StopIteration as stop:
+            answer: Answer = stop.value
+            return answer
+        value, error = None, None
+        try:
+            if step == COMMIT:
+                conn.commit()
+            elif step == ROLLBACK:
+                conn.rollback()
+            elif isinstance(step, Holding):
+                value = handler(step)
+            elif isinstance(step, q.Query):
+                value = client.run(conn, step)
+            else:
+                raise ValueError("unknown step %r" % (step,))
+        except Exception as e:  # noqa: BLE001 - thrown into the exchange
+            error = e
+
+
+async def drive_async(gen: Generator[Step, Any, Answer], conn: "psycopg.AsyncConnection[Any]",
+                      handler: Callable[[Holding], Any]) -> Answer:
+    """Runs exchange() on an asynchronous connection."""
+    value: Any = None
+    error: Optional[BaseException] = None
+    while True:
+        try:
+            step = gen.throw(error) if error is not None else gen.send(value)
+        except StopIteration as stop:
+            answer: Answer = stop.value
+            return answer
+        value, error = None, None
+        try:
+            if step == COMMIT:
+                await conn.commit()
+            elif step == ROLLBACK:
+                await conn.rollback()
+            elif isinstance(step, Holding):
+                value = await handler(step)
+            elif isinstance(step, q.Query):
+                value = await aio.run(conn, step)
+            else:
+                raise ValueError("unknown step %r" % (step,))
+        except Exception as e:  # noqa: BLE001 - thrown into the exchange
+            error = e
+
+
+
+
+class Connect:
+    """A connection source without a pool: a new connection per request
+    (conninfo as for psycopg.connect).  Pools (psycopg_pool) do the same
+    job faster; this suits tests and low traffic."""
+
+    def __init__(self, conninfo: str = "") -> None:
+        self.conninfo = conninfo
+
+    def connection(self) -> ContextManager["psycopg.Connection[Any]"]:
+        return psycopg.connect(self.conninfo)
+
+
+class AsyncConnect(Connect):
+    """Connect for asyncio: an AsyncConnection per request."""
+
+    def connection(self) -> Any:
+        return _AsyncConnection(self.conninfo)
+
+
+class _AsyncConnection:
+    def __init__(self, conninfo: str) -> None:
+        self.conninfo = conninfo
+        self.conn: Optional["psycopg.AsyncConnection[Any]"] = None
+
+    async def __aenter__(self) -> "psycopg.AsyncConnection[Any]":
+        self.conn = await psycopg.AsyncConnection.connect(self.conninfo)
+        return self.conn
+
+    async def __aexit__(self, *exc: Any) -> None:
+        assert self.conn is not None
+        await self.conn.close()

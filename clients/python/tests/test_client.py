@@ -1,0 +1,135 @@
+"""The sync and async clients against the extension: every outcome of
+claim, the holder functions, execute, tokens, transition, the inbox and
+the version check (doc/reference.md)."""
+from datetime import timedelta
+
+import psycopg
+import pytest
+
+from pg_idempotency import ExtensionVersionError, _queries, aio, client
+
+
+def test_claim_complete_replay(conn, key):
+    r = client.claim(conn, key, {"amount": 5}, "shop")
+    assert (r.outcome, r.recovery_point, r.attempts) == ("claimed", "started", 1)
+    assert client.claim(conn, key, {"amount": 5}, "shop").outcome == "in_progress"
+    assert client.claim(conn, key, {"amount": 6}, "shop").outcome == "mismatch"
+    client.complete(conn, key, r.fence, {"paid": 5}, 201, "shop")
+    again = client.claim(conn, key, {"amount": 5}, "shop")
+    assert (again.outcome, again.response_code, again.response_body, again.fence) == \
+        ("replay", 201, {"paid": 5}, None)
+    assert client.lookup(conn, key, "shop")["status"] == "completed"
+    assert client.lookup(conn, key, "other") is None
+
+
+def test_in_progress_retry_after(conn, key):
+    client.claim(conn, key, None, lease=timedelta(seconds=30))
+    busy = client.claim(conn, key)
+    assert busy.outcome == "in_progress"
+    assert 29 <= busy.retry_after_seconds() <= 30
+
+
+def test_fail_retryable_resumes_from_checkpoint(conn, key):
+    r = client.claim(conn, key, {"x": 1})
+    client.checkpoint(conn, key, r.fence, "charged")
+    client.fail(conn, key, r.fence, {"error": "timeout"}, 503, True)
+    again = client.claim(conn, key, {"x": 1})
+    assert (again.outcome, again.recovery_point, again.attempts) == ("resumed", "charged", 2)
+    assert again.fence > r.fence
+    with pytest.raises(psycopg.Error) as lost:        # the old fence no longer holds it
+        client.complete(conn, key, r.fence, {})
+    assert lost.value.sqlstate == "55000"
+
+
+def test_fail_final_and_release(conn, key):
+    r = client.claim(conn, key)
+    client.fail(conn, key, r.fence, {"error": "card declined"}, 402, False)
+    final = client.claim(conn, key)
+    assert (final.outcome, final.response_code) == ("replay", 402)
+    other = key + "-r"
+    r2 = client.claim(conn, other)
+    client.release(conn, other, r2.fence)
+    assert client.claim(conn, other).outcome == "claimed"
+
+
+def test_invalid_key_is_22023(conn):
+    with pytest.raises(psycopg.Error) as e:
+        client.claim(conn, "")
+    assert e.value.sqlstate == "22023"
+
+
+def test_execute_runs_once(conn, key):
+    conn.execute("CREATE TEMP TABLE py_payments (id serial, amount int)")
+    stmt = "INSERT INTO py_payments (amount) VALUES ($1::int) RETURNING amount"
+    first = client.execute(conn, key, {"a": 7}, stmt, ["7"])
+    second = client.execute(conn, key, {"a": 7}, stmt, ["7"])
+    assert (first.outcome, first.response_body) == ("claimed", 7)
+    assert (second.outcome, second.response_body) == ("replay", 7)
+    assert conn.execute("SELECT count(*) FROM py_payments").fetchone()[0] == 1
+
+
+def test_tokens(conn):
+    token = client.issue_token(conn, "s")
+    assert client.consume_token(conn, token, "other") is False
+    assert client.consume_token(conn, token, "s") is True
+    assert client.consume_token(conn, token, "s") is False
+
+
+def test_transition(conn, key):
+    conn.execute("CREATE TEMP TABLE py_orders (id text PRIMARY KEY, state text, note text)")
+    conn.execute("INSERT INTO py_orders VALUES (%s, 'PENDING', NULL)", (key,))
+    r = client.transition(conn, "py_orders", "id", key, "state", "PENDING", "PAID", {"note": "ok"})
+    assert (r.outcome, r.current_state) == ("applied", "PAID")
+    assert client.transition(conn, "py_orders", "id", key, "state", "PENDING", "PAID").outcome == "already"
+    r = client.transition(conn, "py_orders", "id", key, "state", "PENDING", "CANCELLED")
+    assert (r.outcome, r.current_state) == ("rejected", "PAID")
+    assert client.transition(conn, "py_orders", "id", "none", "state", "A", "B").outcome == "not_found"
+    assert conn.execute("SELECT note FROM py_orders").fetchone()[0] == "ok"
+
+
+def test_inbox(conn, key):
+    assert client.process_once(conn, "billing", key) is True
+    assert client.process_once(conn, "billing", key) is False
+    assert client.process_once_batch(conn, "billing", [key, "b" + key, "b" + key, "c" + key]) == \
+        ["b" + key, "c" + key]
+
+
+def test_version(conn):
+    assert client.check_version(conn) >= "1.3"
+
+
+def test_old_version_is_a_clear_error():
+    with pytest.raises(ExtensionVersionError, match="version 1.2; pg_idempotency needs 1.3"):
+        _queries._version([("1.2",)])
+    with pytest.raises(ExtensionVersionError, match="not installed"):
+        _queries._version([(None,)])
+
+
+def test_plain_edition_version_is_read(conn):
+    # the plain edition has no pg_extension row: its version is in a table
+    # (rolled back by the fixture)
+    conn.execute("DROP EXTENSION idempotency CASCADE")
+    conn.execute("CREATE SCHEMA IF NOT EXISTS idempotency")
+    conn.execute("CREATE TABLE idempotency.plain_version (version text)")
+    conn.execute("INSERT INTO idempotency.plain_version VALUES ('1.3')")
+    assert client.check_version(conn) == "1.3"
+    conn.execute("UPDATE idempotency.plain_version SET version = '1.1'")
+    with pytest.raises(ExtensionVersionError, match="version 1.1"):
+        client.check_version(conn)
+
+
+def test_no_sql_from_arguments(conn):
+    evil = "x'); DROP TABLE idempotency.idempotency_keys; --"
+    assert client.claim(conn, evil).outcome == "claimed"
+    assert client.lookup(conn, evil)["idempotency_key"] == evil
+
+
+async def test_async_client(aconn, key):
+    assert await aio.check_version(aconn) >= "1.3"
+    r = await aio.claim(aconn, key, {"a": 1})
+    assert r.outcome == "claimed"
+    await aio.complete(aconn, key, r.fence, {"ok": True})
+    assert (await aio.claim(aconn, key, {"a": 1})).outcome == "replay"
+    assert await aio.process_once_batch(aconn, "c", [key, key]) == [key]
+    token = await aio.issue_token(aconn)
+    assert await aio.consume_token(aconn, token) is True

@@ -1,0 +1,69 @@
+"""http.py without a framework: the stored answer's shape and the cases
+no framework test reaches."""
+import json
+
+from pg_idempotency import http
+
+
+def test_stored_answer_round_trip_keeps_listed_headers_only():
+    answer = http.Answer(201, [("Content-Type", "application/json"), ("Location", "/p/1"),
+                               ("Set-Cookie", "session=1")], b'{"ok": true}')
+    doc = http.stored(answer, ("content-type", "location"))
+    assert doc == {"headers": [["Content-Type", "application/json"], ["Location", "/p/1"]],
+                   "body": '{"ok": true}'}
+    again = http.replayed(201, json.loads(json.dumps(doc)))
+    assert again.body == answer.body
+    assert ("idempotent-replayed", "true") in again.headers
+    assert all(k != "Set-Cookie" for k, _ in again.headers)
+
+
+def test_binary_body_is_stored_as_base64():
+    answer = http.Answer(200, [("content-type", "application/octet-stream")], b"\xff\x00\xfe")
+    doc = http.stored(answer, ("content-type",))
+    assert "body" not in doc
+    assert http.replayed(200, doc).body == b"\xff\x00\xfe"
+
+
+def test_answer_stored_by_another_client_replays_as_json():
+    again = http.replayed(200, {"paid": 5})
+    assert json.loads(again.body) == {"paid": 5}
+    assert ("content-type", "application/json") in again.headers
+
+
+def test_no_scope_is_401_and_touches_nothing():
+    steps = http.exchange(http.Policy(), http.Request("POST", "/", b"", "", "k", None))
+    try:
+        next(steps)
+        raise AssertionError("a step was asked for")
+    except StopIteration as stop:
+        assert stop.value.status == 401
+
+
+def test_fingerprint_parses_json_only():
+    text = http.default_fingerprint(http.Request("POST", "/a", b"x=1", "text/plain", "k", ""))
+    assert text == {"method": "POST", "path": "/a", "body": "x=1"}
+    broken = http.default_fingerprint(http.Request("POST", "/a", b"{", "application/json", "k", ""))
+    assert broken["body"] == "{"
+
+
+def test_a_bad_policy_is_not_blamed_on_the_client(conn):
+    # 22023 for a ttl shorter than the lease is the server's configuration,
+    # not a 400 for the client
+    import psycopg
+    import pytest
+    steps = http.exchange(http.Policy(ttl="1 second", lease="1 minute"),
+                          http.Request("POST", "/", b"", "", "k-policy", ""))
+    with pytest.raises(psycopg.Error) as e:
+        http.drive(steps, conn, lambda h: http.Answer(200, [], b""))
+    assert e.value.sqlstate == "22023"
+
+
+def test_answer_too_large_to_store_is_a_retryable_500(conn, key):
+    from pg_idempotency import client
+    conn.execute("SET idempotency.max_response_bytes = 100")
+    conn.commit()
+    steps = http.exchange(http.Policy(), http.Request("POST", "/", b"", "", key, ""))
+    answer = http.drive(steps, conn, lambda h: http.Answer(200, [], b"x" * 500))
+    assert answer.status == 500
+    row = client.lookup(conn, key)
+    assert (row["status"], row["retryable"]) == ("failed", True)

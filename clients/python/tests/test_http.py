@@ -1,0 +1,209 @@
+"""The HTTP behaviour table (README.md) on every framework: Starlette
+(ASGI), Flask and Django run the same app (apps.py) and the same cases."""
+import json
+import uuid
+
+import psycopg
+import pytest
+
+from pg_idempotency import client, http
+
+from apps import FRAMEWORKS
+
+
+@pytest.fixture(params=sorted(FRAMEWORKS))
+def make(request):
+    return lambda **policy: FRAMEWORKS[request.param](http.Policy(**policy))
+
+
+@pytest.fixture
+def ledger(conn):
+    conn.execute("CREATE TABLE IF NOT EXISTS py_ledger (note text)")
+    conn.commit()
+    return lambda note: conn.execute("SELECT count(*) FROM py_ledger WHERE note = %s",
+                                     (note,)).fetchone()[0]
+
+
+def problem_of(reply):
+    status, headers, body = reply
+    assert headers["content-type"] == "application/problem+json"
+    doc = json.loads(body)
+    assert doc["status"] == status
+    return doc
+
+
+def test_missing_key_400(make):
+    post = make()
+    reply = post("/pay", {"amount": 1}, {})
+    assert reply[0] == 400
+    assert problem_of(reply)["title"] == "Idempotency-Key is missing"
+
+
+def test_key_optional_and_unguarded_methods(make, key):
+    post = make(required=False)
+    assert post("/pay", {"amount": 1}, {})[0] == 201
+    assert post("/pay", {}, {}, method="GET")[0] == 200
+
+
+def test_invalid_key_400(make):
+    reply = make()("/pay", {"amount": 1}, {"Idempotency-Key": "x" * 300})
+    assert reply[0] == 400
+    assert problem_of(reply)["title"] == "Invalid Idempotency-Key"
+
+
+def test_replay_with_stored_status_headers_body(make, key):
+    post = make()
+    first = post("/pay", {"amount": 5}, {"Idempotency-Key": key})
+    assert first[0] == 201 and "idempotent-replayed" not in first[1]
+    again = post("/pay", {"amount": 5}, {"Idempotency-Key": key})
+    assert again[0] == 201
+    assert again[1]["idempotent-replayed"] == "true"
+    assert again[1]["location"] == "/payments/1"
+    assert again[1]["content-type"] == first[1]["content-type"]
+    assert json.loads(again[2]) == json.loads(first[2])     # the same run, not a second one
+
+
+def test_other_request_same_key_422(make, key):
+    post = make()
+    assert post("/pay", {"amount": 5}, {"Idempotency-Key": key})[0] == 201
+    reply = post("/pay", {"amount": 6}, {"Idempotency-Key": key})
+    assert reply[0] == 422
+    problem_of(reply)
+
+
+def test_body_whitespace_and_key_order_do_not_matter(make, key):
+    post = make()
+    post("/pay", {"amount": 5, "note": "a"}, {"Idempotency-Key": key})
+    assert post("/pay", {"note": "a", "amount": 5}, {"Idempotency-Key": key})[0] == 201
+
+
+def test_in_flight_409_retry_after(make, key, conn):
+    post = make(lease="40 seconds")
+    body = {"amount": 5}
+    fp = http.default_fingerprint(http.Request("POST", "/pay", json.dumps(body).encode(),
+                                               "application/json", key, ""))
+    assert client.claim(conn, key, fp, "", None, "40 seconds").outcome == "claimed"
+    conn.commit()
+    reply = post("/pay", body, {"Idempotency-Key": key})
+    assert reply[0] == 409
+    assert 39 <= int(reply[1]["retry-after"]) <= 40
+    problem_of(reply)
+
+
+def test_scope_per_tenant(make, key):
+    post = make()
+    a = post("/pay", {"amount": 5}, {"Idempotency-Key": key, "X-Tenant": "a"})
+    b = post("/pay", {"amount": 5}, {"Idempotency-Key": key, "X-Tenant": "b"})
+    assert a[0] == b[0] == 201
+    assert "idempotent-replayed" not in b[1]
+    assert json.loads(a[2])["run"] != json.loads(b[2])["run"]
+
+
+def test_custom_fingerprint(make, key):
+    post = make(fingerprint=lambda req: {"path": req.path})     # the body is not compared
+    assert post("/pay", {"amount": 5}, {"Idempotency-Key": key})[0] == 201
+    assert post("/pay", {"amount": 6}, {"Idempotency-Key": key})[1]["idempotent-replayed"] == "true"
+
+
+def test_retention(make, key, conn):
+    make(ttl="2 hours")("/pay", {"amount": 5}, {"Idempotency-Key": key})
+    window = conn.execute("SELECT expires_at - updated_at FROM idempotency.idempotency_keys "
+                          "WHERE key_hash = idempotency.key_hash('', %s)", (key,)).fetchone()[0]
+    assert window.total_seconds() == 7200
+
+
+def test_handler_error_500_then_retry_runs_again(make, key, conn):
+    post = make()
+    # the framework may answer the exception itself (Flask, Django); when
+    # it reaches the middleware (Starlette) the answer is problem+json
+    reply = post("/boom", {}, {"Idempotency-Key": key})
+    assert reply[0] == 500
+    if "problem" in reply[1]["content-type"]:
+        assert problem_of(reply)["title"] == "Internal Server Error"
+    row = client.lookup(conn, key)
+    assert (row["status"], row["retryable"]) == ("failed", True)
+    assert post("/boom", {}, {"Idempotency-Key": key})[0] == 500
+    assert client.lookup(conn, key)["attempts"] == 2
+
+
+def test_one_transaction_commits_with_answer(make, key, ledger):
+    post = make(one_transaction=True)
+    note = uuid.uuid4().hex
+    assert post("/tx", {"note": note}, {"Idempotency-Key": key})[0] == 201
+    assert ledger(note) == 1
+    replay = post("/tx", {"note": note}, {"Idempotency-Key": key})
+    assert replay[1]["idempotent-replayed"] == "true"
+    assert ledger(note) == 1
+
+
+def test_one_transaction_5xx_rolls_back_claim_and_work(make, key, ledger, conn):
+    post = make(one_transaction=True)
+    note = uuid.uuid4().hex
+    assert post("/tx", {"note": note, "fail": True}, {"Idempotency-Key": key})[0] == 500
+    assert ledger(note) == 0
+    assert client.lookup(conn, key) is None          # the next try claims afresh
+
+
+def test_phased_5xx_rolls_back_uncommitted_work(make, key, ledger, conn):
+    post = make()
+    note = uuid.uuid4().hex
+    assert post("/tx", {"note": note, "fail": True}, {"Idempotency-Key": key})[0] == 500
+    assert ledger(note) == 0
+    assert client.lookup(conn, key)["status"] == "failed"
+
+
+def test_lease_lost_at_complete_409(key, conn):
+    policy = http.Policy()
+    req = http.Request("POST", "/pay", b"{}", "application/json", key, "")
+    steps = http.exchange(policy, req)
+
+    def steal(_holding):
+        # another holder takes the key over before the answer is stored
+        with psycopg.connect() as other:
+            other.execute("UPDATE idempotency.idempotency_keys SET locked_until = now() - interval '1s' "
+                          "WHERE key_hash = idempotency.key_hash('', %s)", (key,))
+            assert client.claim(other, key, http.default_fingerprint(req)).outcome == "resumed"
+        return http.Answer(201, [], b"{}")
+
+    answer = http.drive(steps, conn, steal)
+    assert answer.status == 409 and ("retry-after", "1") in answer.headers
+
+
+def test_checkpoint_then_resume(make, key, conn):
+    post = make()
+    first = post("/resume", {}, {"Idempotency-Key": key})
+    assert first[0] == 503
+    assert client.lookup(conn, key)["recovery_point"] == "charged"
+    conn.commit()
+    again = post("/resume", {}, {"Idempotency-Key": key})
+    assert (again[0], json.loads(again[2])) == (201, {"resumed_from": "charged", "attempts": 2})
+    replay = post("/resume", {}, {"Idempotency-Key": key})
+    assert replay[1]["idempotent-replayed"] == "true"
+
+
+def test_pool_gets_its_connections_back_clean(key, caplog):
+    # psycopg_pool warns when a connection comes back inside a transaction
+    import flask
+    from psycopg_pool import ConnectionPool
+
+    from pg_idempotency.flask import Idempotency
+
+    app = flask.Flask("pooled")
+
+    @app.post("/pay")
+    def pay():
+        return {"ok": True}, 201
+
+    @app.post("/boom")
+    def boom():
+        return {"error": "down"}, 503
+
+    with ConnectionPool("", min_size=1, max_size=1) as pool:
+        Idempotency(app, pool)
+        tc = app.test_client()
+        for path, k in (("/pay", key), ("/pay", key), ("/pay", key + "-2"), ("/boom", key + "-3"),
+                        ("/pay", "")):
+            tc.post(path, json={"a": 1}, headers={"Idempotency-Key": k} if k else {})
+        with pool.connection() as c:
+            assert c.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+    assert not [r for r in caplog.records if r.name.startswith("psycopg")]

@@ -1,0 +1,11 @@
+"""Not a test module: mypy --strict reads it (test/integration/
+python_package.sh) to check that the client's signatures reach users."""
+import psycopg
+
+from pg_idempotency import ClaimResult, client
+
+
+def typed(conn: "psycopg.Connection[object]") -> int:
+    r: ClaimResult = client.claim(conn, "k", {"a": 1}, scope="s")
+    client.complete(conn, "k", r.fence or 0, {"ok": True}, 201, scope="s")
+    return client.mark_published(conn, [1, 2], 7)

@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# test/integration/python_package.sh: the Python package clients/python
+# (pg_idempotency) as a team installs it.  Its pytest suite runs against
+# the test cluster (client, relay, and the HTTP behaviour table on
+# Starlette, Flask and Django); then a wheel built with Debian's toolchain
+# (python3 -m build --no-isolation) is installed into a fresh virtual
+# environment (--system-site-packages: psycopg and the frameworks come from
+# apt, there is no PyPI) and a FastAPI app imports it from there and serves
+# real HTTP on 127.0.0.1 under uvicorn: a request, then its replay.  mypy
+# --strict checks the package's types and that its signatures reach users.
+# Debian's python3 is used whatever else is first on PATH.
+set -euo pipefail
+# The package does not depend on the server's major: the host's run
+# (PostgreSQL 15) tests it once.
+if [ -f /etc/idempotency-chroot ]; then
+  echo "skipped: inside the $(cat /etc/idempotency-chroot) chroot; the host's run (PostgreSQL 15) tests the Python package"
+  exit 0
+fi
+here=$(cd "$(dirname "$0")" && pwd)
+export IDEM_TOP=${IDEM_TOP:-$(cd "$here/../.." && pwd)}
+. "$IDEM_TOP/scripts/lib.sh"
+idem_ensure_packages python3-psycopg python3-psycopg-pool python3-starlette python3-fastapi \
+  python3-django python3-flask python3-pytest python3-pytest-asyncio python3-httpx python3-build \
+  python3-venv python3-setuptools python3-wheel python3-uvicorn python3-mypy
+. "$here/fresh_db.bash"
+fresh_db idem_python_package
+
+PY=/usr/bin/python3
+export PYTHONDONTWRITEBYTECODE=1
+tmp=$(mktemp -d /tmp/idem-python-package.XXXXXX)
+server=
+cleanup() {
+  [ -z "$server" ] || kill "$server" 2>/dev/null || true
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+cp -r "$IDEM_TOP/clients/python" "$tmp/src"
+cd "$tmp/src"
+
+idem_log "python_package: pytest"
+PYTHONPATH=src:tests $PY -m pytest -q -p no:cacheprovider
+
+idem_log "python_package: mypy --strict"
+$PY -m mypy --strict --ignore-missing-imports --no-incremental --cache-dir=/dev/null \
+  src/pg_idempotency tests/typing_check.py
+
+idem_log "python_package: wheel"
+$PY -m build --no-isolation --wheel --outdir "$tmp/dist" . >"$tmp/build.log" 2>&1 || { cat "$tmp/build.log"; exit 1; }
+wheel=$(ls "$tmp"/dist/pg_idempotency-*.whl)
+$PY -c 'import sys, zipfile; assert "pg_idempotency/py.typed" in zipfile.ZipFile(sys.argv[1]).namelist(), "py.typed missing"' "$wheel"
+
+idem_log "python_package: fresh venv"
+$PY -m venv --system-site-packages "$tmp/venv"
+"$tmp/venv/bin/python" -m pip install -q --no-index --no-deps "$wheel"
+mkdir "$tmp/app"
+cd "$tmp/app"
+"$tmp/venv/bin/python" - "$tmp/venv" <<'PY'
+import sys, pg_idempotency
+assert pg_idempotency.__file__.startswith(sys.argv[1]), pg_idempotency.__file__
+print("pg_idempotency", pg_idempotency.__version__, "from", pg_idempotency.__file__)
+PY
+cat > app.py <<'PY'
+from fastapi import FastAPI, Request
+from psycopg_pool import AsyncConnectionPool
+
+from pg_idempotency.asgi import IdempotencyMiddleware
+
+pool = AsyncConnectionPool("", open=False)
+app = FastAPI()
+app.add_event_handler("startup", pool.open)
+app.add_event_handler("shutdown", pool.close)
+app.add_middleware(IdempotencyMiddleware, pool=pool, ttl="1 day")
+runs = 0
+
+
+@app.post("/payments", status_code=201)
+async def pay(request: Request):
+    global runs
+    runs += 1
+    return {"amount": (await request.json())["amount"], "run": runs}
+PY
+port=$($PY -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+"$tmp/venv/bin/python" -m uvicorn app:app --host 127.0.0.1 --port "$port" --log-level warning \
+  >"$tmp/uvicorn.log" 2>&1 &
+server=$!
+
+idem_log "python_package: HTTP on 127.0.0.1:$port"
+"$tmp/venv/bin/python" - "$port" <<'PY' || { cat "$tmp/uvicorn.log"; exit 1; }
+import json, sys, time, urllib.error, urllib.request
+
+url = "http://127.0.0.1:%s/payments" % sys.argv[1]
+
+
+def post(body, key=None):
+    headers = {"Content-Type": "application/json"}
+    if key:
+        headers["Idempotency-Key"] = key
+    req = urllib.request.Request(url, json.dumps(body).encode(), headers, method="POST")
+    try:
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return r.status, r.headers, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, e.headers, json.loads(e.read())
+
+
+for _ in range(100):
+    try:
+        post({"amount": 1})
+        break
+    except OSError:
+        time.sleep(0.1)
+status, headers, body = post({"amount": 5})
+assert status == 400 and headers["Content-Type"] == "application/problem+json", (status, body)
+first = post({"amount": 5}, "wheel-1")
+again = post({"amount": 5}, "wheel-1")
+other = post({"amount": 6}, "wheel-1")
+assert first[0] == 201 and first[1].get("Idempotent-Replayed") is None, first
+assert again[0] == 201 and again[1]["Idempotent-Replayed"] == "true" and again[2] == first[2], again
+assert other[0] == 422, other
+print("installed wheel over HTTP: 400, 201, replay 201 (run %d once), 422" % first[2]["run"])
+PY
+kill "$server"
+wait "$server" 2>/dev/null || true
+server=
+echo "python_package: ok"
