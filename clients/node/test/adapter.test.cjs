@@ -114,3 +114,48 @@ test('a crashed holder stops blocking its key after the lease', async () => {
   assert.equal(await other.setIfNotExists(k, 'q', { ttl: 60000 }), true);
   assert.equal((await new IdempotencyClient(pool).lookup(k, { scope })).attempts, 2);
 });
+
+// @node-idempotency/core on this adapter, as its plugins drive it. The
+// Fastify plugin also calls onResponse for the replies it sends itself (a
+// replay, a 409, a 422): those set() calls must change nothing and not throw.
+const { Idempotency, IdempotencyErrorCodes } = require('@node-idempotency/core');
+const core = new Idempotency(storage);
+const request = (key, body = { a: 'a' }) => ({ headers: { 'idempotency-key': key }, path: '/pay', body, method: 'POST' });
+
+test('core: caches the response and replays it; onResponse of the replay changes nothing', async () => {
+  const req = request(fresh('core'));
+  assert.equal(await core.onRequest(req), undefined);
+  await core.onResponse(req, { body: { paid: 1 } });
+  const replay = await core.onRequest(req);
+  assert.deepEqual(replay, { body: { paid: 1 } });
+  await core.onResponse(req, replay);
+  await core.onResponse(req, { body: { paid: 2 } });
+  assert.deepEqual(await core.onRequest(req), { body: { paid: 1 } });
+});
+
+test('core: a duplicate in progress is refused, and its onResponse leaves the holder alone', async () => {
+  const req = request(fresh('core'));
+  assert.equal(await core.onRequest(req), undefined);
+  const other = new Idempotency(new PgIdempotencyStorage({ pool, scope }));
+  await assert.rejects(other.onRequest(req), (e) => e.code === IdempotencyErrorCodes.REQUEST_IN_PROGRESS);
+  await other.onResponse(req, { body: { error: 'in progress' } });
+  await core.onResponse(req, { body: { ok: 1 } });
+  assert.deepEqual(await core.onRequest(req), { body: { ok: 1 } });
+});
+
+test('core: another body with the same key is a fingerprint mismatch; its onResponse changes nothing', async () => {
+  const key = fresh('core');
+  assert.equal(await core.onRequest(request(key)), undefined);
+  await core.onResponse(request(key), { body: { ok: 1 } });
+  await assert.rejects(core.onRequest(request(key, { a: 'b' })),
+    (e) => e.code === IdempotencyErrorCodes.IDEMPOTENCY_FINGERPRINT_MISSMATCH);
+  await core.onResponse(request(key, { a: 'b' }), { body: { error: 'mismatch' } });
+  assert.deepEqual(await core.onRequest(request(key)), { body: { ok: 1 } });
+});
+
+test('core: 20 concurrent requests with one key: one runs, the others are refused', async () => {
+  const req = request(fresh('core'));
+  const outcomes = await Promise.allSettled(Array.from({ length: 20 }, () => core.onRequest(req)));
+  assert.equal(outcomes.filter((o) => o.status === 'fulfilled').length, 1);
+  assert.ok(outcomes.filter((o) => o.status === 'rejected').every((o) => o.reason.code === IdempotencyErrorCodes.REQUEST_IN_PROGRESS));
+});
