@@ -91,12 +91,21 @@ export function problem(status: number, title: string, detail: string, headers: 
   };
 }
 
+/* An error's HTTP status and body: HttpError, or any error with getStatus() (NestJS's HttpException). */
+function errorStatus(e: unknown): { status?: number; body?: unknown } {
+  if (e instanceof HttpError) return { status: e.status, body: e.body ?? { error: e.message } };
+  const x = e as { getStatus?: () => unknown; getResponse?: () => unknown } | null;
+  if (x && typeof x.getStatus === 'function') {
+    const status = x.getStatus();
+    if (typeof status === 'number') return { status, body: x.getResponse?.() };
+  }
+  return {};
+}
+
 function errorAnswer(e: unknown): { answer: HttpAnswer; retryable: boolean } {
-  if (e instanceof HttpError && e.status >= 400 && e.status < 500) {
-    return {
-      answer: { status: e.status, headers: { 'content-type': 'application/json' }, body: e.body ?? { error: e.message } },
-      retryable: false,
-    };
+  const { status, body } = errorStatus(e);
+  if (status !== undefined && status >= 400 && status < 500) {
+    return { answer: { status, headers: { 'content-type': 'application/json' }, body: body ?? null }, retryable: false };
   }
   return { answer: problem(500, 'Internal Server Error', 'The request failed; it may be retried with the same key.'), retryable: true };
 }

@@ -9,3 +9,4 @@ export { createIdempotency, problem, HttpAnswer, HandlerResult, HandlerContext, 
 export { idempotentExpress, ExpressRequest, ExpressResponse } from './express';
 export { idempotentFastify, FastifyRequestLike, FastifyReplyLike } from './fastify';
 export { PgIdempotencyStorage, NodeIdempotencyStorageOptions } from './node-idempotency';
+export { IdempotencyInterceptor, NestExecutionContext, NestCallHandler, NestRequestLike } from './nestjs';
