@@ -1,0 +1,316 @@
+/*
+ * client.ts: a typed client for the SQL API of doc/reference.md: request
+ * keys, execute, tokens, transitions, the outbox's functions and the inbox.
+ * Every call is one parameterised statement on the Queryable it is given (a
+ * pg Pool, or a PoolClient inside the caller's transaction); nothing is kept
+ * per session, so any pool (or transaction pooler) fits. Fences and lease
+ * tokens are bigints, passed as decimal strings.
+ */
+import type { QueryResult, QueryResultRow } from 'pg';
+import { ExtensionVersionError } from './errors';
+
+/** A pg Pool, Client or PoolClient. */
+export interface Queryable {
+  query<R extends QueryResultRow = any>(text: string, values?: unknown[]): Promise<QueryResult<R>>;
+}
+
+/** An interval: milliseconds, or any interval text PostgreSQL reads. */
+export type Interval = number | string;
+/** A fence or lease token: a bigint as a decimal string. */
+export type Fence = string;
+export type KeyStatus = 'processing' | 'completed' | 'failed';
+export type ClaimOutcome = 'claimed' | 'resumed' | 'replay' | 'in_progress' | 'mismatch';
+
+export interface ClaimResult {
+  outcome: ClaimOutcome;
+  fence: Fence | null;
+  status: KeyStatus | null;
+  responseCode: number | null;
+  responseBody: unknown;
+  recoveryPoint: string | null;
+  attempts: number | null;
+  /** in_progress: milliseconds left on the holder's lease. */
+  retryAfterMs: number | null;
+}
+
+export interface KeyRow {
+  scope: string;
+  idempotencyKey: string;
+  status: KeyStatus;
+  fence: Fence | null;
+  attempts: number;
+  recoveryPoint: string | null;
+  responseCode: number | null;
+  responseBody: unknown;
+  retryable: boolean | null;
+  lockedUntil: Date | null;
+  createdAt: Date;
+  updatedAt: Date;
+  expiresAt: Date;
+}
+
+export interface OutboxEvent {
+  id: string;
+  aggregateType: string;
+  aggregateId: string;
+  eventType: string;
+  payload: unknown;
+  headers: unknown;
+  attempts: number;
+  leaseToken: Fence;
+  takeovers: number;
+}
+
+export interface NewEvent {
+  aggregateType: string;
+  aggregateId: string;
+  eventType: string;
+  payload: unknown;
+  headers?: unknown;
+}
+
+export type TransitionOutcome = 'applied' | 'already' | 'rejected' | 'not_found';
+
+/** The oldest extension version this package works with. */
+export const MIN_EXTENSION_VERSION = '1.3';
+
+/** An Interval as the text of a PostgreSQL interval (null stays null). */
+export function interval(value: Interval | null | undefined): string | null {
+  if (value === null || value === undefined) return null;
+  if (typeof value === 'number') {
+    if (!Number.isFinite(value)) throw new RangeError(`interval: ${value} is not a number of milliseconds`);
+    return `${value} milliseconds`;
+  }
+  return value;
+}
+
+const json = (v: unknown): string | null => (v === undefined ? null : JSON.stringify(v));
+
+/** Compares dotted version strings: negative, 0 or positive. */
+export function compareVersions(a: string, b: string): number {
+  const pa = a.split('.').map((s) => parseInt(s, 10) || 0);
+  const pb = b.split('.').map((s) => parseInt(s, 10) || 0);
+  for (let i = 0; i < Math.max(pa.length, pb.length); i++) {
+    const d = (pa[i] ?? 0) - (pb[i] ?? 0);
+    if (d !== 0) return d;
+  }
+  return 0;
+}
+
+const CLAIM_COLUMNS = `outcome, fence::text AS fence, status::text AS status, response_code,
+  response_body, recovery_point, attempts,
+  (extract(epoch FROM retry_after) * 1000)::float8 AS retry_after_ms`;
+
+function claimResult(r: any): ClaimResult {
+  return {
+    outcome: r.outcome,
+    fence: r.fence,
+    status: r.status,
+    responseCode: r.response_code,
+    responseBody: r.response_body,
+    recoveryPoint: r.recovery_point,
+    attempts: r.attempts,
+    retryAfterMs: r.retry_after_ms === null ? null : Math.max(0, Number(r.retry_after_ms)),
+  };
+}
+
+function outboxEvent(r: any): OutboxEvent {
+  return {
+    id: r.id,
+    aggregateType: r.aggregate_type,
+    aggregateId: r.aggregate_id,
+    eventType: r.event_type,
+    payload: r.payload,
+    headers: r.headers,
+    attempts: r.attempts,
+    leaseToken: r.lease_token,
+    takeovers: r.takeovers,
+  };
+}
+
+/**
+ * IdempotencyClient(db): db is a pg Pool (each call its own transaction) or
+ * a client in the caller's transaction. on(client) gives the same API on
+ * another Queryable, e.g. inside a transaction.
+ */
+export class IdempotencyClient {
+  readonly db: Queryable;
+  constructor(db: Queryable) {
+    this.db = db;
+  }
+
+  on(db: Queryable): IdempotencyClient {
+    return new IdempotencyClient(db);
+  }
+
+  /**
+   * The installed version: pg_extension's extversion, or for the portable
+   * edition's plain script idempotency.plain_version; null when neither.
+   */
+  async extensionVersion(): Promise<string | null> {
+    const ext = await this.db.query(
+      "SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'idempotency'");
+    if (ext.rows.length) return ext.rows[0].extversion;
+    const plain = await this.db.query(
+      "SELECT pg_catalog.to_regclass('idempotency.plain_version') IS NOT NULL AS present");
+    if (!plain.rows[0].present) return null;
+    const v = await this.db.query('SELECT version FROM idempotency.plain_version');
+    return v.rows.length ? v.rows[0].version : null;
+  }
+
+  /** Throws ExtensionVersionError unless the database's version is supported. */
+  async checkVersion(required: string = MIN_EXTENSION_VERSION): Promise<string> {
+    const found = await this.extensionVersion();
+    if (found === null || compareVersions(found, required) < 0) {
+      throw new ExtensionVersionError(found, required);
+    }
+    return found;
+  }
+
+  /* ---- request keys ---- */
+
+  async claim(key: string, opts: { request?: unknown; scope?: string; ttl?: Interval | null; lease?: Interval | null } = {}): Promise<ClaimResult> {
+    const { rows } = await this.db.query(
+      `SELECT ${CLAIM_COLUMNS} FROM idempotency.claim($1, $2::jsonb, $3, $4::interval, $5::interval)`,
+      [key, json(opts.request), opts.scope ?? '', interval(opts.ttl), interval(opts.lease)]);
+    return claimResult(rows[0]);
+  }
+
+  async complete(key: string, fence: Fence, responseBody: unknown,
+    opts: { responseCode?: number; scope?: string; ttl?: Interval | null } = {}): Promise<void> {
+    await this.db.query(
+      'SELECT idempotency.complete($1, $2::bigint, $3::jsonb, $4, $5, $6::interval)',
+      [key, fence, json(responseBody) ?? 'null', opts.responseCode ?? 200, opts.scope ?? '', interval(opts.ttl)]);
+  }
+
+  async fail(key: string, fence: Fence,
+    opts: { error?: unknown; responseCode?: number; retryable?: boolean; scope?: string; ttl?: Interval | null } = {}): Promise<void> {
+    await this.db.query(
+      'SELECT idempotency.fail($1, $2::bigint, $3::jsonb, $4, $5, $6, $7::interval)',
+      [key, fence, json(opts.error), opts.responseCode ?? 500, opts.retryable ?? true, opts.scope ?? '', interval(opts.ttl)]);
+  }
+
+  async checkpoint(key: string, fence: Fence, recoveryPoint: string | null,
+    opts: { lease?: Interval | null; scope?: string } = {}): Promise<void> {
+    await this.db.query(
+      'SELECT idempotency.checkpoint($1, $2::bigint, $3, $4::interval, $5)',
+      [key, fence, recoveryPoint, interval(opts.lease), opts.scope ?? '']);
+  }
+
+  async release(key: string, fence: Fence, opts: { scope?: string } = {}): Promise<void> {
+    await this.db.query('SELECT idempotency.release($1, $2::bigint, $3)', [key, fence, opts.scope ?? '']);
+  }
+
+  /** The key's row, or null when it is absent or expired. */
+  async lookup(key: string, opts: { scope?: string } = {}): Promise<KeyRow | null> {
+    const { rows } = await this.db.query(
+      `SELECT scope, idempotency_key, status::text AS status, fence::text AS fence, attempts,
+              recovery_point, response_code, response_body, retryable, locked_until,
+              created_at, updated_at, expires_at
+         FROM idempotency.lookup($1, $2) WHERE idempotency_key IS NOT NULL`,
+      [key, opts.scope ?? '']);
+    if (!rows.length) return null;
+    const r = rows[0];
+    return {
+      scope: r.scope, idempotencyKey: r.idempotency_key, status: r.status, fence: r.fence,
+      attempts: r.attempts, recoveryPoint: r.recovery_point, responseCode: r.response_code,
+      responseBody: r.response_body, retryable: r.retryable, lockedUntil: r.locked_until,
+      createdAt: r.created_at, updatedAt: r.updated_at, expiresAt: r.expires_at,
+    };
+  }
+
+  /** execute(): one statement ($1..$n bound as text) run once per key. */
+  async execute(key: string, request: unknown, statement: string, params: Array<string | number | null> = [],
+    opts: { scope?: string; ttl?: Interval | null } = {}): Promise<ClaimResult> {
+    const { rows } = await this.db.query(
+      `SELECT ${CLAIM_COLUMNS} FROM idempotency.execute($1, $2::jsonb, $3, $4::text[], $5, $6::interval)`,
+      [key, json(request), statement, params.map((p) => (p === null ? null : String(p))), opts.scope ?? '', interval(opts.ttl)]);
+    return claimResult(rows[0]);
+  }
+
+  /* ---- one-time tokens ---- */
+
+  async issueToken(opts: { scope?: string; ttl?: Interval | null } = {}): Promise<string> {
+    const { rows } = await this.db.query('SELECT idempotency.issue_token($1, $2::interval)::text AS token',
+      [opts.scope ?? '', interval(opts.ttl)]);
+    return rows[0].token;
+  }
+
+  async consumeToken(token: string, opts: { scope?: string } = {}): Promise<boolean> {
+    const { rows } = await this.db.query('SELECT idempotency.consume_token($1::uuid, $2) AS ok',
+      [token, opts.scope ?? '']);
+    return rows[0].ok;
+  }
+
+  /* ---- state machines ---- */
+
+  /**
+   * transition(): table is a name as regclass reads it (schema-qualified,
+   * quoted where needed); columns are plain names. All go as parameters.
+   */
+  async transition(table: string, keyColumn: string, key: string | number, stateColumn: string,
+    fromState: string, toState: string, setColumns?: Record<string, unknown>): Promise<{ outcome: TransitionOutcome; currentState: string | null }> {
+    const { rows } = await this.db.query(
+      `SELECT outcome, current_state FROM idempotency.transition($1::regclass, $2::name, $3, $4::name, $5, $6, $7::jsonb)`,
+      [table, keyColumn, String(key), stateColumn, fromState, toState, json(setColumns)]);
+    return { outcome: rows[0].outcome, currentState: rows[0].current_state };
+  }
+
+  /* ---- outbox ---- */
+
+  async enqueueEvent(e: NewEvent): Promise<string> {
+    const { rows } = await this.db.query(
+      'SELECT idempotency.enqueue_event($1, $2, $3, $4::jsonb, $5::jsonb)::text AS id',
+      [e.aggregateType, e.aggregateId, e.eventType, json(e.payload), json(e.headers)]);
+    return rows[0].id;
+  }
+
+  async enqueueEvents(events: NewEvent[]): Promise<string[]> {
+    const { rows } = await this.db.query(
+      'SELECT id::text AS id FROM idempotency.enqueue_events($1::text[], $2::text[], $3::text[], $4::jsonb[], $5::jsonb[]) AS id',
+      [events.map((e) => e.aggregateType), events.map((e) => e.aggregateId), events.map((e) => e.eventType),
+        events.map((e) => json(e.payload)), events.map((e) => json(e.headers))]);
+    return rows.map((r: any) => r.id);
+  }
+
+  /** claim_events(); run it on a pool or a connection outside a transaction (READ COMMITTED). */
+  async claimEvents(opts: { batch?: number; lease?: Interval } = {}): Promise<OutboxEvent[]> {
+    const { rows } = await this.db.query(
+      `SELECT id::text AS id, aggregate_type, aggregate_id, event_type, payload, headers, attempts,
+              lease_token::text AS lease_token, takeovers
+         FROM idempotency.claim_events($1, $2::interval)`,
+      [opts.batch ?? 100, interval(opts.lease ?? 30000)]);
+    return rows.map(outboxEvent);
+  }
+
+  async markPublished(ids: string[], leaseToken: Fence | null): Promise<number> {
+    const { rows } = await this.db.query('SELECT idempotency.mark_published($1::bigint[], $2::bigint) AS n',
+      [ids, leaseToken]);
+    return rows[0].n;
+  }
+
+  async markFailed(ids: string[], error: string, leaseToken: Fence | null): Promise<number> {
+    const { rows } = await this.db.query('SELECT idempotency.mark_failed($1::bigint[], $2, $3::bigint) AS n',
+      [ids, error, leaseToken]);
+    return rows[0].n;
+  }
+
+  async outboxQuietCommits(): Promise<number> {
+    const { rows } = await this.db.query('SELECT idempotency.outbox_quiet_commits() AS n');
+    return rows[0].n;
+  }
+
+  /* ---- inbox ---- */
+
+  /** true the first time (consumer, eventId) is seen; run side effects in the same transaction. */
+  async processOnce(consumer: string, eventId: string): Promise<boolean> {
+    const { rows } = await this.db.query('SELECT idempotency.process_once($1, $2::text) AS first', [consumer, eventId]);
+    return rows[0].first;
+  }
+
+  /** The ids of eventIds seen for the first time, in order of first occurrence. */
+  async processOnceBatch(consumer: string, eventIds: string[]): Promise<string[]> {
+    const { rows } = await this.db.query('SELECT id FROM idempotency.process_once($1, $2::text[]) AS id', [consumer, eventIds]);
+    return rows.map((r: any) => r.id);
+  }
+}

@@ -1,0 +1,250 @@
+/*
+ * http.ts: the HTTP behaviour shared by the Express and Fastify bindings
+ * (the Idempotency-Key header draft, as the README's table says):
+ *
+ *   no key where one is required        400 problem+json
+ *   key empty or too long (22023)       400 problem+json
+ *   no scope (scope function: null)     401 problem+json
+ *   claimed / resumed                   the handler runs; its answer is stored
+ *   replay                              stored status, headers and body,
+ *                                       Idempotent-Replayed: true
+ *   in_progress                         409 problem+json, Retry-After (s)
+ *   mismatch                            422 problem+json
+ *   handler throws HttpError 4xx        fail(), not retryable: the answer is final
+ *   handler throws anything else        fail(), retryable: 500 problem+json
+ *   lease lost while storing (55000)    409 problem+json, Retry-After: 1
+ *   database unreachable or failing     503 problem+json
+ *
+ * The stored response_body is {"headers": {...}, "body": ...}. In
+ * transaction mode the claim, the handler's queries on ctx.db and complete
+ * (or fail, after a rollback to a savepoint) commit together; otherwise the
+ * claim commits first and the handler checkpoints its phases.
+ */
+import type { Pool, PoolClient } from 'pg';
+import { IdempotencyClient, Interval, Queryable, Fence } from './client';
+import { HttpError, sqlState, SqlState } from './errors';
+
+export interface HttpAnswer {
+  status: number;
+  headers: Record<string, string>;
+  body: unknown;
+}
+
+/** What a handler returns: status (default 200), JSON body, headers to send and store. */
+export interface HandlerResult {
+  status?: number;
+  body?: unknown;
+  headers?: Record<string, string>;
+}
+
+export interface HandlerContext {
+  /** null when the key is optional and absent. */
+  key: string | null;
+  scope: string;
+  fence: Fence | null;
+  outcome: 'claimed' | 'resumed' | null;
+  attempts: number;
+  /** 'started', or the last checkpoint of an earlier attempt. */
+  recoveryPoint: string;
+  /** The handler's queries: in transaction mode the transaction that stores the answer. */
+  db: Queryable;
+  /** Records progress and extends the lease. */
+  checkpoint(name: string): Promise<void>;
+  /** Runs fn unless an earlier attempt got past name; then checkpoints name. */
+  phase<T>(name: string, fn: () => Promise<T>): Promise<T | undefined>;
+}
+
+/** The request as the bindings see it. */
+export interface RequestInfo<Req> {
+  req: Req;
+  key: string | undefined;
+  method: string;
+  path: string;
+  body: unknown;
+}
+
+export interface IdempotencyOptions<Req> {
+  pool: Pool;
+  /** Answer 400 when the key is missing (default true); false: run without bookkeeping. */
+  required?: boolean;
+  /** The header's name (default Idempotency-Key). */
+  header?: string;
+  /** The key's scope, e.g. the tenant or user; null answers 401. Default: '' for all. */
+  scope?: (req: Req) => string | null | undefined | Promise<string | null | undefined>;
+  /** What must match for a replay; default {method, path, body}. */
+  fingerprint?: (info: RequestInfo<Req>) => unknown;
+  /** How long a key and its answer are kept (default: idempotency.default_ttl). */
+  retention?: Interval;
+  /** The holder's lease (default: idempotency.lease_timeout). */
+  lease?: Interval;
+  /** Run the handler's queries (ctx.db) in the transaction that stores the answer. */
+  transaction?: boolean;
+}
+
+export type Handler<Req> = (req: Req, ctx: HandlerContext) => Promise<HandlerResult> | HandlerResult;
+
+export function problem(status: number, title: string, detail: string, headers: Record<string, string> = {}): HttpAnswer {
+  return {
+    status,
+    headers: { ...headers, 'content-type': 'application/problem+json' },
+    body: { type: 'about:blank', title, status, detail },
+  };
+}
+
+/* An error's HTTP status and body: HttpError, or any error with getStatus() (NestJS's HttpException). */
+function errorStatus(e: unknown): { status?: number; body?: unknown } {
+  if (e instanceof HttpError) return { status: e.status, body: e.body ?? { error: e.message } };
+  const x = e as { getStatus?: () => unknown; getResponse?: () => unknown } | null;
+  if (x && typeof x.getStatus === 'function') {
+    const status = x.getStatus();
+    if (typeof status === 'number') return { status, body: x.getResponse?.() };
+  }
+  return {};
+}
+
+function errorAnswer(e: unknown): { answer: HttpAnswer; retryable: boolean } {
+  const { status, body } = errorStatus(e);
+  if (status !== undefined && status >= 400 && status < 500) {
+    return { answer: { status, headers: { 'content-type': 'application/json' }, body: body ?? null }, retryable: false };
+  }
+  return { answer: problem(500, 'Internal Server Error', 'The request failed; it may be retried with the same key.'), retryable: true };
+}
+
+/** The engine behind idempotentExpress and idempotentFastify. */
+export function createIdempotency<Req>(opts: IdempotencyOptions<Req>) {
+  const pool = opts.pool;
+  const api = new IdempotencyClient(pool);
+  const required = opts.required !== false;
+  const scopeOf = opts.scope ?? (() => '');
+  const fingerprint = opts.fingerprint ?? ((i: RequestInfo<Req>) => ({ method: i.method, path: i.path, body: i.body ?? null }));
+  const ttl = opts.retention ?? null;
+  const lease = opts.lease ?? null;
+
+  function context(db: Queryable, key: string | null, scope: string, fence: Fence | null,
+    outcome: 'claimed' | 'resumed' | null, attempts: number, recoveryPoint: string): HandlerContext {
+    let skipping = recoveryPoint !== 'started';
+    const ctx: HandlerContext = {
+      key, scope, fence, outcome, attempts, recoveryPoint, db,
+      async checkpoint(name) {
+        if (key !== null && fence !== null) await api.on(db).checkpoint(key, fence, name, { lease, scope });
+        ctx.recoveryPoint = name;
+      },
+      async phase(name, fn) {
+        if (skipping) {
+          if (name === recoveryPoint) skipping = false;
+          return undefined;
+        }
+        const result = await fn();
+        await ctx.checkpoint(name);
+        return result;
+      },
+    };
+    return ctx;
+  }
+
+  function answerOf(r: HandlerResult): HttpAnswer {
+    return {
+      status: r.status ?? 200,
+      headers: { 'content-type': 'application/json', ...lower(r.headers ?? {}) },
+      body: r.body === undefined ? null : r.body,
+    };
+  }
+
+  /** Runs the handler as the key's holder; returns the answer to send. */
+  async function hold(info: RequestInfo<Req>, handler: Handler<Req>, key: string, scope: string,
+    request: unknown, client: PoolClient | null): Promise<HttpAnswer> {
+    const db: Queryable = client ?? pool;
+    const on = api.on(db);
+    let claim;
+    try {
+      claim = await on.claim(key, { request, scope, ttl, lease });
+    } catch (e) {
+      if (sqlState(e) === SqlState.invalidParameterValue) {
+        return problem(400, 'Invalid Idempotency-Key', 'The key must be 1 to idempotency.max_key_length characters.');
+      }
+      throw e;
+    }
+    switch (claim.outcome) {
+      case 'replay': {
+        const stored = (claim.responseBody ?? {}) as { headers?: Record<string, string>; body?: unknown };
+        return {
+          status: claim.responseCode ?? 200,
+          headers: { ...(stored.headers ?? {}), 'idempotent-replayed': 'true' },
+          body: stored.body ?? null,
+        };
+      }
+      case 'in_progress':
+        return problem(409, 'A request with this Idempotency-Key is being processed',
+          'Retry after the time given in Retry-After.',
+          { 'retry-after': String(Math.max(1, Math.ceil((claim.retryAfterMs ?? 0) / 1000))) });
+      case 'mismatch':
+        return problem(422, 'Idempotency-Key reused with another request',
+          'This key was used for a different request; use a new key.');
+    }
+    const fence = claim.fence as Fence;
+    const ctx = context(db, key, scope, fence, claim.outcome as 'claimed' | 'resumed', claim.attempts ?? 1, claim.recoveryPoint ?? 'started');
+    if (client) await client.query('SAVEPOINT idempotency_handler');
+    let answer: HttpAnswer;
+    try {
+      answer = answerOf(await handler(info.req, ctx));
+      await on.complete(key, fence, { headers: answer.headers, body: answer.body }, { responseCode: answer.status, scope, ttl });
+      return answer;
+    } catch (e) {
+      if (sqlState(e) === SqlState.leaseLost) throw e;
+      if (client) await client.query('ROLLBACK TO SAVEPOINT idempotency_handler');
+      const { answer: failed, retryable } = errorAnswer(e);
+      await on.fail(key, fence, {
+        error: { headers: failed.headers, body: failed.body }, responseCode: failed.status,
+        retryable, scope, ttl: retryable ? null : ttl,
+      });
+      return failed;
+    }
+  }
+
+  /** The answer to one request. */
+  async function handle(info: RequestInfo<Req>, handler: Handler<Req>): Promise<HttpAnswer> {
+    const key = info.key;
+    if (key === undefined || key === '') {
+      if (required) return problem(400, 'Idempotency-Key is missing', 'This operation requires an Idempotency-Key header.');
+      try {
+        return answerOf(await handler(info.req, context(pool, null, '', null, null, 0, 'started')));
+      } catch (e) {
+        return errorAnswer(e).answer;
+      }
+    }
+    const scope = await scopeOf(info.req);
+    if (scope === null || scope === undefined) {
+      return problem(401, 'Unauthenticated', 'Idempotency keys belong to an authenticated caller.');
+    }
+    const request = fingerprint(info);
+    try {
+      if (!opts.transaction) return await hold(info, handler, key, scope, request, null);
+      const client = await pool.connect();
+      try {
+        await client.query('BEGIN');
+        const answer = await hold(info, handler, key, scope, request, client);
+        await client.query('COMMIT');
+        return answer;
+      } catch (e) {
+        await client.query('ROLLBACK').catch(() => {});
+        throw e;
+      } finally {
+        client.release();
+      }
+    } catch (e) {
+      if (sqlState(e) === SqlState.leaseLost) {
+        return problem(409, 'The lease on this Idempotency-Key was lost',
+          'Another attempt holds the key now; retry to get its answer.', { 'retry-after': '1' });
+      }
+      return problem(503, 'Service Unavailable', 'The idempotency store failed; retry with the same key.', { 'retry-after': '1' });
+    }
+  }
+
+  return { handle, header: (opts.header ?? 'Idempotency-Key').toLowerCase() };
+}
+
+function lower(h: Record<string, string>): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(h)) out[k.toLowerCase()] = String(v);
+  return out;
+}

@@ -1,0 +1,12 @@
+/*
+ * index.ts: the package's public API (see README.md).
+ */
+export * from './errors';
+export * from './client';
+export { withTransaction } from './tx';
+export { OutboxRelay, RelayOptions } from './relay';
+export { createIdempotency, problem, HttpAnswer, HandlerResult, HandlerContext, RequestInfo, IdempotencyOptions, Handler } from './http';
+export { idempotentExpress, ExpressRequest, ExpressResponse } from './express';
+export { idempotentFastify, FastifyRequestLike, FastifyReplyLike } from './fastify';
+export { PgIdempotencyStorage, NodeIdempotencyStorageOptions } from './node-idempotency';
+export { IdempotencyInterceptor, NestExecutionContext, NestCallHandler, NestRequestLike } from './nestjs';

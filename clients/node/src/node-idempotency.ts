@@ -1,0 +1,122 @@
+/*
+ * node-idempotency.ts: a storage adapter for @node-idempotency/core (its
+ * StorageAdapter interface) on the extension, so its Express, Fastify and
+ * NestJS plugins keep their keys with the extension's leases and fences.
+ *
+ *   setIfNotExists(key, val, {ttl})  claim(): claimed or resumed gives true,
+ *                                    val is kept as the recovery point
+ *   set(key, val, {ttl})             complete() with val when this adapter
+ *                                    holds the key, or claims an absent one
+ *                                    and completes it; a key answered, held
+ *                                    by another holder, or whose lease this
+ *                                    adapter lost is left as it is (the
+ *                                    library's plugins call set() on every
+ *                                    reply, replays and refusals included)
+ *   get(key)                         the answer, the in-progress value, or undefined
+ *   delete(key)                      release() when this adapter holds it
+ *   clearExpiredEntries()            purge_expired_batch()
+ *
+ * ttl is in milliseconds. In-progress values are recovery points, so at
+ * most 255 characters (the library writes about 100); keys over 255
+ * characters are replaced by their SHA-256.
+ */
+import { createHash } from 'crypto';
+import type { Pool } from 'pg';
+import { IdempotencyClient, Fence } from './client';
+import { isLeaseLost } from './errors';
+import { withTransaction } from './tx';
+
+export interface NodeIdempotencyStorageOptions {
+  pool: Pool;
+  scope?: string;
+  /** A holder's lease in ms (default 30000, at most the ttl). */
+  leaseMs?: number;
+}
+
+export class PgIdempotencyStorage {
+  private readonly pool: Pool;
+  private readonly scope: string;
+  private readonly leaseMs: number;
+  private readonly fences = new Map<string, Fence>();
+
+  constructor(opts: NodeIdempotencyStorageOptions) {
+    this.pool = opts.pool;
+    this.scope = opts.scope ?? '';
+    this.leaseMs = opts.leaseMs ?? 30000;
+  }
+
+  /** Checks the extension's version (ExtensionVersionError when too old). */
+  async connect(): Promise<void> {
+    await new IdempotencyClient(this.pool).checkVersion();
+  }
+
+  async disconnect(): Promise<void> {
+    /* the pool belongs to the caller */
+  }
+
+  static keyOf(key: string): string {
+    return [...key].length <= 255 ? key : createHash('sha256').update(key).digest('hex');
+  }
+
+  private lease(ttl?: number): number {
+    return ttl ? Math.min(this.leaseMs, ttl) : this.leaseMs;
+  }
+
+  async setIfNotExists(key: string, val: string, { ttl }: { ttl?: number } = {}): Promise<boolean> {
+    key = PgIdempotencyStorage.keyOf(key);
+    const fence = await withTransaction(this.pool, async (c) => {
+      const api = new IdempotencyClient(c);
+      const r = await api.claim(key, { scope: this.scope, ttl: ttl || null, lease: this.lease(ttl) });
+      if (r.outcome !== 'claimed' && r.outcome !== 'resumed') return null;
+      await api.checkpoint(key, r.fence as Fence, val, { lease: this.lease(ttl), scope: this.scope });
+      return r.fence;
+    });
+    if (fence === null) return false;
+    this.fences.set(key, fence);
+    return true;
+  }
+
+  async set(key: string, val: string, { ttl }: { ttl?: number } = {}): Promise<void> {
+    key = PgIdempotencyStorage.keyOf(key);
+    const held = this.fences.get(key);
+    this.fences.delete(key);
+    try {
+      await withTransaction(this.pool, async (c) => {
+        const api = new IdempotencyClient(c);
+        let fence = held;
+        if (fence === undefined) {
+          const r = await api.claim(key, { scope: this.scope, ttl: ttl || null, lease: this.lease(ttl) });
+          if (r.outcome !== 'claimed' && r.outcome !== 'resumed') return; /* answered or held elsewhere */
+          fence = r.fence as Fence;
+        }
+        await api.complete(key, fence, val, { scope: this.scope });
+      });
+    } catch (e) {
+      if (!isLeaseLost(e)) throw e; /* another holder took the key over: its answer stands */
+    }
+  }
+
+  async get(key: string): Promise<string | undefined> {
+    key = PgIdempotencyStorage.keyOf(key);
+    const row = await new IdempotencyClient(this.pool).lookup(key, { scope: this.scope });
+    if (!row) return undefined;
+    if (row.status === 'processing') return row.recoveryPoint ?? undefined;
+    return typeof row.responseBody === 'string' ? row.responseBody : JSON.stringify(row.responseBody);
+  }
+
+  async delete(key: string): Promise<void> {
+    key = PgIdempotencyStorage.keyOf(key);
+    const fence = this.fences.get(key);
+    if (fence === undefined) return;
+    this.fences.delete(key);
+    try {
+      await new IdempotencyClient(this.pool).release(key, fence, { scope: this.scope });
+    } catch (e) {
+      if (!isLeaseLost(e)) throw e;
+    }
+  }
+
+  async clearExpiredEntries(): Promise<void> {
+    await this.pool.query('SELECT * FROM idempotency.purge_expired_batch()');
+  }
+}

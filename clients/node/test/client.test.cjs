@@ -1,0 +1,183 @@
+// test/client.test.cjs: IdempotencyClient against the extension, call by
+// call, with the outcomes and SQLSTATEs of doc/reference.md.
+const { test, after } = require('node:test');
+const assert = require('node:assert/strict');
+const { pool, fresh, sleep } = require('./helpers.cjs');
+const {
+  IdempotencyClient, ExtensionVersionError, compareVersions, interval, isLeaseLost, sqlState, withTransaction,
+} = require('../dist/cjs/index.js');
+
+const api = new IdempotencyClient(pool);
+after(() => pool.end());
+
+test('version: the installed one is supported; an older one is a clear error', async () => {
+  const v = await api.checkVersion();
+  assert.ok(compareVersions(v, '1.3') >= 0);
+  await assert.rejects(api.checkVersion('99.0'), (e) => e instanceof ExtensionVersionError
+    && e.found === v && /version .* pg-idempotency needs 99.0/.test(e.message));
+  assert.equal(compareVersions('1.10', '1.9') > 0, true);
+  assert.equal(compareVersions('1.3', '1.3.0'), 0);
+});
+
+test('version: the plain edition\'s idempotency.plain_version is read when pg_extension has none', async () => {
+  // a client whose pg_extension query finds nothing and whose plain_version says 1.2
+  const fake = {
+    async query(text) {
+      if (/pg_extension/.test(text)) return { rows: [] };
+      if (/to_regclass/.test(text)) return { rows: [{ present: true }] };
+      return { rows: [{ version: '1.2' }] };
+    },
+  };
+  await assert.rejects(new IdempotencyClient(fake).checkVersion(), (e) => e.found === '1.2');
+  const none = { async query(text) { return { rows: /to_regclass/.test(text) ? [{ present: false }] : [] }; } };
+  await assert.rejects(new IdempotencyClient(none).checkVersion(), (e) => e.found === null && /not installed/.test(e.message));
+});
+
+test('interval: milliseconds or interval text', () => {
+  assert.equal(interval(1500), '1500 milliseconds');
+  assert.equal(interval('2 min'), '2 min');
+  assert.equal(interval(null), null);
+  assert.throws(() => interval(NaN), RangeError);
+});
+
+test('claim: claimed, in_progress, mismatch, replay after complete', async () => {
+  const key = fresh('k');
+  const c = await api.claim(key, { request: { a: 1 }, scope: 's', lease: 60000 });
+  assert.equal(c.outcome, 'claimed');
+  assert.match(c.fence, /^\d+$/);
+  assert.equal(c.recoveryPoint, 'started');
+  assert.equal(c.attempts, 1);
+  const busy = await api.claim(key, { request: { a: 1 }, scope: 's' });
+  assert.equal(busy.outcome, 'in_progress');
+  assert.equal(busy.fence, null);
+  assert.ok(busy.retryAfterMs > 50000 && busy.retryAfterMs <= 60000);
+  assert.equal((await api.claim(key, { request: { a: 2 }, scope: 's' })).outcome, 'mismatch');
+  // another scope is another key
+  assert.equal((await api.claim(key, { request: { a: 2 }, scope: 't' })).outcome, 'claimed');
+  await api.complete(key, c.fence, { paid: true }, { responseCode: 201, scope: 's', ttl: '7 days' });
+  const r = await api.claim(key, { request: { a: 1 }, scope: 's' });
+  assert.deepEqual([r.outcome, r.responseCode, r.responseBody, r.status], ['replay', 201, { paid: true }, 'completed']);
+});
+
+test('fail: retryable resumes with a larger fence; final replays the error', async () => {
+  const key = fresh('f');
+  const c = await api.claim(key);
+  await api.fail(key, c.fence, { error: { e: 'boom' }, responseCode: 503 });
+  const again = await api.claim(key);
+  assert.equal(again.outcome, 'resumed');
+  assert.ok(BigInt(again.fence) > BigInt(c.fence));
+  assert.equal(again.attempts, 2);
+  await api.fail(key, again.fence, { error: { e: 'bad' }, responseCode: 400, retryable: false });
+  const r = await api.claim(key);
+  assert.deepEqual([r.outcome, r.responseCode, r.responseBody], ['replay', 400, { e: 'bad' }]);
+});
+
+test('checkpoint, lookup and release; a stale fence raises 55000', async () => {
+  const key = fresh('c');
+  const c = await api.claim(key);
+  await api.checkpoint(key, c.fence, 'charged', { lease: 5000 });
+  const row = await api.lookup(key);
+  assert.equal(row.status, 'processing');
+  assert.equal(row.recoveryPoint, 'charged');
+  assert.equal(row.idempotencyKey, key);
+  await api.release(key, c.fence);
+  assert.equal(await api.lookup(key), null);
+  await assert.rejects(api.complete(key, c.fence, {}), (e) => isLeaseLost(e) && /idempotency lease lost/.test(e.message));
+  assert.equal((await api.claim(key)).outcome, 'claimed');
+});
+
+test('an expired lease is resumed; the old holder is fenced off', async () => {
+  const key = fresh('l');
+  const c = await api.claim(key, { lease: 200, ttl: '1 hour' });
+  await sleep(300);
+  const d = await api.claim(key);
+  assert.equal(d.outcome, 'resumed');
+  await assert.rejects(api.complete(key, c.fence, { old: true }), (e) => sqlState(e) === '55000');
+  await api.complete(key, d.fence, { new: true });
+  assert.deepEqual((await api.lookup(key)).responseBody, { new: true });
+});
+
+test('bad arguments raise 22023 from the server', async () => {
+  await assert.rejects(api.claim(''), (e) => sqlState(e) === '22023');
+  await assert.rejects(api.claim('x'.repeat(300)), (e) => sqlState(e) === '22023');
+});
+
+test('execute: runs the statement once per key, parameters bound as text', async () => {
+  await pool.query('CREATE TABLE IF NOT EXISTS node_payments (id serial PRIMARY KEY, order_no text, amount int)');
+  const key = fresh('x');
+  const sql = 'INSERT INTO node_payments (order_no, amount) VALUES ($1, $2::int) RETURNING id';
+  const evil = "o'); DROP TABLE node_payments; --";
+  const a = await api.execute(key, { amount: 5 }, sql, [evil, 5]);
+  assert.equal(a.outcome, 'claimed');
+  assert.equal(a.status, 'completed');
+  const b = await api.execute(key, { amount: 5 }, sql, [evil, 5]);
+  assert.deepEqual([b.outcome, b.responseBody], ['replay', a.responseBody]);
+  const { rows } = await pool.query('SELECT order_no FROM node_payments WHERE id = $1', [a.responseBody]);
+  assert.equal(rows[0].order_no, evil);
+});
+
+test('tokens: consumed once, only in their scope', async () => {
+  const t = await api.issueToken({ scope: 'forms', ttl: 60000 });
+  assert.match(t, /^[0-9a-f-]{36}$/);
+  assert.equal(await api.consumeToken(t, { scope: 'other' }), false);
+  assert.equal(await api.consumeToken(t, { scope: 'forms' }), true);
+  assert.equal(await api.consumeToken(t, { scope: 'forms' }), false);
+});
+
+test('transition: applied, already, rejected, not_found; names go as parameters', async () => {
+  await pool.query('CREATE TABLE IF NOT EXISTS "node Orders" (id text PRIMARY KEY, state text, note text)');
+  const id = fresh('o');
+  await pool.query('INSERT INTO "node Orders" VALUES ($1, $2)', [id, 'PENDING']);
+  const t = (from, to, set) => api.transition('"node Orders"', 'id', id, 'state', from, to, set);
+  assert.deepEqual(await t('PENDING', 'PAID', { note: 'card' }), { outcome: 'applied', currentState: 'PAID' });
+  assert.deepEqual(await t('PENDING', 'PAID'), { outcome: 'already', currentState: 'PAID' });
+  assert.deepEqual(await t('PENDING', 'CANCELLED'), { outcome: 'rejected', currentState: 'PAID' });
+  assert.equal((await api.transition('"node Orders"', 'id', 'nope', 'state', 'A', 'B')).outcome, 'not_found');
+  const { rows } = await pool.query('SELECT note FROM "node Orders" WHERE id = $1', [id]);
+  assert.equal(rows[0].note, 'card');
+  // a table name that is not one: an error, never SQL
+  await assert.rejects(api.transition('x; DROP TABLE "node Orders"', 'id', id, 'state', 'A', 'B'), (e) => /^(42P01|42601|42602|3F000)$/.test(sqlState(e)));
+  await assert.rejects(api.transition('"node Orders"', 'nope', id, 'state', 'A', 'B'), (e) => sqlState(e) === '42703');
+});
+
+test('outbox: enqueue, claim with a lease token, mark_published and mark_failed', async () => {
+  await pool.query('SELECT count(*) FROM idempotency.claim_events(10000, \'1 hour\')'); // earlier tests' events out of the way
+  const agg = fresh('agg');
+  const ids = await withTransaction(pool, async (c) => {
+    const tx = api.on(c);
+    const one = await tx.enqueueEvent({ aggregateType: 'order', aggregateId: agg, eventType: 'created', payload: { n: 1 } });
+    const more = await tx.enqueueEvents([
+      { aggregateType: 'order', aggregateId: agg, eventType: 'paid', payload: { n: 2 }, headers: { h: 1 } },
+      { aggregateType: 'order', aggregateId: agg, eventType: 'shipped', payload: { n: 3 } },
+    ]);
+    return [one, ...more];
+  });
+  assert.equal(ids.length, 3);
+  assert.ok(BigInt(ids[0]) < BigInt(ids[1]) && BigInt(ids[1]) < BigInt(ids[2]));
+  const events = await api.claimEvents({ batch: 10, lease: 60000 });
+  assert.deepEqual(events.map((e) => e.id), ids);
+  assert.deepEqual(events[1].headers, { h: 1 });
+  const token = events[0].leaseToken;
+  assert.equal(await api.markPublished([ids[0]], String(BigInt(token) + 1000n)), 0); // another token: nothing
+  assert.equal(await api.markPublished([ids[0]], token), 1);
+  assert.equal(await api.markFailed([ids[1], ids[2]], 'sink down', token), 2);
+  const { rows } = await pool.query('SELECT id::text, attempts, last_error, published_at IS NOT NULL AS published FROM idempotency.outbox_events WHERE id = ANY($1::bigint[]) ORDER BY id', [ids]);
+  assert.deepEqual(rows.map((r) => [r.attempts, r.last_error, r.published]), [[0, null, true], [1, 'sink down', false], [1, 'sink down', false]]);
+  assert.equal(typeof await api.outboxQuietCommits(), 'number');
+  // backoff: not handed out again at once
+  assert.equal((await api.claimEvents({ batch: 10 })).filter((e) => ids.includes(e.id)).length, 0);
+});
+
+test('inbox: process_once single and batch', async () => {
+  const c = fresh('consumer');
+  assert.equal(await api.processOnce(c, 'e1'), true);
+  assert.equal(await api.processOnce(c, 'e1'), false);
+  assert.deepEqual(await api.processOnceBatch(c, ['e2', 'e1', 'e3', 'e2']), ['e2', 'e3']);
+  assert.deepEqual(await api.processOnceBatch(c, ['e3']), []);
+  // a rolled-back transaction forgets its mark
+  await assert.rejects(withTransaction(pool, async (cl) => {
+    assert.equal(await api.on(cl).processOnce(c, 'e4'), true);
+    throw new Error('side effect failed');
+  }), /side effect failed/);
+  assert.equal(await api.processOnce(c, 'e4'), true);
+});
