@@ -9,6 +9,9 @@
 #                              into DIR/inst (log in DIR/pg_tle.log)
 #   portable_build_edition DIR the edition's scripts into DIR/edition
 #                              (scripts/portable.py build)
+#   portable_prepare DIR MODES the three above (pg_tle only when MODES has
+#                              tle) and a copy of the tree in DIR/repo;
+#                              sets BIN, the copy's bin directory
 #   portable_install MODE DB ROLE [PSQL_ARGS...]
 #                              installs the edition into DB as ROLE, a role
 #                              that is no superuser: MODE plain runs the
@@ -59,6 +62,17 @@ portable_build_edition() {
   PORTABLE_EDITION=$dir/edition
   python3 "$IDEM_TOP/scripts/portable.py" build --out "$PORTABLE_EDITION" >/dev/null &&
     chmod -R a+rX "$PORTABLE_EDITION"
+}
+
+portable_prepare() {
+  local dir=$1 modes=$2
+  BIN=$(portable_server_copy "$dir") || { echo "cannot copy the server"; return 1; }
+  case " $modes " in *" tle "*)
+    portable_build_tle "$dir" || { echo "pg_tle build failed"; return 1; } ;;
+  esac
+  portable_build_edition "$dir" || { echo "portable.py build failed"; return 1; }
+  mkdir -p "$dir/repo"
+  tar -C "$IDEM_TOP" --exclude=.git --exclude=node_modules --exclude=build -cf - . | tar -C "$dir/repo" -xf -
 }
 
 portable_install() {

@@ -89,14 +89,7 @@ trap cleanup EXIT
 fail_setup() { echo "$1"; echo "0 passed, 1 failed"; exit 1; }
 
 # A copy of the server with no file of the C edition, and pg_tle in it.
-BIN=$(portable_server_copy "$WORK") || fail_setup "cannot copy the server"
-case " $PORTABLE_MODES " in *" tle "*)
-  portable_build_tle "$WORK" || fail_setup "pg_tle build failed" ;;
-esac
-portable_build_edition "$WORK" || fail_setup "portable.py build failed"
-
-mkdir -p "$WORK/repo"
-tar -C "$IDEM_TOP" --exclude=.git --exclude=node_modules --exclude=build -cf - . | tar -C "$WORK/repo" -xf -
+portable_prepare "$WORK" "$PORTABLE_MODES" || fail_setup "portable set-up failed"
 # each mode's expected files go to test/expected (the --inputdir of 15's
 # runners); 16 and later read them from ./expected (--expecteddir)
 rm -rf "$WORK/repo/test/expected" "$WORK/repo/expected"

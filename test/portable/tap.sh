@@ -53,13 +53,7 @@ cleanup() {
 trap cleanup EXIT
 fail_setup() { echo "$1"; echo "0 passed, 1 failed"; exit 1; }
 
-BIN=$(portable_server_copy "$WORK") || fail_setup "cannot copy the server"
-case " $PORTABLE_MODES " in *" tle "*)
-  portable_build_tle "$WORK" || fail_setup "pg_tle build failed" ;;
-esac
-portable_build_edition "$WORK" || fail_setup "portable.py build failed"
-mkdir -p "$WORK/repo"
-tar -C "$IDEM_TOP" --exclude=.git --exclude=node_modules --exclude=build -cf - . | tar -C "$WORK/repo" -xf -
+portable_prepare "$WORK" "$PORTABLE_MODES" || fail_setup "portable set-up failed"
 chown -R postgres: "$WORK"
 
 passed=0
