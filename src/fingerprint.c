@@ -2,7 +2,8 @@
  *
  * fingerprint.c
  *	  fingerprint(jsonb): SHA-256 of the canonical text of a request body;
- *	  key_hash(scope, key): the 16-byte hash that indexes the table of keys.
+ *	  key_hash(scope, key): the 16-byte hash that indexes the table of keys;
+ *	  check_key_hash(): the trigger that holds idempotency_keys.key_hash to it.
  *
  * SHA-256 runs on every claim, twice: on x86-64 processors with the SHA
  * extensions it uses them (sha256_blocks_x86()), elsewhere portable C.
@@ -22,15 +23,20 @@
 #define HAVE_SHA_X86 1
 #endif
 
+#include "access/htup_details.h"
+#include "commands/trigger.h"
 #include "common/hashfn.h"
 #include "common/sha2.h"
+#include "utils/builtins.h"
 #include "utils/jsonb.h"
+#include "utils/rel.h"
 #include "utils/uuid.h"
 
 #include "idempotency.h"
 
 PG_FUNCTION_INFO_V1(idempotency_fingerprint);
 PG_FUNCTION_INFO_V1(idempotency_key_hash);
+PG_FUNCTION_INFO_V1(idempotency_check_key_hash);
 
 /*
  * SHA-256 (FIPS 180-4), computed here rather than through pg_cryptohash:
@@ -332,4 +338,76 @@ idempotency_key_hash(PG_FUNCTION_ARGS)
 	hash = palloc(sizeof(pg_uuid_t));
 	idem_key_hash(PG_GETARG_TEXT_PP(0), PG_GETARG_TEXT_PP(1), hash);
 	PG_RETURN_UUID_P(hash);
+}
+
+/*
+ * check_key_hash() RETURNS trigger: BEFORE INSERT and AFTER UPDATE OF
+ * scope, idempotency_key, key_hash on idempotency_keys, for each row.  A
+ * row inserted without key_hash (a dump of 1.2, a publisher at 1.2, an
+ * INSERT by hand) gets it; a row whose key_hash is not key_hash(scope,
+ * idempotency_key) is refused with check_violation.  A trigger rather than
+ * a CHECK constraint: the executor reads and plans a CHECK's expression
+ * again for every statement that writes the table, every claim and every
+ * completion, where a trigger costs one function call per new row and
+ * nothing for the updates that leave those columns alone.
+ */
+Datum
+idempotency_check_key_hash(PG_FUNCTION_ARGS)
+{
+	TriggerData *trigdata = (TriggerData *) fcinfo->context;
+	HeapTuple	tuple;
+	TupleDesc	tupdesc;
+	int			scope_col,
+				key_col,
+				hash_col;
+	bool		scope_null,
+				key_null,
+				hash_null;
+	Datum		scope,
+				key,
+				stored;
+	pg_uuid_t  *hash;
+
+	if (!CALLED_AS_TRIGGER(fcinfo) ||
+		!TRIGGER_FIRED_FOR_ROW(trigdata->tg_event) ||
+		TRIGGER_FIRED_BY_DELETE(trigdata->tg_event))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("check_key_hash() must be fired for each row on INSERT or UPDATE")));
+	tuple = TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event) ?
+		trigdata->tg_newtuple : trigdata->tg_trigtuple;
+	tupdesc = RelationGetDescr(trigdata->tg_relation);
+	scope_col = SPI_fnumber(tupdesc, "scope");
+	key_col = SPI_fnumber(tupdesc, "idempotency_key");
+	hash_col = SPI_fnumber(tupdesc, "key_hash");
+	if (scope_col <= 0 || key_col <= 0 || hash_col <= 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_COLUMN),
+				 errmsg("check_key_hash() needs columns scope, idempotency_key and key_hash in table \"%s\"",
+						RelationGetRelationName(trigdata->tg_relation))));
+
+	scope = heap_getattr(tuple, scope_col, tupdesc, &scope_null);
+	key = heap_getattr(tuple, key_col, tupdesc, &key_null);
+	if (scope_null || key_null)
+		return PointerGetDatum(tuple);	/* NOT NULL refuses the row */
+	hash = palloc(sizeof(pg_uuid_t));
+	idem_key_hash(DatumGetTextPP(scope), DatumGetTextPP(key), hash);
+	stored = heap_getattr(tuple, hash_col, tupdesc, &hash_null);
+	if (hash_null && TRIGGER_FIRED_BEFORE(trigdata->tg_event))
+	{
+		Datum		value = UUIDPGetDatum(hash);
+		bool		isnull = false;
+
+		return PointerGetDatum(heap_modify_tuple_by_cols(tuple, tupdesc, 1,
+														 &hash_col, &value,
+														 &isnull));
+	}
+	if (!hash_null &&
+		memcmp(DatumGetUUIDP(stored)->data, hash->data, UUID_LEN) != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_CHECK_VIOLATION),
+				 errmsg("key_hash of idempotency key \"%s\" in scope \"%s\" is not key_hash(scope, idempotency_key)",
+						TextDatumGetCString(key), TextDatumGetCString(scope)),
+				 errtablecol(trigdata->tg_relation, hash_col)));
+	return PointerGetDatum(tuple);
 }

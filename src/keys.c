@@ -14,9 +14,13 @@
  *	   cannot be made stale by a concurrent transaction: completed keys only
  *	   change once they expire, and a live lease is only taken over once it
  *	   runs out.
- *	2. a key the read found absent is inserted by a cached INSERT ... ON
- *	   CONFLICT DO NOTHING, which declines when a concurrent transaction
- *	   inserted the key first.
+ *	2. a key the read found absent, and still absent once the lock for
+ *	   creating it is held (see "Creating a key" below), is inserted by a
+ *	   cached plain INSERT: every other creator waits for that lock, so
+ *	   the speculative insertion of ON CONFLICT would buy nothing.  A row
+ *	   of the key written around the functions at that very moment (by
+ *	   hand, by a subscription's apply worker) makes the claim fail with
+ *	   the unique index's 23505, as any INSERT would.
  *	3. otherwise one cached INSERT ... ON CONFLICT DO UPDATE ... WHERE <may
  *	   take over> takes the key atomically: an expired key, a crashed
  *	   holder's key, a retryable failure, or the key a concurrent insert
@@ -65,6 +69,7 @@
 #include "access/xact.h"
 #include "catalog/pg_collation.h"
 #include "catalog/pg_type.h"
+#include "commands/sequence.h"
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "storage/lmgr.h"
@@ -92,9 +97,9 @@
  * compare scope and key.  The library serves the layout of the version it
  * ships and of the one before it, so that a database keeps working between
  * the installation of a new library and its ALTER EXTENSION ... UPDATE:
- * - [KEYS_WRITE_HASH] 1.3: key_hash is a plain column, which every INSERT
- *   writes (a CHECK constraint holds it to the hash), so that logical
- *   replication sends it like any column;
+ * - [KEYS_WRITE_HASH] 1.3 and 1.4: key_hash is a plain column, which every
+ *   INSERT writes (a trigger, a CHECK constraint in 1.3, holds it to the
+ *   hash), so that logical replication sends it like any column;
  * - [KEYS_GENERATE_HASH] 1.2: key_hash is a stored generated column, which
  *   INSERTs leave out (pgoutput of 15 and 17 does not send it).
  * Only the INSERTs differ.  A table of 1.0 or 1.1, keyed by (scope,
@@ -216,7 +221,10 @@ typedef struct KeyRow
 #define KEY_LOCK_CLASS_SUBID 3
 
 /*
- * $1 scope, $2 key, $3 request hash, $4 now, $5 ttl, $6 lease, $7 key_hash.
+ * $1 scope, $2 key, $3 request hash, $4 now, $5 ttl, $6 lease, $7 key_hash;
+ * the new row's $8 fence, $9 locked_until (now + lease) and $10 expires_at
+ * (now + ttl), computed by new_key_row(): operators and functions in a
+ * statement are looked up and checked again each time it starts.
  * The WHERE clause of TAKE_KEY is the whole rule of when a claim may take
  * an existing key over; its first line keeps a key from taking over another
  * key's row, should their hashes ever be equal (read_key() then raises the
@@ -226,20 +234,22 @@ typedef struct KeyRow
 	" (" HASH_COLUMN(layout) "scope, idempotency_key, request_hash, status," \
 	"  fence, attempts, recovery_point, locked_until, created_at, updated_at," \
 	"  expires_at)" \
-	" VALUES (" HASH_VALUE(layout) "$1, $2, $3, 'processing'," \
-	"  pg_catalog.nextval('idempotency.fence_seq'::pg_catalog.regclass), 1," \
-	"  'started', $4" PLUS "$6, $4, $4, $4" PLUS "$5)"
+	" VALUES (" HASH_VALUE(layout) "$1, $2, $3, 'processing', $8, 1," \
+	"  'started', $9, $4, $4, $10)"
 #define CLAIMED_COLUMNS " RETURNING status, fence, attempts, recovery_point"
+#define CLAIM_NARGS 10
 #define CLAIM_ARGTYPES {TEXTOID, TEXTOID, BYTEAOID, TIMESTAMPTZOID, INTERVALOID, \
-	INTERVALOID, UUIDOID}
+	INTERVALOID, UUIDOID, INT8OID, TIMESTAMPTZOID, TIMESTAMPTZOID}
 
 /*
- * The same arguments.  The common case, a key that the read found absent:
- * a plain insert, whose plan is much cheaper to start than the upsert's.
+ * The same arguments.  The common case, a key that the read found absent
+ * and that no one else may create meanwhile: a plain insert, whose plan is
+ * much cheaper to start and to run than the upsert's, and which returns
+ * nothing: the new row's columns are known (new_key_claimed()).
  */
 #define INSERT_KEY(layout) "INSERT INTO idempotency.idempotency_keys" \
-	NEW_KEY_ROW(layout) ON_KEY " DO NOTHING" CLAIMED_COLUMNS
-static IdemQuery insert_key[NLAYOUTS] = BOTH_LAYOUTS(INSERT_KEY, 7, CLAIM_ARGTYPES);
+	NEW_KEY_ROW(layout)
+static IdemQuery insert_key[NLAYOUTS] = BOTH_LAYOUTS(INSERT_KEY, CLAIM_NARGS, CLAIM_ARGTYPES);
 
 /*
  * The upsert may wait for the row lock of a holder in flight: the lease it
@@ -271,7 +281,7 @@ static IdemQuery insert_key[NLAYOUTS] = BOTH_LAYOUTS(INSERT_KEY, 7, CLAIM_ARGTYP
 	"       AND ((k.status" EQ "'processing' AND k.locked_until" LE "$4)" \
 	"            OR (k.status" EQ "'failed' AND k.retryable))))" \
 	CLAIMED_COLUMNS
-static IdemQuery take_key[NLAYOUTS] = BOTH_LAYOUTS(TAKE_KEY, 7, CLAIM_ARGTYPES);
+static IdemQuery take_key[NLAYOUTS] = BOTH_LAYOUTS(TAKE_KEY, CLAIM_NARGS, CLAIM_ARGTYPES);
 
 /*
  * The key, its key_hash in $n, is held by fence $3 at "now": an expired key
@@ -320,20 +330,18 @@ static IdemQuery release_key = {
 
 /*
  * $1 scope, $2 key, $3 request hash, $4 now, $5 ttl, $6 the answer, $7
- * key_hash: a key created completed, in one row version (execute() of a
- * new key).
+ * key_hash, $8 fence, $9 expires_at: a key created completed, in one row
+ * version (execute() of a new key).
  */
 #define INSERT_COMPLETED_KEY(layout) "INSERT INTO idempotency.idempotency_keys" \
 	" (" HASH_COLUMN(layout) "scope, idempotency_key, request_hash, status," \
 	"  fence, attempts, recovery_point, response_code, response_body," \
 	"  created_at, updated_at, expires_at)" \
-	" VALUES (" HASH_VALUE(layout) "$1, $2, $3, 'completed'," \
-	"  pg_catalog.nextval('idempotency.fence_seq'::pg_catalog.regclass), 1," \
-	"  'started', 200, $6, $4, $4, $4" PLUS "$5)" \
-	ON_KEY " DO NOTHING" CLAIMED_COLUMNS
-static IdemQuery insert_completed_key[NLAYOUTS] = BOTH_LAYOUTS(INSERT_COMPLETED_KEY, 7,
+	" VALUES (" HASH_VALUE(layout) "$1, $2, $3, 'completed', $8, 1," \
+	"  'started', 200, $6, $4, $4, $9)"
+static IdemQuery insert_completed_key[NLAYOUTS] = BOTH_LAYOUTS(INSERT_COMPLETED_KEY, 9,
 															  {TEXTOID, TEXTOID, BYTEAOID, TIMESTAMPTZOID,
-	INTERVALOID, JSONBOID, UUIDOID});
+	INTERVALOID, JSONBOID, UUIDOID, INT8OID, TIMESTAMPTZOID});
 
 /* $1 scope, $2 key, $3 now, $4 key_hash */
 static IdemQuery lookup_key = {
@@ -606,6 +614,51 @@ claimed(IdemClaim *claim, Datum status, Datum fence, Datum attempts,
 }
 
 /*
+ * A fence for a new holder of a key, from idempotency.fence_seq.
+ */
+static Datum
+next_fence(void)
+{
+	return Int64GetDatum(nextval_internal(idem_relation_oid("fence_seq"), true));
+}
+
+/*
+ * The arguments $4 and $8 to $10 of a claiming statement (see NEW_KEY_ROW)
+ * at "now".  A statement that writes the row takes a fence each time it
+ * runs, as nextval() in its VALUES would.
+ */
+static void
+new_key_row(Datum *values, TimestampTz now, Interval *ttl, Interval *lease)
+{
+	values[3] = TimestampTzGetDatum(now);
+	values[7] = next_fence();
+	values[8] = DirectFunctionCall2(timestamptz_pl_interval, values[3],
+									IntervalPGetDatum(lease));
+	values[9] = DirectFunctionCall2(timestamptz_pl_interval, values[3],
+									IntervalPGetDatum(ttl));
+}
+
+/*
+ * Run a plain INSERT of a new key's row, whose status is "status" and
+ * fence args[7]; true when it wrote the row (a trigger of the user's may
+ * skip it), and then "claim" holds the row's columns.
+ */
+static bool
+run_insert_statement(IdemQuery *query, Datum *args, const char *nulls,
+					 Datum status, IdemClaim *claim)
+{
+	bool		took;
+
+	SPI_connect();
+	took = idem_run(query, args, nulls, false, 0) == 1;
+	SPI_finish();
+	if (took)
+		claimed(claim, status, args[7], Int32GetDatum(1),
+				CStringGetTextDatum("started"));
+	return took;
+}
+
+/*
  * Run one of the claiming statements below; true when it returned the
  * row of a key that is now ours.  It connects to SPI for the statement
  * only, and copies what it returns into the caller's memory.
@@ -721,8 +774,9 @@ idem_claim_key(text *key, text *scope, Jsonb *request, Interval *ttl,
 {
 	TimestampTz now = GetCurrentTimestamp();
 	bytea	   *request_hash = request ? idem_fingerprint(request) : NULL;
-	Datum		values[7];
-	char		nulls[7] = {' ', ' ', request_hash ? ' ' : 'n', ' ', ' ', ' ', ' '};
+	Datum		values[CLAIM_NARGS];
+	char		nulls[CLAIM_NARGS] = {' ', ' ', request_hash ? ' ' : 'n', ' ', ' ',
+	' ', ' ', ' ', ' ', ' '};
 	KeyName		name = {.scope = scope, .key = key};
 	KeyRow		row;
 	int			attempt;
@@ -753,7 +807,6 @@ idem_claim_key(text *key, text *scope, Jsonb *request, Interval *ttl,
 		if (waited)
 			now = GetCurrentTimestamp();
 		claim->now = now;
-		values[3] = TimestampTzGetDatum(now);
 		if (!exists)
 		{
 			/*
@@ -768,8 +821,10 @@ idem_claim_key(text *key, text *scope, Jsonb *request, Interval *ttl,
 				claim->outcome = NULL;
 				return;
 			}
-			took = run_claim_statement(&insert_key[key_layout()], values,
-									   nulls, claim);
+			new_key_row(values, now, ttl, lease);
+			took = run_insert_statement(&insert_key[key_layout()], values,
+										nulls, key_statuses[STATUS_PROCESSING],
+										claim);
 			unlock_key_creation(&name);
 			if (took)
 				return;
@@ -796,10 +851,7 @@ idem_claim_key(text *key, text *scope, Jsonb *request, Interval *ttl,
 		}
 	}
 	else
-	{
 		claim->now = now;
-		values[3] = TimestampTzGetDatum(now);
-	}
 
 	/*
 	 * The row read may be gone or changed by now; the upsert decides.  When
@@ -812,6 +864,7 @@ idem_claim_key(text *key, text *scope, Jsonb *request, Interval *ttl,
 	 */
 	for (attempt = 0; attempt < 3; attempt++)
 	{
+		new_key_row(values, now, ttl, lease);
 		if (run_claim_statement(&take_key[key_layout()], values, nulls, claim))
 			return;
 		if (read_key(&name, &row) &&
@@ -830,8 +883,10 @@ idem_claim_key(text *key, text *scope, Jsonb *request, Interval *ttl,
  * locked, completed with "body" as its answer (code 200), and fill "claim"
  * as a claim and completion of it would; then release the lock for
  * creating it.  Every creator of a key takes the lock, so the key is still
- * absent; should a row have come by some other way, the caller's work is
- * rolled back with a serialization failure.
+ * absent: a plain INSERT.  A row written around the functions meanwhile
+ * makes the unique index refuse it (23505); a trigger of the user's that
+ * skips the row, a serialization failure.  Either way the caller's work is
+ * rolled back.
  */
 void
 idem_insert_completed_key(text *key, text *scope, Interval *ttl, Jsonb *body,
@@ -839,8 +894,9 @@ idem_insert_completed_key(text *key, text *scope, Interval *ttl, Jsonb *body,
 {
 	bytea	   *request_hash = claim->request_hash;
 	KeyName		name = {.scope = scope, .key = key};
-	Datum		values[7];
-	char		nulls[7] = {' ', ' ', request_hash ? ' ' : 'n', ' ', ' ', ' ', ' '};
+	Datum		values[9];
+	char		nulls[9] = {' ', ' ', request_hash ? ' ' : 'n', ' ', ' ', ' ', ' ',
+	' ', ' '};
 
 	memset(claim->nulls, true, sizeof(claim->nulls));
 	values[0] = PointerGetDatum(scope);
@@ -850,7 +906,11 @@ idem_insert_completed_key(text *key, text *scope, Interval *ttl, Jsonb *body,
 	values[4] = IntervalPGetDatum(ttl);
 	values[5] = JsonbPGetDatum(body);
 	values[6] = key_hash_of(&name);
-	if (!run_claim_statement(&insert_completed_key[key_layout()], values, nulls, claim))
+	values[7] = next_fence();
+	values[8] = DirectFunctionCall2(timestamptz_pl_interval, values[3],
+									IntervalPGetDatum(ttl));
+	if (!run_insert_statement(&insert_completed_key[key_layout()], values, nulls,
+							  key_statuses[STATUS_COMPLETED], claim))
 		ereport(ERROR,
 				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
 				 errmsg("could not store idempotency key \"%s\" due to a concurrent claim",

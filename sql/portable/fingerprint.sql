@@ -56,3 +56,30 @@ BEGIN
                'hex')::pg_catalog.uuid;
 END
 $$;
+
+-- The trigger that holds idempotency_keys.key_hash to key_hash(scope,
+-- idempotency_key): fills it when absent (BEFORE INSERT), refuses a wrong
+-- one with check_violation (on insert, and AFTER an update of the three
+-- columns).  A row without scope or key is left to NOT NULL.
+-- portable: idempotency_check_key_hash
+CREATE FUNCTION idempotency.check_key_hash()
+RETURNS trigger
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+AS $$
+DECLARE
+    hash uuid;
+BEGIN
+    IF NEW.scope IS NULL OR NEW.idempotency_key IS NULL THEN
+        RETURN NEW;
+    END IF;
+    hash := idempotency.key_hash(NEW.scope, NEW.idempotency_key);
+    IF NEW.key_hash IS NULL AND TG_WHEN OPERATOR(pg_catalog.=) 'BEFORE' THEN
+        NEW.key_hash := hash;
+    ELSIF NEW.key_hash OPERATOR(pg_catalog.<>) hash THEN
+        RAISE EXCEPTION 'key_hash of idempotency key "%" in scope "%" is not key_hash(scope, idempotency_key)',
+                        NEW.idempotency_key, NEW.scope
+            USING ERRCODE = 'check_violation', TABLE = TG_TABLE_NAME, COLUMN = 'key_hash';
+    END IF;
+    RETURN NEW;
+END
+$$;

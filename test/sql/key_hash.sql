@@ -1,6 +1,7 @@
 -- key_hash (doc/reference.md, "Table idempotency_keys"): since 1.3 a plain
 -- column that the library writes, so that logical replication sends the
--- primary key; a CHECK holds it to idempotency.key_hash(scope, key), and a
+-- primary key; a trigger holds it to idempotency.key_hash(scope, key) (1.4;
+-- a CHECK constraint in 1.3), and a
 -- row inserted without it (a dump of 1.2, a 1.2 publisher) gets it.
 SELECT attname, attgenerated = '' AS plain_column, attnotnull
   FROM pg_attribute
@@ -34,5 +35,15 @@ SELECT key_hash = idempotency.key_hash('', 'kh-replica') AS filled FROM idempote
 INSERT INTO idempotency.idempotency_keys (key_hash, scope, idempotency_key, status, fence, expires_at)
 VALUES (idempotency.key_hash('', 'other'), '', 'kh-wrong', 'processing', 1, now() + interval '1 hour');
 UPDATE idempotency.idempotency_keys SET idempotency_key = 'kh-renamed' WHERE idempotency_key = 'kh-1';
+UPDATE idempotency.idempotency_keys SET key_hash = idempotency.key_hash('', 'other')
+ WHERE idempotency_key = 'kh-1';
+UPDATE idempotency.idempotency_keys SET scope = 'elsewhere' WHERE idempotency_key = 'kh-1';
 \set VERBOSITY default
+-- a change of the three columns that keeps them consistent is allowed, and
+-- updates of the other columns do not look at the hash
+UPDATE idempotency.idempotency_keys SET scope = 'elsewhere', key_hash = idempotency.key_hash('elsewhere', 'kh-1')
+ WHERE idempotency_key = 'kh-1';
+UPDATE idempotency.idempotency_keys SET response_code = 299 WHERE idempotency_key = 'kh-1';
+SELECT scope, response_code, key_hash = idempotency.key_hash(scope, idempotency_key) AS consistent
+  FROM idempotency.idempotency_keys WHERE idempotency_key = 'kh-1';
 DELETE FROM idempotency.idempotency_keys;
