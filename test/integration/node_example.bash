@@ -9,6 +9,6 @@ node_example() {
   if [ ! -f "$pkg/dist/cjs/index.js" ]; then
     (cd "$pkg" && npm ci --no-audit --no-fund --loglevel=error && npm run --silent build)
   fi
-  cd "$1"
+  cd "$1" || return 1
   npm ci --no-audit --no-fund --loglevel=error
 }

@@ -108,6 +108,9 @@ total=$(q "SELECT count(*) FROM idempotency.outbox_events")
   fail "relay1's leased events were not taken over"
 
 # A redelivery of three events applies nothing.
+mapfile -t again < <(q "SELECT id || '|' || aggregate_id || '|' || payload FROM idempotency.outbox_events ORDER BY id LIMIT 3")
+[ "${#again[@]}" -eq 3 ] || fail "no events to deliver again"
+# shellcheck disable=SC2016  # JavaScript, not shell
 node -e '
   const url = process.argv[1];
   Promise.all(process.argv.slice(2).map(async (line) => {
@@ -117,7 +120,7 @@ node -e '
     const answer = await r.json();
     if (r.status !== 200 || answer.applied !== false) throw new Error(`event ${id}: ${r.status} ${JSON.stringify(answer)}`);
   })).catch((e) => { console.error(e.message); process.exit(1); });
-' "$url" $(q "SELECT id || '|' || aggregate_id || '|' || payload FROM idempotency.outbox_events ORDER BY id LIMIT 3" | tr -d ' ') ||
+' "$url" "${again[@]}" ||
   fail "a redelivery was applied again"
 stopped "$consumer"
 tail -n 1 "$W/consumer.log"
