@@ -333,15 +333,11 @@ idempotency_execute(PG_FUNCTION_ARGS)
 			idem_insert_completed_key(key, scope, ttl, body, &claim);
 		else
 		{
-			claim.values[CLAIM_STATUS] =
-				idem_finish_key(key, scope,
-								DatumGetInt64(claim.values[CLAIM_FENCE]),
-								true, JsonbPGetDatum(body), false, 200, false,
-								NULL);
-			claim.values[CLAIM_RESPONSE_CODE] = Int32GetDatum(200);
-			claim.values[CLAIM_RESPONSE_BODY] = JsonbPGetDatum(body);
-			claim.nulls[CLAIM_RESPONSE_CODE] = false;
-			claim.nulls[CLAIM_RESPONSE_BODY] = false;
+			idem_finish_key(key, scope,
+							DatumGetInt64(claim.values[CLAIM_FENCE]),
+							true, JsonbPGetDatum(body), false, 200, false,
+							NULL);
+			idem_claim_completed(&claim, body);
 		}
 		idem_restore_user(&owner);
 	}

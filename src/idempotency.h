@@ -117,10 +117,11 @@ typedef struct IdemClaim
 extern void idem_claim_key(text *key, text *scope, Jsonb *request,
 						   Interval *ttl, Interval *lease, bool create_later,
 						   IdemClaim *claim);
-extern Datum idem_finish_key(text *key, text *scope, int64 fence,
+extern void idem_finish_key(text *key, text *scope, int64 fence,
 							bool completed, Datum body, bool body_isnull,
 							int32 response_code, bool retryable,
 							Interval *ttl);
+extern void idem_claim_completed(IdemClaim *claim, Jsonb *body);
 extern void idem_insert_completed_key(text *key, text *scope, Interval *ttl,
 									  Jsonb *body, IdemClaim *claim);
 extern bool idem_claim_runs_work(const IdemClaim *claim);

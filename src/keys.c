@@ -286,14 +286,16 @@ static IdemQuery take_key[NLAYOUTS] = BOTH_LAYOUTS(TAKE_KEY, CLAIM_NARGS, CLAIM_
 /*
  * The key, its key_hash in $n, is held by fence $3 at "now": an expired key
  * is gone, whatever its fence (claim and lookup treat it as absent too).
+ * Fences come from one sequence, so fence $3 was given to one claim of one
+ * key: with that key's key_hash it names the row, and scope and key need
+ * no comparison.
  */
-#define HELD_BY_FENCE(n, now) KEY_IS_ARG(n) " AND fence" EQ "$3" \
+#define HELD_BY_FENCE(n, now) "key_hash" EQ "$" #n " AND fence" EQ "$3" \
 	" AND status" EQ "'processing' AND expires_at" GT now
 
 /*
  * $1 scope, $2 key, $3 fence, $4 code, $5 body, $6 now, $7 completed,
- * $8 retryable, $9 how long to replay the answer from now (NULL: keep
- * expires_at), $10 key_hash
+ * $8 retryable, $9 the new expires_at (NULL: keep it), $10 key_hash
  */
 static IdemQuery finish_key = {
 	.sql = "UPDATE idempotency.idempotency_keys SET"
@@ -301,10 +303,10 @@ static IdemQuery finish_key = {
 	"  ELSE 'failed'::idempotency.key_status END,"
 	" response_code = $4, response_body = $5, retryable = $8,"
 	" locked_until = NULL, updated_at = $6,"
-	" expires_at = COALESCE($6" PLUS "$9, expires_at)"
-	" WHERE " HELD_BY_FENCE(10, "$6") " RETURNING status",
+	" expires_at = COALESCE($9, expires_at)"
+	" WHERE " HELD_BY_FENCE(10, "$6"),
 	.nargs = 10, .argtypes = {TEXTOID, TEXTOID, INT8OID, INT4OID, JSONBOID,
-	TIMESTAMPTZOID, BOOLOID, BOOLOID, INTERVALOID, UUIDOID}
+	TIMESTAMPTZOID, BOOLOID, BOOLOID, TIMESTAMPTZOID, UUIDOID}
 };
 
 /*
@@ -918,9 +920,21 @@ idem_insert_completed_key(text *key, text *scope, Interval *ttl, Jsonb *body,
 				 errhint("Retry the request; the retry replays or waits for the other claim.")));
 	unlock_key_creation(&name);
 	claim->outcome = "claimed";
+	idem_claim_completed(claim, body);
+}
+
+/*
+ * Record in "claim", whose key this transaction has just completed, the
+ * key's status and its answer, "body" with code 200.
+ */
+void
+idem_claim_completed(IdemClaim *claim, Jsonb *body)
+{
+	claim->values[CLAIM_STATUS] = key_statuses[STATUS_COMPLETED];
 	claim->values[CLAIM_RESPONSE_CODE] = Int32GetDatum(200);
 	claim->values[CLAIM_RESPONSE_BODY] = JsonbPGetDatum(body);
-	claim->nulls[CLAIM_RESPONSE_CODE] = claim->nulls[CLAIM_RESPONSE_BODY] = false;
+	claim->nulls[CLAIM_STATUS] = claim->nulls[CLAIM_RESPONSE_CODE] =
+		claim->nulls[CLAIM_RESPONSE_BODY] = false;
 }
 
 /*
@@ -975,10 +989,10 @@ lease_lost(text *key, text *scope, int64 fence)
 }
 
 /*
- * Store the final or retryable outcome of a held key; returns its new
- * status.  Runs as the extension owner.
+ * Store the final or retryable outcome of a held key.  Runs as the
+ * extension owner.
  */
-Datum
+void
 idem_finish_key(text *key, text *scope, int64 fence, bool completed,
 				Datum body, bool body_isnull, int32 response_code,
 				bool retryable, Interval *ttl)
@@ -987,8 +1001,6 @@ idem_finish_key(text *key, text *scope, int64 fence, bool completed,
 	Datum		values[10];
 	char		nulls[10] = {' ', ' ', ' ', ' ', body_isnull ? 'n' : ' ', ' ', ' ',
 	completed ? 'n' : ' ', ttl ? ' ' : 'n', ' '};
-	Datum		status = (Datum) 0;
-	bool		isnull;
 	bool		held;
 
 	values[0] = PointerGetDatum(scope);
@@ -999,18 +1011,16 @@ idem_finish_key(text *key, text *scope, int64 fence, bool completed,
 	values[5] = TimestampTzGetDatum(GetCurrentTimestamp());
 	values[6] = BoolGetDatum(completed);
 	values[7] = BoolGetDatum(retryable);
-	values[8] = PointerGetDatum(ttl);
+	values[8] = ttl ? DirectFunctionCall2(timestamptz_pl_interval, values[5],
+										  IntervalPGetDatum(ttl)) : (Datum) 0;
 	values[9] = key_hash_of(&name);
 
 	SPI_connect();
 	(void) key_layout();		/* refuses a table it does not serve */
 	held = idem_run(&finish_key, values, nulls, false, 0) == 1;
-	if (held)
-		status = idem_get_column(1, &isnull);
 	SPI_finish();
 	if (!held)
 		lease_lost(key, scope, fence);
-	return status;
 }
 
 /*
