@@ -93,8 +93,9 @@
 
 /*
  * The table of keys is indexed by key_hash, a 16-byte hash of (scope, key)
- * (idempotency.key_hash()), whatever the key's length; the statements still
- * compare scope and key.  The library serves the layout of the version it
+ * (idempotency.key_hash()), whatever the key's length; the reads and the
+ * claiming statements still compare scope and key (the holder calls compare
+ * the fence instead: see HELD_BY_FENCE).  The library serves the layout of the version it
  * ships and of the one before it, so that a database keeps working between
  * the installation of a new library and its ALTER EXTENSION ... UPDATE:
  * - [KEYS_WRITE_HASH] 1.3 and 1.4: key_hash is a plain column, which every
