@@ -27,6 +27,7 @@
 import type { Pool, PoolClient } from 'pg';
 import { IdempotencyClient, Interval, Queryable, Fence } from './client';
 import { HttpError, sqlState, SqlState } from './errors';
+import { withTransaction } from './tx';
 
 export interface HttpAnswer {
   status: number;
@@ -254,18 +255,7 @@ export function createIdempotency<Req>(opts: IdempotencyOptions<Req>) {
     const request = fingerprint(info);
     try {
       if (!opts.transaction) return await hold(info, handler, key, scope, request, null);
-      const client = await pool.connect();
-      try {
-        await client.query('BEGIN');
-        const answer = await hold(info, handler, key, scope, request, client);
-        await client.query('COMMIT');
-        return answer;
-      } catch (e) {
-        await client.query('ROLLBACK').catch(() => {});
-        throw e;
-      } finally {
-        client.release();
-      }
+      return await withTransaction(pool, (client) => hold(info, handler, key, scope, request, client));
     } catch (e) {
       if (e instanceof ClaimRefused) {
         // after the rollback: the transaction mode's connection is back in the pool
