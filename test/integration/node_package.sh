@@ -32,7 +32,7 @@ libnode_version() {
 # node18_fetch: Debian 12's nodejs 18 and the modules it loads from
 # /usr/share/nodejs, unpacked into $NODE18_DIR unless they are there.
 node18_fetch() {
-  local debs version
+  local debs version part
   [ -x "$NODE18_DIR/usr/bin/node" ] && return 0
   version=$(libnode_version)
   [ -n "$version" ] || { apt-get update -q >/dev/null; version=$(libnode_version); }
@@ -41,12 +41,15 @@ node18_fetch() {
   chown _apt: "$debs" 2>/dev/null || true
   (cd "$debs" && apt-get download -q "nodejs=$version" "libnode108=$version" \
     node-acorn node-cjs-module-lexer node-undici >/dev/null)
-  mkdir "$debs/root"
-  for deb in "$debs"/*.deb; do dpkg -x "$deb" "$debs/root"; done
-  rm -rf "$NODE18_DIR"
-  mkdir -p "$(dirname "$NODE18_DIR")"
-  mv "$debs/root" "$NODE18_DIR"
+  # unpacked beside $NODE18_DIR, then renamed into place in one step (a
+  # concurrent run's copy, there first, is kept)
+  part=$NODE18_DIR.part.$$
+  rm -rf "$part" && mkdir -p "$part"
+  for deb in "$debs"/*.deb; do dpkg -x "$deb" "$part"; done
   rm -rf "$debs"
+  [ -x "$NODE18_DIR/usr/bin/node" ] || rm -rf "$NODE18_DIR"
+  mv -T "$part" "$NODE18_DIR" 2>/dev/null || rm -rf "$part"
+  [ -x "$NODE18_DIR/usr/bin/node" ]
 }
 
 # node18 ARG...: that node, with its libnode and its /usr/share/nodejs.
