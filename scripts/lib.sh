@@ -45,6 +45,15 @@ idem_ensure_packages() {
   DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
 }
 
+# idem_host_only WHAT: for a test that one CI run needs only once: inside a
+# chroot of scripts/chroot.sh (another major's run) it prints the skip line
+# ("the host's run (PostgreSQL 15) WHAT") and exits 0; on the host, nothing.
+idem_host_only() {
+  [ -f /etc/idempotency-chroot ] || return 0
+  echo "skipped: inside the $(cat /etc/idempotency-chroot) chroot; the host's run (PostgreSQL 15) $*"
+  exit 0
+}
+
 # idem_build: compile the extension against Debian's PostgreSQL $PG_MAJOR.
 # -k: a failed build reports every file that does not compile, not the first.
 idem_build() {

@@ -17,10 +17,8 @@
 #   HA_DOC=doc/ha.md bash test/integration/patroni_failover.sh   # also refresh the figures in doc/ha.md
 set -uo pipefail
 # One Patroni cluster per CI run is enough: the host's (PostgreSQL 15).
-if [ -f /etc/idempotency-chroot ]; then
-  echo "skipped: inside the $(cat /etc/idempotency-chroot) chroot; the host's run (PostgreSQL 15) tests failover under Patroni"
-  exit 0
-fi
+. "$(dirname "$0")/../../scripts/lib.sh"
+idem_host_only "tests failover under Patroni"
 here=$(cd "$(dirname "$0")" && pwd)
 export IDEM_TOP=${IDEM_TOP:-$(cd "$here/../.." && pwd)}
 if [ -n "${IDEM_TEST_WORK:-}" ]; then

@@ -10,15 +10,11 @@
 # --strict checks the package's types and that its signatures reach users.
 # Debian's python3 is used whatever else is first on PATH.
 set -euo pipefail
-# The package does not depend on the server's major: the host's run
-# (PostgreSQL 15) tests it once.
-if [ -f /etc/idempotency-chroot ]; then
-  echo "skipped: inside the $(cat /etc/idempotency-chroot) chroot; the host's run (PostgreSQL 15) tests the Python package"
-  exit 0
-fi
 here=$(cd "$(dirname "$0")" && pwd)
 export IDEM_TOP=${IDEM_TOP:-$(cd "$here/../.." && pwd)}
 . "$IDEM_TOP/scripts/lib.sh"
+# The package does not depend on the server's major: the host's run tests it once.
+idem_host_only "tests the Python package"
 idem_ensure_packages python3-psycopg python3-psycopg-pool python3-starlette python3-fastapi \
   python3-django python3-flask python3-pytest python3-pytest-asyncio python3-httpx python3-build \
   python3-venv python3-setuptools python3-wheel python3-uvicorn python3-mypy

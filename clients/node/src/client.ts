@@ -101,31 +101,16 @@ const CLAIM_COLUMNS = `outcome, fence::text AS fence, status::text AS status, re
   response_body, recovery_point, attempts,
   (extract(epoch FROM retry_after) * 1000)::float8 AS retry_after_ms`;
 
-function claimResult(r: any): ClaimResult {
-  return {
-    outcome: r.outcome,
-    fence: r.fence,
-    status: r.status,
-    responseCode: r.response_code,
-    responseBody: r.response_body,
-    recoveryPoint: r.recovery_point,
-    attempts: r.attempts,
-    retryAfterMs: r.retry_after_ms === null ? null : Math.max(0, Number(r.retry_after_ms)),
-  };
+/** A row with its snake_case columns as camelCase fields (the queries name exactly T's fields). */
+function camel<T>(r: Record<string, unknown>): T {
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(r)) out[k.replace(/_([a-z])/g, (_, c: string) => c.toUpperCase())] = v;
+  return out as T;
 }
 
-function outboxEvent(r: any): OutboxEvent {
-  return {
-    id: r.id,
-    aggregateType: r.aggregate_type,
-    aggregateId: r.aggregate_id,
-    eventType: r.event_type,
-    payload: r.payload,
-    headers: r.headers,
-    attempts: r.attempts,
-    leaseToken: r.lease_token,
-    takeovers: r.takeovers,
-  };
+function claimResult(r: any): ClaimResult {
+  const c = camel<ClaimResult>(r);
+  return { ...c, retryAfterMs: c.retryAfterMs === null ? null : Math.max(0, Number(c.retryAfterMs)) };
 }
 
 /**
@@ -141,6 +126,24 @@ export class IdempotencyClient {
 
   on(db: Queryable): IdempotencyClient {
     return new IdempotencyClient(db);
+  }
+
+  /** Runs one statement: its first row's column. */
+  private async value<T>(sql: string, params: unknown[], column: string): Promise<T> {
+    const { rows } = await this.db.query(sql, params);
+    return rows[0][column];
+  }
+
+  /** claim_result of idempotency.<call> (a fixed call of this file, never input). */
+  private async claimed(call: string, params: unknown[]): Promise<ClaimResult> {
+    const { rows } = await this.db.query(`SELECT ${CLAIM_COLUMNS} FROM idempotency.${call}`, params);
+    return claimResult(rows[0]);
+  }
+
+  /** Runs one statement: the column of every row. */
+  private async column<T>(sql: string, params: unknown[], column: string): Promise<T[]> {
+    const { rows } = await this.db.query(sql, params);
+    return rows.map((r: any) => r[column]);
   }
 
   /**
@@ -170,10 +173,8 @@ export class IdempotencyClient {
   /* ---- request keys ---- */
 
   async claim(key: string, opts: { request?: unknown; scope?: string; ttl?: Interval | null; lease?: Interval | null } = {}): Promise<ClaimResult> {
-    const { rows } = await this.db.query(
-      `SELECT ${CLAIM_COLUMNS} FROM idempotency.claim($1, $2::jsonb, $3, $4::interval, $5::interval)`,
+    return this.claimed('claim($1, $2::jsonb, $3, $4::interval, $5::interval)',
       [key, json(opts.request), opts.scope ?? '', interval(opts.ttl), interval(opts.lease)]);
-    return claimResult(rows[0]);
   }
 
   async complete(key: string, fence: Fence, responseBody: unknown,
@@ -209,37 +210,25 @@ export class IdempotencyClient {
               created_at, updated_at, expires_at
          FROM idempotency.lookup($1, $2) WHERE idempotency_key IS NOT NULL`,
       [key, opts.scope ?? '']);
-    if (!rows.length) return null;
-    const r = rows[0];
-    return {
-      scope: r.scope, idempotencyKey: r.idempotency_key, status: r.status, fence: r.fence,
-      attempts: r.attempts, recoveryPoint: r.recovery_point, responseCode: r.response_code,
-      responseBody: r.response_body, retryable: r.retryable, lockedUntil: r.locked_until,
-      createdAt: r.created_at, updatedAt: r.updated_at, expiresAt: r.expires_at,
-    };
+    return rows.length ? camel<KeyRow>(rows[0]) : null;
   }
 
   /** execute(): one statement ($1..$n bound as text) run once per key. */
   async execute(key: string, request: unknown, statement: string, params: Array<string | number | null> = [],
     opts: { scope?: string; ttl?: Interval | null } = {}): Promise<ClaimResult> {
-    const { rows } = await this.db.query(
-      `SELECT ${CLAIM_COLUMNS} FROM idempotency.execute($1, $2::jsonb, $3, $4::text[], $5, $6::interval)`,
+    return this.claimed('execute($1, $2::jsonb, $3, $4::text[], $5, $6::interval)',
       [key, json(request), statement, params.map((p) => (p === null ? null : String(p))), opts.scope ?? '', interval(opts.ttl)]);
-    return claimResult(rows[0]);
   }
 
   /* ---- one-time tokens ---- */
 
   async issueToken(opts: { scope?: string; ttl?: Interval | null } = {}): Promise<string> {
-    const { rows } = await this.db.query('SELECT idempotency.issue_token($1, $2::interval)::text AS token',
-      [opts.scope ?? '', interval(opts.ttl)]);
-    return rows[0].token;
+    return this.value('SELECT idempotency.issue_token($1, $2::interval)::text AS token',
+      [opts.scope ?? '', interval(opts.ttl)], 'token');
   }
 
   async consumeToken(token: string, opts: { scope?: string } = {}): Promise<boolean> {
-    const { rows } = await this.db.query('SELECT idempotency.consume_token($1::uuid, $2) AS ok',
-      [token, opts.scope ?? '']);
-    return rows[0].ok;
+    return this.value('SELECT idempotency.consume_token($1::uuid, $2) AS ok', [token, opts.scope ?? ''], 'ok');
   }
 
   /* ---- state machines ---- */
@@ -259,18 +248,15 @@ export class IdempotencyClient {
   /* ---- outbox ---- */
 
   async enqueueEvent(e: NewEvent): Promise<string> {
-    const { rows } = await this.db.query(
-      'SELECT idempotency.enqueue_event($1, $2, $3, $4::jsonb, $5::jsonb)::text AS id',
-      [e.aggregateType, e.aggregateId, e.eventType, json(e.payload), json(e.headers)]);
-    return rows[0].id;
+    return this.value('SELECT idempotency.enqueue_event($1, $2, $3, $4::jsonb, $5::jsonb)::text AS id',
+      [e.aggregateType, e.aggregateId, e.eventType, json(e.payload), json(e.headers)], 'id');
   }
 
   async enqueueEvents(events: NewEvent[]): Promise<string[]> {
-    const { rows } = await this.db.query(
+    return this.column(
       'SELECT id::text AS id FROM idempotency.enqueue_events($1::text[], $2::text[], $3::text[], $4::jsonb[], $5::jsonb[]) AS id',
       [events.map((e) => e.aggregateType), events.map((e) => e.aggregateId), events.map((e) => e.eventType),
-        events.map((e) => json(e.payload)), events.map((e) => json(e.headers))]);
-    return rows.map((r: any) => r.id);
+        events.map((e) => json(e.payload)), events.map((e) => json(e.headers))], 'id');
   }
 
   /** claim_events(); run it on a pool or a connection outside a transaction (READ COMMITTED). */
@@ -280,37 +266,30 @@ export class IdempotencyClient {
               lease_token::text AS lease_token, takeovers
          FROM idempotency.claim_events($1, $2::interval)`,
       [opts.batch ?? 100, interval(opts.lease ?? 30000)]);
-    return rows.map(outboxEvent);
+    return rows.map((r: any) => camel<OutboxEvent>(r));
   }
 
   async markPublished(ids: string[], leaseToken: Fence | null): Promise<number> {
-    const { rows } = await this.db.query('SELECT idempotency.mark_published($1::bigint[], $2::bigint) AS n',
-      [ids, leaseToken]);
-    return rows[0].n;
+    return this.value('SELECT idempotency.mark_published($1::bigint[], $2::bigint) AS n', [ids, leaseToken], 'n');
   }
 
   async markFailed(ids: string[], error: string, leaseToken: Fence | null): Promise<number> {
-    const { rows } = await this.db.query('SELECT idempotency.mark_failed($1::bigint[], $2, $3::bigint) AS n',
-      [ids, error, leaseToken]);
-    return rows[0].n;
+    return this.value('SELECT idempotency.mark_failed($1::bigint[], $2, $3::bigint) AS n', [ids, error, leaseToken], 'n');
   }
 
   async outboxQuietCommits(): Promise<number> {
-    const { rows } = await this.db.query('SELECT idempotency.outbox_quiet_commits() AS n');
-    return rows[0].n;
+    return this.value('SELECT idempotency.outbox_quiet_commits() AS n', [], 'n');
   }
 
   /* ---- inbox ---- */
 
   /** true the first time (consumer, eventId) is seen; run side effects in the same transaction. */
   async processOnce(consumer: string, eventId: string): Promise<boolean> {
-    const { rows } = await this.db.query('SELECT idempotency.process_once($1, $2::text) AS first', [consumer, eventId]);
-    return rows[0].first;
+    return this.value('SELECT idempotency.process_once($1, $2::text) AS first', [consumer, eventId], 'first');
   }
 
   /** The ids of eventIds seen for the first time, in order of first occurrence. */
   async processOnceBatch(consumer: string, eventIds: string[]): Promise<string[]> {
-    const { rows } = await this.db.query('SELECT id FROM idempotency.process_once($1, $2::text[]) AS id', [consumer, eventIds]);
-    return rows.map((r: any) => r.id);
+    return this.column('SELECT id FROM idempotency.process_once($1, $2::text[]) AS id', [consumer, eventIds], 'id');
   }
 }

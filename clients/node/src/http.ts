@@ -3,7 +3,11 @@
  * (the Idempotency-Key header draft, as the README's table says):
  *
  *   no key where one is required        400 problem+json
- *   key empty or too long (22023)       400 problem+json
+ *   key over 400 characters or with     400 problem+json, before any query
+ *     control characters (keyProblem)
+ *   claim raises 22023 and the key is   400 problem+json; another 22023 (a
+ *     over the database's               retention shorter than the lease:
+ *     idempotency.max_key_length        the options' mistake) is thrown
  *   no scope (scope function: null)     401 problem+json
  *   claimed / resumed                   the handler runs; its answer is stored
  *   replay                              stored status, headers and body,
@@ -23,6 +27,7 @@
 import type { Pool, PoolClient } from 'pg';
 import { IdempotencyClient, Interval, Queryable, Fence } from './client';
 import { HttpError, sqlState, SqlState } from './errors';
+import { withTransaction } from './tx';
 
 export interface HttpAnswer {
   status: number;
@@ -102,6 +107,38 @@ function errorStatus(e: unknown): { status?: number; body?: unknown } {
   return {};
 }
 
+/** The most characters idempotency.max_key_length allows (doc/reference.md, Settings: 1-400). */
+export const KEY_MAX_CHARS = 400;
+
+/**
+ * Why key cannot be an Idempotency-Key, or null: doc/reference.md's rule
+ * (1 to idempotency.max_key_length characters) as far as it holds whatever
+ * the setting, and HTTP's (a field value has no control characters).
+ */
+export function keyProblem(key: string): string | null {
+  if (key === '') return 'The key is empty.';
+  const chars = [...key].length;
+  if (chars > KEY_MAX_CHARS) return `The key has ${chars} characters; at most ${KEY_MAX_CHARS} are allowed.`;
+  if (/[\u0000-\u001f\u007f]/.test(key)) return 'The key contains control characters.';
+  return null;
+}
+
+/** claim's 22023 (invalid_parameter_value): the key's fault, or the options'. */
+class ClaimRefused extends Error {
+  readonly refusal: unknown;
+  constructor(refusal: unknown) {
+    super('claim refused its arguments (22023)');
+    this.refusal = refusal;
+  }
+}
+
+/** true when key has more characters than the database's idempotency.max_key_length (default 255). */
+async function keyTooLong(db: Queryable, key: string): Promise<boolean> {
+  const { rows } = await db.query(
+    "SELECT char_length($1) > coalesce(current_setting('idempotency.max_key_length', true)::int, 255) AS too_long", [key]);
+  return rows[0].too_long;
+}
+
 function errorAnswer(e: unknown): { answer: HttpAnswer; retryable: boolean } {
   const { status, body } = errorStatus(e);
   if (status !== undefined && status >= 400 && status < 500) {
@@ -159,10 +196,7 @@ export function createIdempotency<Req>(opts: IdempotencyOptions<Req>) {
     try {
       claim = await on.claim(key, { request, scope, ttl, lease });
     } catch (e) {
-      if (sqlState(e) === SqlState.invalidParameterValue) {
-        return problem(400, 'Invalid Idempotency-Key', 'The key must be 1 to idempotency.max_key_length characters.');
-      }
-      throw e;
+      throw sqlState(e) === SqlState.invalidParameterValue ? new ClaimRefused(e) : e;
     }
     switch (claim.outcome) {
       case 'replay': {
@@ -212,6 +246,8 @@ export function createIdempotency<Req>(opts: IdempotencyOptions<Req>) {
         return errorAnswer(e).answer;
       }
     }
+    const bad = keyProblem(key);
+    if (bad !== null) return problem(400, 'Invalid Idempotency-Key', bad);
     const scope = await scopeOf(info.req);
     if (scope === null || scope === undefined) {
       return problem(401, 'Unauthenticated', 'Idempotency keys belong to an authenticated caller.');
@@ -219,19 +255,15 @@ export function createIdempotency<Req>(opts: IdempotencyOptions<Req>) {
     const request = fingerprint(info);
     try {
       if (!opts.transaction) return await hold(info, handler, key, scope, request, null);
-      const client = await pool.connect();
-      try {
-        await client.query('BEGIN');
-        const answer = await hold(info, handler, key, scope, request, client);
-        await client.query('COMMIT');
-        return answer;
-      } catch (e) {
-        await client.query('ROLLBACK').catch(() => {});
-        throw e;
-      } finally {
-        client.release();
-      }
+      return await withTransaction(pool, (client) => hold(info, handler, key, scope, request, client));
     } catch (e) {
+      if (e instanceof ClaimRefused) {
+        // after the rollback: the transaction mode's connection is back in the pool
+        if (await keyTooLong(pool, key).catch(() => false)) {
+          return problem(400, 'Invalid Idempotency-Key', 'The key is longer than idempotency.max_key_length characters.');
+        }
+        throw e.refusal;
+      }
       if (sqlState(e) === SqlState.leaseLost) {
         return problem(409, 'The lease on this Idempotency-Key was lost',
           'Another attempt holds the key now; retry to get its answer.', { 'retry-after': '1' });

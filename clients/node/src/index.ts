@@ -5,7 +5,7 @@ export * from './errors';
 export * from './client';
 export { withTransaction } from './tx';
 export { OutboxRelay, RelayOptions } from './relay';
-export { createIdempotency, problem, HttpAnswer, HandlerResult, HandlerContext, RequestInfo, IdempotencyOptions, Handler } from './http';
+export { createIdempotency, problem, keyProblem, KEY_MAX_CHARS, HttpAnswer, HandlerResult, HandlerContext, RequestInfo, IdempotencyOptions, Handler } from './http';
 export { idempotentExpress, ExpressRequest, ExpressResponse } from './express';
 export { idempotentFastify, FastifyRequestLike, FastifyReplyLike } from './fastify';
 export { PgIdempotencyStorage, NodeIdempotencyStorageOptions } from './node-idempotency';

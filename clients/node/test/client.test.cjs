@@ -5,6 +5,7 @@ const assert = require('node:assert/strict');
 const { pool, fresh, sleep } = require('./helpers.cjs');
 const {
   IdempotencyClient, ExtensionVersionError, compareVersions, interval, isLeaseLost, sqlState, withTransaction,
+  keyProblem, KEY_MAX_CHARS,
 } = require('../dist/cjs/index.js');
 
 const api = new IdempotencyClient(pool);
@@ -95,6 +96,14 @@ test('an expired lease is resumed; the old holder is fenced off', async () => {
   await assert.rejects(api.complete(key, c.fence, { old: true }), (e) => sqlState(e) === '55000');
   await api.complete(key, d.fence, { new: true });
   assert.deepEqual((await api.lookup(key)).responseBody, { new: true });
+});
+
+test('keyProblem: empty, over 400 characters, control characters; none for the rest', () => {
+  for (const bad of ['', 'k'.repeat(KEY_MAX_CHARS + 1), 'a\tb', 'a\nb', 'a\u0000b', 'a\u007fb']) {
+    assert.equal(typeof keyProblem(bad), 'string', JSON.stringify(bad));
+  }
+  // characters, not UTF-16 units: 400 emoji are 800 units
+  for (const good of ['k'.repeat(400), '\u{1F600}'.repeat(400), 'clé ü 42', 'a b']) assert.equal(keyProblem(good), null);
 });
 
 test('bad arguments raise 22023 from the server', async () => {

@@ -112,6 +112,13 @@ def claim(key: str, request: Any = None, scope: str = "", ttl: Interval = None,
                  (key, _json(request), scope, _interval(ttl), _interval(lease)), _claim_result)
 
 
+def key_too_long(key: str) -> Query[bool]:
+    """True when key has more characters than idempotency.max_key_length
+    allows in this session (255, the default, where it is not set)."""
+    return Query("SELECT char_length(%s) > coalesce(current_setting('idempotency.max_key_length', true)::int, 255)",
+                 (key,), _scalar)
+
+
 def complete(key: str, fence: int, response_body: Any, response_code: int = 200,
              scope: str = "", ttl: Interval = None) -> Query[None]:
     return Query("SELECT idempotency.complete(%s, %s, %s, %s, %s, %s::interval)",

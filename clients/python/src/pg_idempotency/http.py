@@ -7,9 +7,11 @@ pool; the framework modules (asgi.py, flask.py, django.py) only translate
 requests and responses.  The mapping (README.md, doc/clients.md):
 
     no key where one is required         400 problem+json
-    key too long (22023 "idempotency key")  400 problem+json; another 22023
-                                         (a ttl shorter than the lease: the
-                                         policy's mistake) is raised
+    key empty, over 400 characters or    400 problem+json, before any query
+      with control characters (key_problem)
+    claim raises 22023 and the key is    400 problem+json; another 22023
+      over the database's                (a ttl shorter than the lease: the
+      idempotency.max_key_length         policy's mistake) is raised
     claimed / resumed                    the handler runs; its answer is stored
     replay                               stored status, headers, body + Idempotent-Replayed: true
     in_progress                          409 problem+json, Retry-After
@@ -51,6 +53,29 @@ class Request:
     content_type: str
     key: Optional[str]
     scope: Optional[str]
+
+
+#: the most characters idempotency.max_key_length allows (doc/reference.md,
+#: Settings: 1-400); a shorter key may still be over the database's setting
+KEY_MAX_CHARS = 400
+
+
+def key_problem(key: Optional[str]) -> Optional[str]:
+    """Why key cannot be an Idempotency-Key, or None.  The rule of
+    doc/reference.md (1 to idempotency.max_key_length characters, counted
+    as characters) as far as it holds whatever the setting, and HTTP's: a
+    field value has no control characters (U+0000-U+001F, U+007F)."""
+    if not key:
+        return "The key is empty."
+    if len(key) > KEY_MAX_CHARS:
+        return "The key has %d characters; at most %d are allowed." % (len(key), KEY_MAX_CHARS)
+    if any(c < " " or c == "\x7f" for c in key):
+        return "The key contains control characters."
+    return None
+
+
+def invalid_key(detail: str) -> "Answer":
+    return problem(400, "Invalid Idempotency-Key", detail)
 
 
 def default_fingerprint(req: Request) -> Any:
@@ -141,6 +166,9 @@ def guarded(policy: Policy, method: str) -> bool:
 def exchange(policy: Policy, req: Request) -> Generator[Step, Any, Answer]:
     """The steps of one keyed request; see the module's table.  The Holding
     step is sent back the handler's Answer, or an exception thrown in."""
+    bad = key_problem(req.key)
+    if bad is not None:
+        return invalid_key(bad)
     if req.scope is None:
         return problem(401, "Unauthenticated", "Idempotency keys belong to an authenticated caller.")
     fp = policy.fingerprint(req)
@@ -148,9 +176,14 @@ def exchange(policy: Policy, req: Request) -> Generator[Step, Any, Answer]:
         claim = yield q.claim(req.key or "", fp, req.scope, policy.ttl, policy.lease)
     except psycopg.Error as e:
         yield ROLLBACK
-        message = str(e.diag.message_primary or "")
-        if e.sqlstate == "22023" and message.startswith("idempotency key"):
-            return problem(400, "Invalid Idempotency-Key", message)
+        if e.sqlstate != "22023":
+            raise
+        # invalid_parameter_value: the key is to blame only when it is
+        # longer than the database's idempotency.max_key_length
+        too_long = yield q.key_too_long(req.key or "")
+        yield ROLLBACK
+        if too_long:
+            return invalid_key("The key is longer than idempotency.max_key_length characters.")
         raise
     if not claim.holds:
         yield COMMIT
