@@ -7,7 +7,9 @@
  *                                    val is kept as the recovery point
  *   set(key, val, {ttl})             complete() with val when this adapter
  *                                    holds the key, or claims an absent one
- *                                    and completes it; a key answered, held
+ *                                    and completes it; the answer is kept
+ *                                    ttl from set() (as the library's memory
+ *                                    and Redis storages do); a key answered, held
  *                                    by another holder, or whose lease this
  *                                    adapter lost is left as it is (the
  *                                    library's plugins call set() on every
@@ -80,16 +82,20 @@ export class PgIdempotencyStorage {
     key = PgIdempotencyStorage.keyOf(key);
     const held = this.fences.get(key);
     this.fences.delete(key);
+    const opts = { scope: this.scope, ttl: ttl || null };
     try {
+      if (held !== undefined) {
+        /* one statement, no transaction around it: the plugins send the reply
+           without awaiting set(), so the sooner the answer commits the fewer
+           retries find the key still in progress */
+        await new IdempotencyClient(this.pool).complete(key, held, val, opts);
+        return;
+      }
       await withTransaction(this.pool, async (c) => {
         const api = new IdempotencyClient(c);
-        let fence = held;
-        if (fence === undefined) {
-          const r = await api.claim(key, { scope: this.scope, ttl: ttl || null, lease: this.lease(ttl) });
-          if (r.outcome !== 'claimed' && r.outcome !== 'resumed') return; /* answered or held elsewhere */
-          fence = r.fence as Fence;
-        }
-        await api.complete(key, fence, val, { scope: this.scope });
+        const r = await api.claim(key, { scope: this.scope, ttl: ttl || null, lease: this.lease(ttl) });
+        if (r.outcome !== 'claimed' && r.outcome !== 'resumed') return; /* answered or held elsewhere */
+        await api.complete(key, r.fence as Fence, val, opts);
       });
     } catch (e) {
       if (!isLeaseLost(e)) throw e; /* another holder took the key over: its answer stands */

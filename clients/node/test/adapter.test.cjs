@@ -81,6 +81,26 @@ test('after its ttl a key is gone and setIfNotExists works afresh; clearExpiredE
   assert.equal(await storage.setIfNotExists(k, 'again', { ttl: 60000 }), true);
 });
 
+test('set() keeps the answer for its own ttl, counted from set() and not from the claim', async () => {
+  // the library's storages (memory, Redis, its Postgres one) all expire a
+  // set() value ttl after set(); the plugins pass cacheTTLMS to both calls
+  const k = fresh('k');
+  assert.equal(await storage.setIfNotExists(k, 'p', { ttl: 400 }), true);
+  await sleep(250);
+  await storage.set(k, 'answer', { ttl: 400 });
+  await sleep(250); // 500 ms after the claim, 250 ms after set()
+  assert.equal(await storage.get(k), 'answer');
+  const shorter = fresh('k');
+  assert.equal(await storage.setIfNotExists(shorter, 'p', { ttl: 60000 }), true);
+  await storage.set(shorter, 'answer', { ttl: 5000 });
+  const row = await new IdempotencyClient(pool).lookup(shorter, { scope });
+  assert.ok(row.expiresAt.getTime() - Date.now() <= 5000, 'the claim\'s 60 s gave way to set()\'s 5 s');
+  const absent = fresh('k');
+  await storage.set(absent, 'direct', { ttl: 5000 });
+  const direct = await new IdempotencyClient(pool).lookup(absent, { scope });
+  assert.ok(direct.expiresAt.getTime() - Date.now() <= 5000);
+});
+
 test('values kept exactly; keys over 255 characters work', async () => {
   const k = 'x'.repeat(400);
   const v = '{"body":"ünïcødé \\" quotes","n":1.50}';
