@@ -4,7 +4,9 @@
  * NestJS plugins keep their keys with the extension's leases and fences.
  *
  *   setIfNotExists(key, val, {ttl})  claim(): claimed or resumed gives true,
- *                                    val is kept as the recovery point
+ *                                    val is kept as the recovery point; false
+ *                                    while a request of this adapter holds
+ *                                    the key, even past its lease
  *   set(key, val, {ttl})             complete() with val when this adapter
  *                                    holds the key, or claims an absent one
  *                                    and completes it; the answer is kept
@@ -66,8 +68,17 @@ export class PgIdempotencyStorage {
 
   async setIfNotExists(key: string, val: string, { ttl }: { ttl?: number } = {}): Promise<boolean> {
     key = PgIdempotencyStorage.keyOf(key);
+    const mine = this.fences.get(key);
     const fence = await withTransaction(this.pool, async (c) => {
       const api = new IdempotencyClient(c);
+      if (mine !== undefined) {
+        /* a request of this adapter still holds the key (its lease may have
+           run out, its process has not): taking the key over would hand its
+           fence to whichever set() came first, as set() cannot tell its
+           callers apart; so it is in progress, as with the memory storage */
+        const row = await api.lookup(key, { scope: this.scope });
+        if (row?.status === 'processing' && row.fence === mine) return null;
+      }
       const r = await api.claim(key, { scope: this.scope, ttl: ttl || null, lease: this.lease(ttl) });
       if (r.outcome !== 'claimed' && r.outcome !== 'resumed') return null;
       await api.checkpoint(key, r.fence as Fence, val, { lease: this.lease(ttl), scope: this.scope });
