@@ -4,10 +4,14 @@
  * NestJS plugins keep their keys with the extension's leases and fences.
  *
  *   setIfNotExists(key, val, {ttl})  claim(): claimed or resumed gives true,
- *                                    val is kept as the recovery point
+ *                                    val is kept as the recovery point; false
+ *                                    while a request of this adapter holds
+ *                                    the key, even past its lease
  *   set(key, val, {ttl})             complete() with val when this adapter
  *                                    holds the key, or claims an absent one
- *                                    and completes it; a key answered, held
+ *                                    and completes it; the answer is kept
+ *                                    ttl from set() (as the library's memory
+ *                                    and Redis storages do); a key answered, held
  *                                    by another holder, or whose lease this
  *                                    adapter lost is left as it is (the
  *                                    library's plugins call set() on every
@@ -64,8 +68,17 @@ export class PgIdempotencyStorage {
 
   async setIfNotExists(key: string, val: string, { ttl }: { ttl?: number } = {}): Promise<boolean> {
     key = PgIdempotencyStorage.keyOf(key);
+    const mine = this.fences.get(key);
     const fence = await withTransaction(this.pool, async (c) => {
       const api = new IdempotencyClient(c);
+      if (mine !== undefined) {
+        /* a request of this adapter still holds the key (its lease may have
+           run out, its process has not): taking the key over would hand its
+           fence to whichever set() came first, as set() cannot tell its
+           callers apart; so it is in progress, as with the memory storage */
+        const row = await api.lookup(key, { scope: this.scope });
+        if (row?.status === 'processing' && row.fence === mine) return null;
+      }
       const r = await api.claim(key, { scope: this.scope, ttl: ttl || null, lease: this.lease(ttl) });
       if (r.outcome !== 'claimed' && r.outcome !== 'resumed') return null;
       await api.checkpoint(key, r.fence as Fence, val, { lease: this.lease(ttl), scope: this.scope });
@@ -80,16 +93,20 @@ export class PgIdempotencyStorage {
     key = PgIdempotencyStorage.keyOf(key);
     const held = this.fences.get(key);
     this.fences.delete(key);
+    const opts = { scope: this.scope, ttl: ttl || null };
     try {
+      if (held !== undefined) {
+        /* one statement, no transaction around it: the plugins send the reply
+           without awaiting set(), so the sooner the answer commits the fewer
+           retries find the key still in progress */
+        await new IdempotencyClient(this.pool).complete(key, held, val, opts);
+        return;
+      }
       await withTransaction(this.pool, async (c) => {
         const api = new IdempotencyClient(c);
-        let fence = held;
-        if (fence === undefined) {
-          const r = await api.claim(key, { scope: this.scope, ttl: ttl || null, lease: this.lease(ttl) });
-          if (r.outcome !== 'claimed' && r.outcome !== 'resumed') return; /* answered or held elsewhere */
-          fence = r.fence as Fence;
-        }
-        await api.complete(key, fence, val, { scope: this.scope });
+        const r = await api.claim(key, { scope: this.scope, ttl: ttl || null, lease: this.lease(ttl) });
+        if (r.outcome !== 'claimed' && r.outcome !== 'resumed') return; /* answered or held elsewhere */
+        await api.complete(key, r.fence as Fence, val, opts);
       });
     } catch (e) {
       if (!isLeaseLost(e)) throw e; /* another holder took the key over: its answer stands */

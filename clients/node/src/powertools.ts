@@ -13,7 +13,12 @@
  *                            IdempotencyValidationError
  *   _getRecord               lookup(): processing is INPROGRESS (in-progress
  *                            expiry: the lease's end), completed COMPLETED
- *   _updateRecord            complete() with the fence of this layer's claim
+ *   _updateRecord            complete() with the fence of this layer's claim;
+ *                            without one (a durable execution's replay, which
+ *                            Powertools runs over an existing record): claim
+ *                            and complete an absent or lapsed key, complete an
+ *                            in-progress one with its current fence, leave an
+ *                            answered one as it is
  *   _deleteRecord            release() (the handler threw: the next call runs)
  *
  * Keys over 255 characters are replaced by their SHA-256. Loading this
@@ -84,11 +89,27 @@ export class PgPersistenceLayer extends (BasePersistenceLayer as { new(): any })
 
   async _updateRecord(record: any): Promise<void> {
     const key = keyOf(record.idempotencyKey);
-    const fence = this.pgFences.get(key);
-    if (fence === undefined) throw new Error(`PgPersistenceLayer: this layer does not hold ${record.idempotencyKey}`);
+    const held = this.pgFences.get(key);
     this.pgFences.delete(key);
     const ttl = Math.max(1000, record.expiryTimestamp * 1000 - Date.now());
-    await new IdempotencyClient(this.pgPool).complete(key, fence, record.responseData ?? null, { scope: this.pgScope, ttl });
+    const opts = { scope: this.pgScope, ttl };
+    if (held !== undefined) {
+      await new IdempotencyClient(this.pgPool).complete(key, held, record.responseData ?? null, opts);
+      return;
+    }
+    /* No claim of this layer's: Powertools saves a result without one when a
+       durable execution replays (isReplay) over the record its earlier
+       invocation left, possibly on another instance. Absent or lapsed: claim
+       and complete; in progress: the replay takes the record over with its
+       current fence (a newer claim still wins: 55000); answered: it stands. */
+    await withTransaction(this.pgPool, async (c) => {
+      const api = new IdempotencyClient(c);
+      const r = await api.claim(key, { scope: this.pgScope, ttl, lease: ttl });
+      let fence = r.fence;
+      if (r.outcome === 'in_progress') fence = (await api.lookup(key, { scope: this.pgScope }))?.fence ?? null;
+      if (fence === null) return;
+      await api.complete(key, fence, record.responseData ?? null, opts);
+    });
   }
 
   async _deleteRecord(record: any): Promise<void> {

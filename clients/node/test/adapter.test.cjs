@@ -2,7 +2,8 @@
 // storage adapter: the StorageAdapter contract, and set() on a key that is
 // answered, held by another holder, or whose lease this adapter lost, which
 // it leaves as it is (the library's Fastify plugin calls set() on every
-// reply, replays and refusals included).
+// reply, replays and refusals included); set()'s ttl; and one adapter's
+// second request for a key its first still holds.
 const { test, after } = require('node:test');
 const assert = require('node:assert/strict');
 const { pool, fresh, sleep } = require('./helpers.cjs');
@@ -70,6 +71,31 @@ test('set after this adapter lost its lease leaves the new holder\'s key alone',
   assert.equal(await storage.get(k), 'answer');
 });
 
+test('one adapter: a second request for a key its first request still holds past the lease is refused', async () => {
+  // the first request is slow, not dead (its process is this one): were the
+  // second to take the key over, the first's set() would find the second's
+  // fence and store its late answer while the second still runs
+  const k = fresh('k');
+  const one = new PgIdempotencyStorage({ pool, scope, leaseMs: 100 });
+  assert.equal(await one.setIfNotExists(k, 'first', { ttl: 60000 }), true);
+  await sleep(200);
+  assert.equal(await one.setIfNotExists(k, 'second', { ttl: 60000 }), false);
+  assert.equal(await one.get(k), 'first');
+  await one.set(k, 'first answer', { ttl: 60000 });
+  assert.equal(await one.get(k), 'first answer');
+  const row = await new IdempotencyClient(pool).lookup(k, { scope });
+  assert.equal(row.attempts, 1);
+  // another adapter (another process) still resumes a lapsed key, and then
+  // this adapter's stale hold no longer refuses anything
+  const k2 = fresh('k');
+  assert.equal(await one.setIfNotExists(k2, 'p', { ttl: 60000 }), true);
+  await sleep(200);
+  assert.equal(await other.setIfNotExists(k2, 'q', { ttl: 60000 }), true);
+  await other.set(k2, 'theirs', {});
+  assert.equal(await one.setIfNotExists(k2, 'r', { ttl: 60000 }), false);
+  assert.equal(await one.get(k2), 'theirs');
+});
+
 test('after its ttl a key is gone and setIfNotExists works afresh; clearExpiredEntries deletes it', async () => {
   const k = fresh('k');
   await storage.set(k, 'v', { ttl: 100 });
@@ -79,6 +105,26 @@ test('after its ttl a key is gone and setIfNotExists works afresh; clearExpiredE
   const { rows } = await pool.query('SELECT count(*)::int AS n FROM idempotency.idempotency_keys WHERE scope = $1 AND idempotency_key = $2', [scope, k]);
   assert.equal(rows[0].n, 0);
   assert.equal(await storage.setIfNotExists(k, 'again', { ttl: 60000 }), true);
+});
+
+test('set() keeps the answer for its own ttl, counted from set() and not from the claim', async () => {
+  // the library's storages (memory, Redis, its Postgres one) all expire a
+  // set() value ttl after set(); the plugins pass cacheTTLMS to both calls
+  const k = fresh('k');
+  assert.equal(await storage.setIfNotExists(k, 'p', { ttl: 400 }), true);
+  await sleep(250);
+  await storage.set(k, 'answer', { ttl: 400 });
+  await sleep(250); // 500 ms after the claim, 250 ms after set()
+  assert.equal(await storage.get(k), 'answer');
+  const shorter = fresh('k');
+  assert.equal(await storage.setIfNotExists(shorter, 'p', { ttl: 60000 }), true);
+  await storage.set(shorter, 'answer', { ttl: 5000 });
+  const row = await new IdempotencyClient(pool).lookup(shorter, { scope });
+  assert.ok(row.expiresAt.getTime() - Date.now() <= 5000, 'the claim\'s 60 s gave way to set()\'s 5 s');
+  const absent = fresh('k');
+  await storage.set(absent, 'direct', { ttl: 5000 });
+  const direct = await new IdempotencyClient(pool).lookup(absent, { scope });
+  assert.ok(direct.expiresAt.getTime() - Date.now() <= 5000);
 });
 
 test('values kept exactly; keys over 255 characters work', async () => {

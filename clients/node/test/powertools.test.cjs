@@ -1,7 +1,8 @@
 // test/powertools.test.cjs: PgPersistenceLayer under
 // @aws-lambda-powertools/idempotency's makeIdempotent, with a Lambda-style
 // handler: replay, in progress, payload validation, a throwing handler,
-// expiry, and the in-progress expiry of a registered Lambda context.
+// expiry, the in-progress expiry of a registered Lambda context, and a
+// result saved without a claim of this layer (a durable execution's replay).
 const { test, after } = require('node:test');
 const assert = require('node:assert/strict');
 const { pool, fresh, sleep } = require('./helpers.cjs');
@@ -63,7 +64,7 @@ test('after expiresAfterSeconds the event runs again', async () => {
   const { handler, calls } = lambda(async (_e, _c, n) => ({ run: n }), { expiresAfterSeconds: 1 });
   const event = { orderId: fresh('o'), amount: 4 };
   await handler(event, context());
-  await sleep(1300);
+  await sleep(1800); // Powertools rounds the expiry to whole seconds: up to 1.5 s from now
   assert.deepEqual(await handler(event, context()), { run: 2 });
   assert.equal(calls.n, 2);
 });
@@ -82,4 +83,32 @@ test('a registered Lambda context: the lease is the remaining time; a timed-out 
   const { rows } = await pool.query(
     "SELECT attempts FROM idempotency.idempotency_keys WHERE scope = $1 AND status = 'completed' AND response_body->>'order' = $2", [scope, event.orderId]);
   assert.deepEqual(rows, [{ attempts: 2 }]);
+});
+
+test('a durable execution\'s replay on another instance completes the record its first invocation left in progress', async () => {
+  // Powertools runs a replay (durableExecutionMode 'ReplayMode') even though
+  // the record exists, then saves the result: this layer holds no claim for it
+  let open; const gate = new Promise((r) => { open = r; });
+  const first = lambda(async () => { await gate; return { from: 'first' }; });
+  const replay = lambda(async (e) => ({ from: 'replay', order: e.orderId }));
+  const event = { orderId: fresh('o'), amount: 7 };
+  const suspended = first.handler(event, context(60000)); // its lease is still live
+  await sleep(100);
+  const durable = { step: async () => {}, durableExecutionMode: 'ReplayMode', lambdaContext: context() };
+  assert.deepEqual(await replay.handler(event, durable), { from: 'replay', order: event.orderId });
+  open();
+  await suspended.catch(() => {}); // its fence no longer holds the key
+  assert.deepEqual(await first.handler(event, context()), { from: 'replay', order: event.orderId });
+  assert.equal(first.calls.n, 1);
+  assert.equal(replay.calls.n, 1);
+});
+
+test('a result saved without a claim: an absent key is stored, an answered one is kept', async () => {
+  const layer = new PgPersistenceLayer({ pool, scope });
+  layer.configure({ config: new IdempotencyConfig({ eventKeyJmesPath: 'orderId' }) });
+  const event = { orderId: fresh('o') };
+  await layer.saveSuccess(event, { saved: 1 });
+  assert.deepEqual((await layer.getRecord(event)).responseData, { saved: 1 });
+  await layer.saveSuccess(event, { saved: 2 });
+  assert.deepEqual((await layer.getRecord(event)).responseData, { saved: 1 });
 });
