@@ -95,9 +95,10 @@
  * The table of keys is indexed by key_hash, a 16-byte hash of (scope, key)
  * (idempotency.key_hash()), whatever the key's length; the reads and the
  * claiming statements still compare scope and key (the holder calls compare
- * the fence instead: see HELD_BY_FENCE).  The library serves the layout of the version it
- * ships and of the one before it, so that a database keeps working between
- * the installation of a new library and its ALTER EXTENSION ... UPDATE:
+ * the fence instead: see HELD_BY_FENCE).  The library serves the layout of
+ * the version it ships and of the versions before it back to 1.2, so that a
+ * database keeps working between the installation of a new library and its
+ * ALTER EXTENSION ... UPDATE:
  * - [KEYS_WRITE_HASH] 1.3 and 1.4: key_hash is a plain column, which every
  *   INSERT writes (a trigger, a CHECK constraint in 1.3, holds it to the
  *   hash), so that logical replication sends it like any column;
@@ -246,7 +247,7 @@ typedef struct KeyRow
  * The same arguments.  The common case, a key that the read found absent
  * and that no one else may create meanwhile: a plain insert, whose plan is
  * much cheaper to start and to run than the upsert's, and which returns
- * nothing: the new row's columns are known (new_key_claimed()).
+ * nothing: the new row's columns are known (run_insert_statement()).
  */
 #define INSERT_KEY(layout) "INSERT INTO idempotency.idempotency_keys" \
 	NEW_KEY_ROW(layout)
