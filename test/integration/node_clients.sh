@@ -17,4 +17,4 @@ here=$(cd "$(dirname "$0")" && pwd)
 fresh_db idem_node_clients
 
 node_example "$here/../../examples/node-payments"
-node --test test/
+node --test test/*.test.js

@@ -33,7 +33,7 @@ stopped() {	# stopped PID: SIGTERM, then it must exit 0 within 10 s
 node_example "$here/../../examples/relay" >"$W/npm.log" 2>&1 || fail "npm"
 
 fresh_db relay_example
-node --test test/ || fail "the example's test"
+node --test test/*.test.js || fail "the example's test"
 
 fresh_db relay_e2e
 CONSUMER_PORT=0 node consumer.js >"$W/consumer.log" 2>&1 &
