@@ -1,4 +1,4 @@
--- Versions and upgrades (doc/operations.md, "Upgrades"): 1.4 is the
+-- Versions and upgrades (doc/operations.md, "Upgrades"): 1.5 is the
 -- default, reached from 1.0 by the update scripts in turn.  The library
 -- serves a database at 1.2 before it is updated (its key_hash is still a
 -- generated column) and refuses key calls in one at 1.0 or 1.1 until it
@@ -51,8 +51,8 @@ LANGUAGE sql AS $$
                      obj_description(p.oid, 'pg_proc')) AS line
       FROM pg_proc p WHERE p.pronamespace = 'idempotency'::regnamespace
     UNION ALL
-    SELECT format('relation %s %s acl=%s comment=%s', c.relname, c.relkind, c.relacl,
-                  obj_description(c.oid, 'pg_class'))
+    SELECT format('relation %s %s acl=%s options=%s comment=%s', c.relname, c.relkind, c.relacl,
+                  c.reloptions, obj_description(c.oid, 'pg_class'))
       FROM pg_class c WHERE c.relnamespace = 'idempotency'::regnamespace
     UNION ALL
     SELECT format('column %s.%s %s notnull=%s default=%s identity=%s comment=%s',
@@ -148,6 +148,8 @@ SELECT :'updated_catalog' LIKE '%routine idempotency.complete(text,bigint,jsonb,
        AND :'updated_catalog' LIKE '%column idempotency_keys.fence bigint%'
        AND :'updated_catalog' LIKE '%initial privileges function idempotency.complete(text,bigint,jsonb,integer,text,interval) {%=X/%}%'
        AND :'updated_catalog' NOT LIKE '%complete(text,bigint,jsonb,integer,text) %'
+       AND :'updated_catalog' ~ 'relation idempotency_keys r acl=[^\n]* options=\{fillfactor=80,autovacuum_vacuum_scale_factor=0\.02,autovacuum_analyze_scale_factor=0\.05\} '
+       AND :'updated_catalog' ~ 'relation processed_events r acl=[^\n]* options=\{autovacuum_vacuum_scale_factor=0\.02,autovacuum_analyze_scale_factor=0\.05\} '
        AS summary_covers_the_catalog;
 -- the catalog of a fresh install is the same
 DROP EXTENSION idempotency;
