@@ -24,6 +24,7 @@
 #endif
 
 #include "access/htup_details.h"
+#include "catalog/pg_type.h"
 #include "commands/trigger.h"
 #include "common/hashfn.h"
 #include "common/sha2.h"
@@ -351,6 +352,14 @@ idempotency_key_hash(PG_FUNCTION_ARGS)
  * completion, where a trigger costs one function call per new row and
  * nothing for the updates that leave those columns alone.
  */
+/* The columns check_key_hash() reads, learnt once per table (relations.c). */
+static const char *const hashed_column_names[] = {"scope", "idempotency_key", "key_hash"};
+static const Oid hashed_column_types[] = {TEXTOID, TEXTOID, UUIDOID};
+static AttrNumber hashed_attnums[3];
+static IdemColumns hashed_columns = {
+	3, hashed_column_names, hashed_column_types, hashed_attnums, InvalidOid
+};
+
 Datum
 idempotency_check_key_hash(PG_FUNCTION_ARGS)
 {
@@ -377,14 +386,10 @@ idempotency_check_key_hash(PG_FUNCTION_ARGS)
 	tuple = TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event) ?
 		trigdata->tg_newtuple : trigdata->tg_trigtuple;
 	tupdesc = RelationGetDescr(trigdata->tg_relation);
-	scope_col = SPI_fnumber(tupdesc, "scope");
-	key_col = SPI_fnumber(tupdesc, "idempotency_key");
-	hash_col = SPI_fnumber(tupdesc, "key_hash");
-	if (scope_col <= 0 || key_col <= 0 || hash_col <= 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_COLUMN),
-				 errmsg("check_key_hash() needs columns scope, idempotency_key and key_hash in table \"%s\"",
-						RelationGetRelationName(trigdata->tg_relation))));
+	idem_learn_columns(&hashed_columns, trigdata->tg_relation);
+	scope_col = hashed_attnums[0];
+	key_col = hashed_attnums[1];
+	hash_col = hashed_attnums[2];
 
 	scope = heap_getattr(tuple, scope_col, tupdesc, &scope_null);
 	key = heap_getattr(tuple, key_col, tupdesc, &key_null);

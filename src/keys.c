@@ -627,6 +627,16 @@ next_fence(void)
 }
 
 /*
+ * The timestamptz "start" + "span", as the SQL operator computes it.
+ */
+static Datum
+time_after(Datum start, Interval *span)
+{
+	return DirectFunctionCall2(timestamptz_pl_interval, start,
+							   IntervalPGetDatum(span));
+}
+
+/*
  * The arguments $4 and $8 to $10 of a claiming statement (see NEW_KEY_ROW)
  * at "now".  A statement that writes the row takes a fence each time it
  * runs, as nextval() in its VALUES would.
@@ -636,10 +646,8 @@ new_key_row(Datum *values, TimestampTz now, Interval *ttl, Interval *lease)
 {
 	values[3] = TimestampTzGetDatum(now);
 	values[7] = next_fence();
-	values[8] = DirectFunctionCall2(timestamptz_pl_interval, values[3],
-									IntervalPGetDatum(lease));
-	values[9] = DirectFunctionCall2(timestamptz_pl_interval, values[3],
-									IntervalPGetDatum(ttl));
+	values[8] = time_after(values[3], lease);
+	values[9] = time_after(values[3], ttl);
 }
 
 /*
@@ -911,8 +919,7 @@ idem_insert_completed_key(text *key, text *scope, Interval *ttl, Jsonb *body,
 	values[5] = JsonbPGetDatum(body);
 	values[6] = key_hash_of(&name);
 	values[7] = next_fence();
-	values[8] = DirectFunctionCall2(timestamptz_pl_interval, values[3],
-									IntervalPGetDatum(ttl));
+	values[8] = time_after(values[3], ttl);
 	if (!run_insert_statement(&insert_completed_key[key_layout()], values, nulls,
 							  key_statuses[STATUS_COMPLETED], claim))
 		ereport(ERROR,
@@ -1013,8 +1020,7 @@ idem_finish_key(text *key, text *scope, int64 fence, bool completed,
 	values[5] = TimestampTzGetDatum(GetCurrentTimestamp());
 	values[6] = BoolGetDatum(completed);
 	values[7] = BoolGetDatum(retryable);
-	values[8] = ttl ? DirectFunctionCall2(timestamptz_pl_interval, values[5],
-										  IntervalPGetDatum(ttl)) : (Datum) 0;
+	values[8] = ttl ? time_after(values[5], ttl) : (Datum) 0;
 	values[9] = key_hash_of(&name);
 
 	SPI_connect();
