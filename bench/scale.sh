@@ -17,8 +17,9 @@
 #   2. schedules the cleanup with pg_cron every minute: the extension's
 #      idempotency.schedule_cleanup() and the baseline's batched DELETE;
 #   3. runs for SCALE_MINUTES cycles of pgbench runs of SCALE_SEGMENT
-#      seconds at SCALE_CLIENTS clients, in an order that rotates every
-#      cycle: new requests through execute() and through the phased
+#      seconds at SCALE_CLIENTS clients, each cycle with the next setting
+#      of SCALE_WAL_COMPRESSION, in an order that rotates every round (one
+#      cycle per setting): new requests through execute() and the phased
 #      claim/complete, the business INSERT alone, the baseline's new
 #      request (INSERT ... ON CONFLICT, INSERT, UPDATE in one transaction),
 #      a retry of a live completed key through claim() and the bare
@@ -26,7 +27,8 @@
 #   4. records per run TPS, p50/p99 latency and the WAL bytes and full-page
 #      images per request (pg_stat_wal deltas: everything the server wrote
 #      in that time, autovacuum and the purge included), and per cycle the
-#      live keys, table + index size, dead tuples, rows purged, checkpoints.
+#      live keys, table + index size, dead tuples, rows purged, checkpoints,
+#      with the wal_compression the cycle ran with.
 # Writes bench/results/scale-<UTC time>.md and, when every count of the
 # default list ran for at least 30 minutes on the host,
 # doc/performance-at-scale.md with its charts (bench/scale_doc.py).
@@ -39,17 +41,23 @@
 #                   figure per count of SCALE_KEYS ("30 60 30")
 #   SCALE_SEGMENT   seconds per pgbench run (default 10; a cycle is 6 runs)
 #   SCALE_CLIENTS   pgbench clients (default 8)
-#   SCALE_SETTINGS  extra postgresql.conf lines, e.g. "wal_compression = lz4"
+#   SCALE_WAL_COMPRESSION  wal_compression settings (default "off"), e.g.
+#                   "off lz4 zstd": cycle k runs with the ((k-1) mod n)th,
+#                   set by ALTER SYSTEM and a reload before its runs; the
+#                   calibration and the load run with the first
+#   SCALE_SETTINGS  extra postgresql.conf lines, e.g. "checkpoint_timeout =
+#                   15min" (not wal_compression: SCALE_WAL_COMPRESSION)
 #   SCALE_SHARED_BUFFERS  (default 1GB)
 #   SCALE_KEEP=1    keep the work directory
 #   SCALE_DOC=0|1   never / always write doc/performance-at-scale.md
+#   SCALE_NOTE      a paragraph on the run for the report and the page
 set -uo pipefail
 IDEM_TOP=$(cd "$(dirname "$0")/.." && pwd)
 . "$IDEM_TOP/scripts/lib.sh"
 . "$IDEM_TOP/bench/lib.sh"
 
 SCALE_COMMAND="make bench-scale"
-for v in SCALE_SETTINGS SCALE_CLIENTS SCALE_SEGMENT SCALE_MINUTES SCALE_KEYS; do
+for v in SCALE_WAL_COMPRESSION SCALE_SETTINGS SCALE_CLIENTS SCALE_SEGMENT SCALE_MINUTES SCALE_KEYS; do
   [ -n "${!v:-}" ] && SCALE_COMMAND="$v=$(printf '%q' "${!v}") $SCALE_COMMAND"
 done
 SCALE_KEYS=${SCALE_KEYS:-1000000 10000000 50000000}
@@ -68,6 +76,13 @@ minutes_for() {
 SCALE_SEGMENT=${SCALE_SEGMENT:-10}
 SCALE_CLIENTS=${SCALE_CLIENTS:-8}
 SCALE_SETTINGS=${SCALE_SETTINGS:-}
+SCALE_WAL_COMPRESSION=${SCALE_WAL_COMPRESSION:-off}
+read -ra WAL_COMPRESSION <<<"$SCALE_WAL_COMPRESSION"
+NWC=${#WAL_COMPRESSION[@]}
+if [ "$NWC" -eq 0 ] || [[ "$SCALE_SETTINGS" == *wal_compression* ]]; then
+  echo "SCALE_WAL_COMPRESSION sets wal_compression (one or more settings); SCALE_SETTINGS must not" >&2
+  exit 1
+fi
 SCALE_SHARED_BUFFERS=${SCALE_SHARED_BUFFERS:-1GB}
 SCRIPTS=$IDEM_TOP/bench/scale
 VARIANTS="execute phased insert_only raw_new replay replay_pk"
@@ -99,6 +114,21 @@ start_cluster() {
   "$BIN/psql" -X -q -h "$CLUSTER" -U postgres -d postgres -c 'CREATE DATABASE bench' \
     -c 'CREATE EXTENSION pg_cron' || return 1
   q -c 'CREATE EXTENSION idempotency' -f "$IDEM_TOP/bench/setup.sql" -f "$SCRIPTS/setup.sql" >/dev/null
+}
+
+# set_wal_compression VALUE: ALTER SYSTEM and a reload, then wait until a
+# new session shows it (SHOW names "on" "pglz"); prints what SHOW says.
+set_wal_compression() {
+  local want=${1,,} got i
+  case $want in on | true | yes | 1) want=pglz ;; false | no | 0) want=off ;; esac
+  q -c "ALTER SYSTEM SET wal_compression = '$1'" -c 'SELECT pg_reload_conf()' >/dev/null || return 1
+  for ((i = 0; i < 50; i++)); do
+    got=$(qv 'SHOW wal_compression') || return 1
+    [ "$got" = "$want" ] && { echo "$got"; return; }
+    sleep 0.1
+  done
+  echo "wal_compression is $got after setting $1" >&2
+  return 1
 }
 
 # run VARIANT LO TTL_EXT TTL_RAW: one pgbench run; prints
@@ -166,8 +196,8 @@ measure_upgrade() {
 
 RESULTS=$WORK/runs.tsv
 STATES=$WORK/states.tsv
-printf 'keys\tcycle\tt\tvariant\ttps\tp50_ms\tp99_ms\twal_bytes\tfpi\n' >"$RESULTS"
-printf 'keys\tcycle\tt\text_live\text_bytes\text_dead\text_deleted\traw_live\traw_bytes\traw_dead\traw_deleted\tcheckpoints\n' >"$STATES"
+printf 'keys\tcycle\tt\tvariant\ttps\tp50_ms\tp99_ms\twal_bytes\tfpi\twal_compression\n' >"$RESULTS"
+printf 'keys\tcycle\tt\text_live\text_bytes\text_dead\text_deleted\traw_live\traw_bytes\traw_dead\traw_deleted\tcheckpoints\twal_compression\n' >"$STATES"
 SKIPPED=""
 for N in $SCALE_KEYS; do
   need=$((N * 1200 / 1024 / 1024 / 1024 + 4))
@@ -179,6 +209,10 @@ for N in $SCALE_KEYS; do
   fi
   idem_log "$N keys: fresh cluster ($free GB free, about $need GB needed)"
   start_cluster || { cat "$CLUSTER/server.log"; exit 1; }
+  # every setting once (so that one this server lacks fails now), the first last
+  for x in "${WAL_COMPRESSION[@]:1}" "${WAL_COMPRESSION[0]}"; do
+    wal_compression=$(set_wal_compression "$x") || exit 1
+  done
   [ -n "$UPGRADE" ] || measure_upgrade || exit 1
 
   # calibration: new keys per second of a cycle, on the empty tables; the
@@ -237,11 +271,13 @@ for N in $SCALE_KEYS; do
   start=$(date +%s)
   t0s=$(qv "SELECT extract(epoch FROM '$t0'::timestamptz)::bigint")
   cycle=0
-  printf '%s\t0\t0\t%s\n' "$N" "$(table_state | tr ' ' '\t')" >>"$STATES"
+  printf '%s\t0\t0\t%s\t%s\n' "$N" "$(table_state | tr ' ' '\t')" "$wal_compression" >>"$STATES"
   minutes=$(minutes_for "$N")
   while [ $(($(date +%s) - start)) -lt $((minutes * 60)) ]; do
     cycle=$((cycle + 1))
-    order=$(echo $VARIANTS | awk -v k="$cycle" '{for (i = 0; i < NF; i++) printf "%s ", $((i + k) % NF + 1)}')
+    wal_compression=$(set_wal_compression "${WAL_COMPRESSION[$(((cycle - 1) % NWC))]}") || exit 1
+    round=$(((cycle - 1) / NWC + 1))
+    order=$(echo $VARIANTS | awk -v k="$round" '{for (i = 0; i < NF; i++) printf "%s ", $((i + k) % NF + 1)}')
     for v in $order; do
       # keys numbered below lo expire before this run ends
       now=$(date +%s)
@@ -249,11 +285,12 @@ for N in $SCALE_KEYS; do
       [ "$v" = replay_pk ] && ttl=$ttl_raw
       lo=$(awk -v n="$N" -v t="$((now + SCALE_SEGMENT + 5 - t0s))" -v w="$ttl" \
         'BEGIN {l = int(n * t / w) + 1; print (l < 1 ? 1 : l)}')
-      printf '%s\t%s\t%s\t%s\t%s\n' "$N" "$cycle" "$((now - start))" "$v" \
-        "$(run "$v" "$lo" "$ttl_ext" "$ttl_raw" | tr ' ' '\t')" >>"$RESULTS"
+      printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$N" "$cycle" "$((now - start))" "$v" \
+        "$(run "$v" "$lo" "$ttl_ext" "$ttl_raw" | tr ' ' '\t')" "$wal_compression" >>"$RESULTS"
     done
-    printf '%s\t%s\t%s\t%s\n' "$N" "$cycle" "$(($(date +%s) - start))" "$(table_state | tr ' ' '\t')" >>"$STATES"
-    idem_log "$N keys: cycle $cycle at $(($(date +%s) - start)) s: $(tail -1 "$STATES" | cut -f4-)"
+    printf '%s\t%s\t%s\t%s\t%s\n' "$N" "$cycle" "$(($(date +%s) - start))" "$(table_state | tr ' ' '\t')" \
+      "$wal_compression" >>"$STATES"
+    idem_log "$N keys: cycle $cycle (wal_compression $wal_compression) at $(($(date +%s) - start)) s: $(tail -1 "$STATES" | cut -f4-12)"
   done
   cp "$CLUSTER/server.log" "$WORK/server-$N.log"
 done

@@ -6,8 +6,10 @@
 Reads the per-run and per-cycle records of bench/scale.sh and writes the
 Markdown report: per live-key count the medians of every workload, the
 ratios to the baselines, WAL per new key, size per live key over the run,
-purge throughput, and the targets of doc/performance-at-scale.md.  With
-CHART_DIR it also draws SVG charts there (gnuplot) and links them.
+purge throughput, the targets of doc/performance-at-scale.md and, when
+the cycles of a count rotated wal_compression (SCALE_WAL_COMPRESSION), the
+WAL and TPS figures per setting.  With CHART_DIR it also draws SVG charts
+there (gnuplot) and links them.
 The command line, machine, skipped counts and a note on the run come
 from the environment (SCALE_COMMAND, SCALE_SKIPPED, SCALE_NOTE).
 """
@@ -52,13 +54,40 @@ def human(n):
     return f"{n // 1000000}M" if n >= 1000000 else f"{n // 1000}k"
 
 
-def by_cycle(runs, keys):
-    """{cycle: {variant: row}} for one key count, warm-up cycle dropped."""
+def by_cycle(runs, keys, setting=None):
+    """{cycle: {variant: row}} for one key count, warm-up cycle dropped;
+    with setting, only the cycles that ran with that wal_compression."""
     out = {}
     for r in runs:
-        if int(r["keys"]) == keys and int(r["cycle"]) > 1:
+        if int(r["keys"]) == keys and int(r["cycle"]) > 1 and setting in (None, compression(r)):
             out.setdefault(int(r["cycle"]), {})[r["variant"]] = r
     return out
+
+
+def compression(row):
+    """The wal_compression a run or cycle had ("" in reports before it was recorded)."""
+    return row.get("wal_compression") or ""
+
+
+def settings_of(runs, keys=None):
+    """The wal_compression settings of the runs (of one key count), in the
+    order they first ran (the order of SCALE_WAL_COMPRESSION)."""
+    out = []
+    for r in runs:
+        if keys in (None, int(r["keys"])) and compression(r) not in out:
+            out.append(compression(r))
+    return out
+
+
+def wal_per_key(cycles, variant):
+    """Mean WAL bytes per request of variant minus the business INSERT's."""
+    a = mean(num(c[variant]["wal_bytes"]) for c in cycles.values() if variant in c)
+    b = mean(num(c["insert_only"]["wal_bytes"]) for c in cycles.values() if "insert_only" in c)
+    return None if a is None or b is None else a - b
+
+
+def variant_med(cycles, variant, field):
+    return med(num(c[variant][field]) for c in cycles.values() if variant in c)
 
 
 def ratio(cycles, a, b, field="tps", invert=False):
@@ -135,6 +164,18 @@ def main():
     w("run's requests; \"WAL per new key\" is the mean of `execute` minus the mean")
     w("of the business INSERT alone, over every cycle, so over several checkpoint")
     w("cycles.")
+    used = settings_of(runs)
+    if len(used) > 1:
+        w("")
+        w("The cycles rotate `wal_compression` through these settings, one per cycle,")
+        w(", ".join(f"`{x}`" for x in used) + " (set with `ALTER SYSTEM` and a reload before the")
+        w("cycle's runs), so each setting's cycles are spread over the whole run: the")
+        w("same growth of the tables, checkpoints and purges; the order of the runs")
+        w("rotates once per round of the settings, so the settings see the same orders.")
+        w("The tables of each count are over all the cycles, whatever their setting;")
+        w("\"WAL by wal_compression\" splits the WAL and TPS figures by setting.")
+    elif used and used[0]:
+        w(f"`wal_compression` was `{used[0]}` throughout.")
     for n in counts:
         cycles = by_cycle(runs, n)
         st = [s for s in states if int(s["keys"]) == n]
@@ -153,10 +194,8 @@ def main():
                  "raw_new": "hand-written: INSERT ON CONFLICT, INSERT, UPDATE",
                  "replay": "ours: retry of a completed key (`claim`)",
                  "replay_pk": "hand-written: bare primary-key SELECT"}
-        walmean = {}
         for v in variants:
             rows = [c[v] for c in cycles.values() if v in c]
-            walmean[v] = mean(num(r["wal_bytes"]) for r in rows)
             w(f"| {names[v]} | {fmt(med(num(r['tps']) for r in rows), 0)} "
               f"| {fmt(med(num(r['p50_ms']) for r in rows), 3)} "
               f"| {fmt(med(num(r['p99_ms']) for r in rows), 3)} "
@@ -175,12 +214,8 @@ def main():
         raw_ratio = ratio(cycles, "raw_new", "insert_only")
         replay_tps = ratio(cycles, "replay", "replay_pk")
         p99_ratio = ratio(cycles, "replay", "replay_pk", "p99_ms")
-        wal_key = None
-        if walmean["execute"] is not None and walmean["insert_only"] is not None:
-            wal_key = walmean["execute"] - walmean["insert_only"]
-        wal_raw = None
-        if walmean["raw_new"] is not None and walmean["insert_only"] is not None:
-            wal_raw = walmean["raw_new"] - walmean["insert_only"]
+        wal_key = wal_per_key(cycles, "execute")
+        wal_raw = wal_per_key(cycles, "raw_new")
         size_growth = num(last["ext_bytes"]) / num(first["ext_bytes"])
         key_growth = per_key(last, "ext") / per_key(first, "ext")
         w("")
@@ -202,6 +237,26 @@ def main():
         w(f"| dead tuples at the end | {int(num(last['ext_dead'])):,} | {int(num(last['raw_dead'])):,} |")
         w(f"| rows purged per second | {fmt(purged('ext'), 0)} | {fmt(purged('raw'), 0)} |")
         w(f"| checkpoints during the run | {int(num(last['checkpoints']) - num(first['checkpoints']))} | (same server) |")
+        settings = [x for x in settings_of(runs, n) if by_cycle(runs, n, x)]
+        if len(settings) > 1:
+            w("")
+            w(f"WAL by wal_compression, {human(n)} live keys: per setting, the cycles after")
+            w("the first that ran with it; WAL per new key over them as above, medians of")
+            w("WAL bytes and full-page images (FPI) per request, median of the per-cycle")
+            w("TPS ratios.")
+            w("")
+            w("| wal_compression | cycles | WAL per new key (bytes, mean) "
+              "| WAL bytes / request, `execute` | WAL, phased | WAL, hand-written "
+              "| FPI / request, `execute` | FPI, phased | FPI, hand-written "
+              "| `execute` TPS / the business INSERT alone |")
+            w("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+            for x in settings:
+                sc = by_cycle(runs, n, x)
+                trio = ("execute", "phased", "raw_new")
+                w(f"| `{x}` | {len(sc)} | {fmt(wal_per_key(sc, 'execute'), 0)} | "
+                  + " | ".join(fmt(variant_med(sc, v, "wal_bytes"), 0) for v in trio) + " | "
+                  + " | ".join(fmt(variant_med(sc, v, "fpi"), 3) for v in trio)
+                  + f" | {fmt(ratio(sc, 'execute', 'insert_only'))} |")
         if n == TARGETS_AT:
             def met(ok):
                 return "met" if ok else "**not met**"
