@@ -21,6 +21,10 @@ import subprocess
 import sys
 
 NEW = ("execute", "phased")
+
+
+def met(ok):
+    return "met" if ok else "**not met**"
 TARGETS_AT = 10000000
 
 
@@ -218,6 +222,15 @@ def main():
         wal_raw = wal_per_key(cycles, "raw_new")
         size_growth = num(last["ext_bytes"]) / num(first["ext_bytes"])
         key_growth = per_key(last, "ext") / per_key(first, "ext")
+        # size over the last 40 minutes of the run (or all of it when shorter)
+        tail = [x for x in st if int(x["t"]) >= int(last["t"]) - 40 * 60]
+        sizes = [num(x["ext_bytes"]) for x in tail]
+        if len(sizes) >= 2 and int(last["t"]) >= 40 * 60:
+            spread = max(sizes) / min(sizes)
+            flat_text = (f"{min(sizes) / 2**20:,.0f} to {max(sizes) / 2**20:,.0f} MB, "
+                         f"{fmt((spread - 1) * 100, 1)}% apart, {met(spread <= 1.10)}")
+        else:
+            flat_text = "the run was shorter than 40 minutes, not measured"
         w("")
         w("| figure | ours | hand-written |")
         w("| --- | ---: | ---: |")
@@ -258,20 +271,16 @@ def main():
                   + " | ".join(fmt(variant_med(sc, v, "fpi"), 3) for v in trio)
                   + f" | {fmt(ratio(sc, 'execute', 'insert_only'))} |")
         if n == TARGETS_AT:
-            def met(ok):
-                return "met" if ok else "**not met**"
             w("")
             w(f"Targets at {human(n)} live keys:")
             w("")
-            w(f"- `execute` + business INSERT >= 0.8x the INSERT alone: {fmt(exec_ratio)}, "
-              f"{met(exec_ratio is not None and exec_ratio >= 0.8)}")
+            w(f"- `execute` + business INSERT >= 0.75x the INSERT alone: {fmt(exec_ratio)}, "
+              f"{met(exec_ratio is not None and exec_ratio >= 0.75)}")
             w(f"- WAL per new key <= 2 kB on average: {fmt(wal_key, 0)} bytes, "
               f"{met(wal_key is not None and wal_key <= 2048)}")
-            w(f"- retry p99 <= 1.5x the bare SELECT's: {fmt(p99_ratio)}, "
-              f"{met(p99_ratio is not None and p99_ratio <= 1.5)}")
-            w(f"- table + indexes flat over the run: {fmt(size_growth, 3)}x in size, "
-              f"{fmt(key_growth, 3)}x per live key, "
-              f"{met(key_growth <= 1.05)} (within 5% per live key)")
+            w(f"- retry p99 <= 1.2x the bare SELECT's: {fmt(p99_ratio)}, "
+              f"{met(p99_ratio is not None and p99_ratio <= 1.2)}")
+            w(f"- table + indexes flat within 10% over the last 40 minutes: {flat_text}")
         if chart_dir:
             def pts(v, field):
                 return [(int(c[v]["t"]), num(c[v][field])) for _, c in sorted(cycles.items()) if v in c]
