@@ -25,6 +25,7 @@ import datetime
 import os
 import re
 import sys
+import textwrap
 
 # workloads and their baselines (bench/run.sh's pairs): the first is ours,
 # the next the baseline the paragraph compares it with
@@ -58,6 +59,44 @@ TRIGGERS = {"ExecBSInsertTriggers", "ExecASInsertTriggers", "ExecBRInsertTrigger
             "ExecARInsertTriggers", "ExecBSUpdateTriggers", "ExecASUpdateTriggers",
             "ExecBRUpdateTriggers", "ExecARUpdateTriggers", "AfterTriggerEndQuery"}
 EXT = "idempotency.so"
+
+PURPOSE = """What this page is for: for each workload and the hand-written SQL it
+is measured against, the instructions of one transaction split by phase
+(the client's statement, the executor's start, run and end, SPI, index
+inserts, WAL, commit), so that a change to the library shows where it
+saved: run it again after the change and compare the pages (`git diff
+doc/profile.md`). The totals of [performance.md](performance.md) ("Where
+the time goes") come from the same tool."""
+
+MEASURED = """How it is measured: a throwaway cluster whose backends run under
+callgrind (fsync off, autovacuum off); each script runs twice with one
+client (`pgbench -M prepared`), and every figure is the difference of the
+two backends' counts divided by twice the shorter run's transactions, so
+the connection's start and end cancel out, and so do parsing the
+statements (once per connection) and their first executions. A
+transaction is one run of the script, as for pgbench: `phased.sql`'s
+holds two SQL transactions. A phase is the inclusive count of PostgreSQL
+functions that Debian's stripped binary still names (exported ones);
+static functions such as `exec_bind_message`, `CommitTransaction` and
+`_SPI_execute_plan` are unnamed there, so a phase is found by the named
+function it calls (`GetCachedPlan` called from `PostgresMain`, where
+`exec_bind_message` is inlined) or that calls it. The extension's SQL
+and trigger functions are the C symbols `pg_proc` gives for it; the
+`SPI_execute*` calls they make are its SPI statements, and the executor
+calls made by SPI's unnamed internals are those statements'. Only the
+outermost calls of a function count, so a row never counts the same
+instructions twice; an indented row is part of the row above it, and the
+rows below *across the rows above* cut through them. A cell reads
+instructions per transaction, then (calls per transaction × instructions
+per call) where a transaction makes other than one call; *difference* is
+the first column minus the second. Small negative figures are
+differences in the two runs' one-off work (catalog caches), not costs.
+callgrind's processor has no SHA extensions, so the extension's hashing
+counts the portable code."""
+
+
+def wrap(text):
+    return textwrap.fill(" ".join(text.split()), 72, break_on_hyphens=False, break_long_words=False)
 HEX = re.compile(r"^0x[0-9a-f]+$")
 
 
@@ -207,7 +246,7 @@ ROWS = [
     ("spi.end", 4, "executor end (`ExecutorEnd`)"),
     ("spi.other", 4, "other: SPI's own (snapshot, parameters, result)"),
     ("ext.outside", 3, "outside SPI: the extension's C and what it calls directly (probes, locks, hashing)"),
-    ("commit", 1, "commit (`CommitTransactionCommand`, in `finish_xact_command` after each statement; the last commits)"),
+    ("commit", 1, "commit (`CommitTransactionCommand`, called after each statement by `finish_xact_command`; it commits outside `BEGIN`)"),
     ("commit.record", 2, "commit record (`XactLogCommitRecord`)"),
     ("commit.flush", 2, "WAL flush (`XLogFlush`)"),
     ("other", 1, "other: the protocol's messages, parameters' input, results sent, portals dropped, transaction start"),
@@ -300,25 +339,26 @@ def paragraph(title, ours, base, fo, fb):
     """the gap between ours and its baseline, split into parts that add up"""
     gap = fo["transaction"][1] - fb["transaction"][1]
     (no, so), (nb, sb) = startup(fo), startup(fb)
-    per = so / no if no else 0
-    parts = [("statement start-up and end", so - sb),
-             ("the extension's work outside SPI (probes, locks, hashing, C)", fo["ext.outside"][1]),
+    parts = [("the extension's work outside SPI (probes, locks, hashing, C)", fo["ext.outside"][1]),
              ("SPI's own", fo["spi.other"][1]),
              ("running the statements", running(fo) - running(fb))]
-    parts.append(("the rest (commit, portals, the protocol)", gap - sum(x for _, x in parts)))
-    text = (f"{title}: `{ours}` costs {fmt_n(gap)} instructions more than `{base}` "
-            f"a transaction. It starts the executor for {statements(no)}"
+    parts.append(("everything else (commit, portals, the protocol)", gap - (so - sb) - sum(x for _, x in parts)))
+    text = (f"{title}: `{ours}` costs {fmt_n(abs(gap))} instructions "
+            f"{'more' if gap >= 0 else 'fewer'} a transaction than `{base}`. "
+            f"It starts the executor for {statements(no)}"
             + (f" ({fmt_calls(fo['spi'][0])} through SPI)" if fo["spi"][0] else "")
-            + f", `{base}` for {fmt_calls(nb)}; "
-            f"a statement's start-up and end (plan cache check, `ExecutorStart`, "
-            f"`ExecutorFinish`, `ExecutorEnd`) cost `{ours}` {fmt_n(per)} on average")
-    if nb:
-        text += f" and `{base}` {fmt_n(sb / nb)}"
-    if no - nb >= 0.05 and gap > 0:
-        text += (f", so the {statements(no - nb)} more make "
-                 f"{fmt_n((no - nb) * per)} at `{ours}`'s price "
-                 f"({100 * (no - nb) * per / gap:.0f}% of the gap)")
-    text += ". The gap, part by part: " + "; ".join(
+            + f", `{base}` for {fmt_calls(nb)}. Their start-up and end (plan cache check, "
+            f"`ExecutorStart`, `ExecutorFinish`, `ExecutorEnd`) cost `{ours}` "
+            f"{fmt_n(so / no if no else 0)} a statement and `{base}` {fmt_n(sb / nb if nb else 0)}")
+    if no - nb >= 0.05:
+        text += (f"; at `{ours}`'s price the {statements(no - nb)} that `{base}` does not "
+                 f"run would come to {fmt_n((no - nb) * so / no)}; measured, their")
+    else:
+        text += "; their"
+    text += f" start-ups and ends differ by {so - sb:+,.0f}"
+    if gap > 0:
+        text += f" ({100 * (so - sb) / gap:.0f}% of the gap)"
+    text += ". The rest: " + "; ".join(
         f"{label} {x:+,.0f}" for label, x in parts if round(x)) + "."
     return text
 
@@ -335,41 +375,14 @@ def report(runs, tx, ext_functions, doc):
         w("<!-- written by make profile (bench/profile.sh, bench/profile_doc.py) with PROFILE_DOC=1; do not edit -->")
         w("# Where the instructions go: `make profile` per phase")
         w("")
-        w("What this page is for: for each workload and the hand-written SQL it is")
-        w("measured against, the instructions of one transaction split by phase")
-        w("(the client's statement, the executor's start, run and end, SPI,")
-        w("index inserts, WAL, commit), so that a change to the library shows")
-        w("where it saved: run it again after the change and compare the pages")
-        w("(`git diff doc/profile.md`). The totals of")
-        w("[performance.md](performance.md) (\"Where the time goes\") come from")
-        w("the same tool.")
+        w(wrap(PURPOSE))
         w("")
         w(f"Command: `{os.environ.get('PROFILE_COMMAND', 'make profile')}`, "
           f"{tx} and {3 * tx} transactions per script, "
           f"{datetime.date.today().isoformat()}, {os.environ.get('PROFILE_PG', 'PostgreSQL')}, "
           f"commit {os.environ.get('PROFILE_COMMIT', 'unknown')}.")
         w("")
-        w("How it is measured: a throwaway cluster whose backends run under")
-        w("callgrind (fsync off, autovacuum off); each script runs twice with one")
-        w("client (`pgbench -M prepared`), and every figure is the difference of")
-        w("the two backends' counts divided by twice the shorter run's")
-        w("transactions, so the connection's start and end cancel out, and so do")
-        w("parsing the statements (once per connection) and their first")
-        w("executions. A phase is the inclusive count of PostgreSQL functions")
-        w("that Debian's stripped binary still names (exported ones); static")
-        w("functions such as `exec_bind_message`, `CommitTransaction` and")
-        w("`_SPI_execute_plan` are unnamed there, so a phase is found by the")
-        w("named function it calls (`GetCachedPlan` called from `PostgresMain`,")
-        w("where `exec_bind_message` is inlined) or that calls it. Only the")
-        w("outermost calls of a function count, so a row never counts the same")
-        w("instructions twice; an indented row is part of the row above it, and")
-        w("the rows below *across the rows above* cut through them. A cell reads")
-        w("instructions per transaction, then (calls per transaction × instructions")
-        w("per call) where a transaction makes other than one call; *difference*")
-        w("is the first column minus the second. Small negative figures are")
-        w("differences in the two runs' one-off work (catalog caches), not costs.")
-        w("callgrind's processor has no SHA")
-        w("extensions, so the extension's hashing counts the portable code.")
+        w(wrap(MEASURED))
         w("")
     w("## Totals")
     w("")
