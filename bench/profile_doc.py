@@ -369,21 +369,14 @@ def report(runs, tx, ext_functions, doc):
                      key=lambda x: os.path.getmtime(os.path.join(runs, x + ".short")))
     figures = {s: per_transaction(runs, s, tx, ext_functions) for s in scripts}
     figures = {s: f for s, f in figures.items() if f}
-    lines = []
+    lines = [
+        "<!-- written by make profile (bench/profile.sh, bench/profile_doc.py) with PROFILE_DOC=1; do not edit -->",
+        "# Where the instructions go: `make profile` per phase", "", wrap(PURPOSE), "",
+        f"Command: `{os.environ.get('PROFILE_COMMAND', 'make profile')}`, {tx} and {3 * tx} "
+        f"transactions per script, {datetime.date.today().isoformat()}, "
+        f"{os.environ.get('PROFILE_PG', 'PostgreSQL')}, commit {os.environ.get('PROFILE_COMMIT', 'unknown')}.",
+        "", wrap(MEASURED), ""] if doc else []
     w = lines.append
-    if doc:
-        w("<!-- written by make profile (bench/profile.sh, bench/profile_doc.py) with PROFILE_DOC=1; do not edit -->")
-        w("# Where the instructions go: `make profile` per phase")
-        w("")
-        w(wrap(PURPOSE))
-        w("")
-        w(f"Command: `{os.environ.get('PROFILE_COMMAND', 'make profile')}`, "
-          f"{tx} and {3 * tx} transactions per script, "
-          f"{datetime.date.today().isoformat()}, {os.environ.get('PROFILE_PG', 'PostgreSQL')}, "
-          f"commit {os.environ.get('PROFILE_COMMIT', 'unknown')}.")
-        w("")
-        w(wrap(MEASURED))
-        w("")
     w("## Totals")
     w("")
     w("| script | instructions/tx |")
