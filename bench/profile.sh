@@ -9,18 +9,22 @@
 # request, its floor, replay and execute) twice with one client, for
 # PROFILE_TX and 3 x PROFILE_TX transactions.  The difference of the two
 # backends' instruction totals, divided by 2 x PROFILE_TX, is the cost of
-# one transaction without the connection's start and end.
+# one transaction without the connection's start and end.  Then, from the
+# same callgrind files, bench/profile_doc.py splits each transaction by
+# phase (the client's statement, the executor's start, run and end, SPI,
+# index inserts, WAL, commit), beside the script's baseline where both ran.
 #
 #   bench/profile.sh [SCRIPT.sql ...]
 #   PROFILE_KEEP=1     keep the callgrind files (annotate them with
 #                      callgrind_annotate --inclusive=yes FILE)
+#   PROFILE_DOC=1      also write doc/profile.md from this run
 set -uo pipefail
 IDEM_TOP=$(cd "$(dirname "$0")/.." && pwd)
 . "$IDEM_TOP/scripts/lib.sh"
 
 PROFILE_TX=${PROFILE_TX:-300}
 PROFILE_ROWS=${PROFILE_ROWS:-10000}
-SCRIPTS=${*:-phased.sql floor.sql replay.sql replay_pk.sql e2e_execute.sql e2e_seeds.sql}
+SCRIPTS=${*:-phased.sql floor.sql replay.sql replay_pk.sql e2e_execute.sql e2e_floor.sql e2e_seeds.sql}
 REQ='{"amount": 100, "currency": "EUR"}'
 
 idem_ensure_packages $IDEM_PACKAGES valgrind || exit 1
@@ -49,6 +53,9 @@ q() { "$BIN/psql" -X -q -v ON_ERROR_STOP=1 -h "$CLUSTER" -U postgres -d bench "$
 q -c 'CREATE EXTENSION idempotency' -f "$IDEM_TOP/bench/setup.sql" >/dev/null || exit 1
 q -v rows="$PROFILE_ROWS" -v req="$REQ" -f "$IDEM_TOP/bench/load.sql" >/dev/null || exit 1
 q -c "VACUUM ANALYZE" || exit 1
+# the C symbols of the extension's SQL functions, t for trigger functions
+q -At -F "$(printf '\t')" -c "SELECT DISTINCT prosrc, prorettype = 'trigger'::regtype FROM pg_proc
+  WHERE probin LIKE '%/idempotency'" >"$WORK/functions.tsv" || exit 1
 
 runuser -u postgres -- "$BIN/pg_ctl" -D "$CLUSTER/data" -w -s stop || exit 1
 mkdir -p "$WORK/cg" && chown postgres: "$WORK/cg"
@@ -63,9 +70,10 @@ done
 sleep 3
 
 # instructions of the backend that ran "pgbench -t TX" with SCRIPT: the
-# largest of the callgrind files that appeared meanwhile
+# largest of the callgrind files that appeared meanwhile, kept as
+# runs/SCRIPT.RUN for bench/profile_doc.py
 backend_instructions() {
-  local script=$1 tx=$2 f best=0 n
+  local script=$1 tx=$2 run=$3 f best=0 n file=
   ls "$WORK/cg" >"$WORK/before"
   (cd "$WORK" && "$BIN/pgbench" -n -M prepared -h "$CLUSTER" -U postgres -c 1 -t "$tx" \
     -D n=0 -D rows="$PROFILE_ROWS" -f "$IDEM_TOP/bench/pgbench/$script" bench >"$WORK/pgbench.log" 2>&1) ||
@@ -77,14 +85,31 @@ backend_instructions() {
       sleep 1
     done
     n=$(sed -n 's/^totals: *\([0-9]*\).*/\1/p' "$WORK/cg/$f")
-    [ "${n:-0}" -gt "$best" ] && best=$n
+    [ "${n:-0}" -gt "$best" ] && best=$n && file=$f
   done
+  [ -n "$file" ] && cp "$WORK/cg/$file" "$WORK/runs/$script.$run"
   echo "$best"
 }
 
+mkdir -p "$WORK/runs"
 printf '%-22s %14s\n' script instructions/tx
 for script in $SCRIPTS; do
-  a=$(backend_instructions "$script" "$PROFILE_TX")
-  b=$(backend_instructions "$script" $((3 * PROFILE_TX)))
+  a=$(backend_instructions "$script" "$PROFILE_TX" short)
+  b=$(backend_instructions "$script" $((3 * PROFILE_TX)) long)
   printf '%-22s %14d\n' "$script" $(((b - a) / (2 * PROFILE_TX)))
 done
+
+echo
+/usr/bin/python3 "$IDEM_TOP/bench/profile_doc.py" "$WORK/runs" "$PROFILE_TX" "$WORK/functions.tsv" || exit 1
+if [ "${PROFILE_DOC:-0}" = 1 ]; then
+  command="PROFILE_DOC=1 make profile PROFILE_SCRIPTS=\"$SCRIPTS\""
+  [ "$PROFILE_TX" = 300 ] || command="PROFILE_TX=$PROFILE_TX $command"
+  [ "$PROFILE_ROWS" = 10000 ] || command="PROFILE_ROWS=$PROFILE_ROWS $command"
+  commit=$(git -C "$IDEM_TOP" rev-parse --short HEAD 2>/dev/null || echo unknown)
+  [ -n "$(git -C "$IDEM_TOP" status --porcelain -- src sql 2>/dev/null)" ] && commit="$commit with uncommitted changes to src/ or sql/"
+  PROFILE_COMMAND=$command PROFILE_COMMIT=$commit \
+    PROFILE_PG="PostgreSQL $("$BIN/postgres" --version | awk '{print $3}')" \
+    /usr/bin/python3 "$IDEM_TOP/bench/profile_doc.py" "$WORK/runs" "$PROFILE_TX" "$WORK/functions.tsv" \
+    "$IDEM_TOP/doc/profile.md" || exit 1
+  echo "wrote doc/profile.md"
+fi
