@@ -29,9 +29,11 @@
 #      in that time, autovacuum and the purge included), and per cycle the
 #      live keys, table + index size, dead tuples, rows purged, checkpoints,
 #      with the wal_compression the cycle ran with.
-# Writes bench/results/scale-<UTC time>.md and, when every count of the
-# default list ran for at least 30 minutes on the host,
-# doc/performance-at-scale.md with its charts (bench/scale_doc.py).
+# Writes bench/results/scale-<UTC time>.md, keeps the raw records in
+# bench/scale/runs/ (committed with the page) and, when every count ran for
+# at least 30 minutes, writes doc/performance-at-scale.md with its charts
+# from the newest kept run of each count (bench/scale_doc.py --kept), so a
+# count run today joins those run before on the same page.
 #
 # Knobs (environment):
 #   SCALE_KEYS      live key counts (default "1000000 10000000 50000000");
@@ -303,14 +305,32 @@ SCALE_COMMAND=$SCALE_COMMAND SCALE_SKIPPED=$SKIPPED SCALE_UPGRADE=$UPGRADE \
 cp "$RESULTS" "${REPORT%.md}-runs.tsv"
 cp "$STATES" "${REPORT%.md}-states.tsv"
 echo "report: $REPORT"
+# The raw records stay in the tree (bench/scale/runs, a few kB per run), so
+# that the page can be written again, and hold counts run at other times.
+KEPT=$IDEM_TOP/bench/scale/runs
+if [ "$(tail -n +2 "$RESULTS" | wc -l)" -gt 0 ]; then
+  mkdir -p "$KEPT"
+  cp "$RESULTS" "$KEPT/$stamp-runs.tsv"
+  cp "$STATES" "$KEPT/$stamp-states.tsv"
+  SCALE_COMMAND=$SCALE_COMMAND SCALE_SKIPPED=$SKIPPED SCALE_UPGRADE=$UPGRADE \
+    SCALE_COMMIT=$(git -C "$IDEM_TOP" rev-parse --short HEAD 2>/dev/null || echo unknown) \
+    SCALE_SERVER=$("$BIN/postgres" --version | sed -n 's/^postgres (PostgreSQL) \([0-9.]*\).*/\1/p') \
+    /usr/bin/python3 -B -c 'import json, os, sys, time
+sys.path.insert(0, os.path.join(sys.argv[1], "bench"))
+import scale_doc
+about = scale_doc.the_environment()
+about.update(date=time.strftime("%Y-%m-%d", time.gmtime()), commit=os.environ["SCALE_COMMIT"],
+             server=os.environ["SCALE_SERVER"], machine=scale_doc.machine())
+json.dump(about, open(sys.argv[2], "w"), indent=1)' "$IDEM_TOP" "$KEPT/$stamp.json" || exit 1
+fi
 write_doc=${SCALE_DOC:-}
 if [ -z "$write_doc" ]; then
   write_doc=0
-  [ "$SCALE_KEYS" = "1000000 10000000 50000000" ] && [ -z "$SKIPPED" ] && write_doc=1
+  [ -z "$SKIPPED" ] && write_doc=1
   for m in $SCALE_MINUTES; do [ "$m" -ge 30 ] || write_doc=0; done
 fi
 if [ "$write_doc" = 1 ]; then
-  SCALE_COMMAND=$SCALE_COMMAND SCALE_SKIPPED=$SKIPPED SCALE_UPGRADE=$UPGRADE /usr/bin/python3 "$IDEM_TOP/bench/scale_doc.py" \
-    "$RESULTS" "$STATES" "$IDEM_TOP/doc/performance-at-scale.md" "$IDEM_TOP/doc" || exit 1
-  echo "wrote doc/performance-at-scale.md"
+  /usr/bin/python3 "$IDEM_TOP/bench/scale_doc.py" --kept "$KEPT" \
+    "$IDEM_TOP/doc/performance-at-scale.md" "$IDEM_TOP/doc" || exit 1
+  echo "wrote doc/performance-at-scale.md from bench/scale/runs (the newest run of each count)"
 fi

@@ -2,6 +2,7 @@
 """bench/scale_doc.py: the report of `make bench-scale` (bench/scale.sh).
 
     scale_doc.py RUNS.tsv STATES.tsv OUT.md [CHART_DIR]
+    scale_doc.py --kept DIR OUT.md [CHART_DIR]
 
 Reads the per-run and per-cycle records of bench/scale.sh and writes the
 Markdown report: per live-key count the medians of every workload, the
@@ -11,9 +12,18 @@ the cycles of a count rotated wal_compression (SCALE_WAL_COMPRESSION), the
 WAL and TPS figures per setting.  With CHART_DIR it also draws SVG charts
 there (gnuplot) and links them.
 The command line, machine, skipped counts and a note on the run come
-from the environment (SCALE_COMMAND, SCALE_SKIPPED, SCALE_NOTE).
+from the environment (SCALE_COMMAND, SCALE_SKIPPED, SCALE_NOTE, and
+SCALE_UPGRADE for the update's timing).
+
+With --kept, the records come from the runs kept in DIR (bench/scale/runs:
+STAMP-runs.tsv, STAMP-states.tsv and STAMP.json with what the environment
+gives otherwise, the commit and the server's version): for each key count
+the newest run that has it, so a page can hold counts measured by
+different runs, each section saying which.
 """
 import csv
+import glob
+import json
 import os
 import platform
 import statistics
@@ -21,11 +31,11 @@ import subprocess
 import sys
 
 NEW = ("execute", "phased")
+TARGETS_AT = 10000000
 
 
 def met(ok):
     return "met" if ok else "**not met**"
-TARGETS_AT = 10000000
 
 
 def read(path):
@@ -131,10 +141,49 @@ plot {plots}
     return name + ".svg"
 
 
+def the_environment():
+    """What bench/scale.sh tells about the run it just made."""
+    return {k: os.environ.get("SCALE_" + k.upper(), "")
+            for k in ("command", "skipped", "note", "upgrade")}
+
+
+def kept_runs(directory):
+    """Runs, states and per-count metadata of the newest kept run of each count."""
+    runs, states, meta = [], [], {}
+    for path in sorted(glob.glob(os.path.join(directory, "*-runs.tsv")), reverse=True):
+        stamp = path[:-len("-runs.tsv")]
+        these = read(path)
+        with open(stamp + ".json") as f:
+            about = json.load(f)
+        for n in sorted({int(r["keys"]) for r in these}):
+            if n in meta:
+                continue
+            meta[n] = about
+            runs += [r for r in these if int(r["keys"]) == n]
+            states += [x for x in read(stamp + "-states.tsv") if int(x["keys"]) == n]
+    return runs, states, meta
+
+
+def machine():
+    return (f"{os.cpu_count()} cores, "
+            f"{os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') // 2**30} GiB, "
+            f"{platform.system()} {platform.release()}")
+
+
 def main():
-    runs, states = read(sys.argv[1]), read(sys.argv[2])
-    out, chart_dir = sys.argv[3], sys.argv[4] if len(sys.argv) > 4 and sys.argv[4] else None
+    if sys.argv[1] == "--kept":
+        runs, states, meta = kept_runs(sys.argv[2])
+        args = sys.argv[3:]
+    else:
+        runs, states = read(sys.argv[1]), read(sys.argv[2])
+        meta = {int(r["keys"]): the_environment() for r in runs}
+        args = sys.argv[3:]
+    out, chart_dir = args[0], args[1] if len(args) > 1 and args[1] else None
     counts = sorted({int(r["keys"]) for r in runs})
+    abouts = []
+    for n in counts:
+        if meta[n] not in abouts:
+            abouts.append(meta[n])
     lines = []
     w = lines.append
     if chart_dir:
@@ -149,15 +198,20 @@ def main():
     else:
         w("# make bench-scale report")
     w("")
-    w(f"Command: `{os.environ.get('SCALE_COMMAND', 'make bench-scale')}`. "
-      f"Machine: {os.cpu_count()} cores, "
-      f"{os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') // 2**30} GiB, "
-      f"{platform.system()} {platform.release()}.")
-    for note in ("SCALE_SKIPPED", "SCALE_NOTE"):
-        if os.environ.get(note):
-            w("")
-            w(os.environ[note])
-    w("")
+    for about in abouts:
+        which = ", ".join(human(n) for n in counts if meta[n] == about)
+        head = f"{which}: " if len(abouts) > 1 else ""
+        when = ""
+        if about.get("date"):
+            when = (f" Run of {about['date']}, commit {about.get('commit', '?')}, "
+                    f"PostgreSQL {about.get('server', '?')}.")
+        w(f"{head}Command: `{about.get('command') or 'make bench-scale'}`. "
+          f"Machine: {about.get('machine') or machine()}.{when}")
+        for note in ("skipped", "note"):
+            if about.get(note):
+                w("")
+                w(about[note])
+        w("")
     w("How to read it: each cycle runs every workload once, for the same number")
     w("of seconds, in a rotating order, while pg_cron purges expired keys every")
     w("minute (ours with `idempotency.schedule_cleanup`, the baseline's with a")
@@ -299,8 +353,9 @@ def main():
             w("")
             for s in svgs:
                 w(f"![{s}]({s})")
-    if os.environ.get("SCALE_UPGRADE"):
-        keys, seconds = os.environ["SCALE_UPGRADE"].split()
+    upgrades = [a["upgrade"] for a in abouts if a.get("upgrade")]
+    if upgrades:
+        keys, seconds = upgrades[0].split()
         w("")
         w("## Updating to 1.2")
         w("")
