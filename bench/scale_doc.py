@@ -100,6 +100,20 @@ def wal_per_key(cycles, variant):
     return None if a is None or b is None else a - b
 
 
+def least_squares(pts):
+    """(intercept, slope) of y on x over the points, or None."""
+    pts = [(x, y) for x, y in pts if x is not None and y is not None]
+    if len(pts) < 3:
+        return None
+    mx = sum(x for x, _ in pts) / len(pts)
+    my = sum(y for _, y in pts) / len(pts)
+    sxx = sum((x - mx) ** 2 for x, _ in pts)
+    if sxx == 0:
+        return None
+    slope = sum((x - mx) * (y - my) for x, y in pts) / sxx
+    return my - slope * mx, slope
+
+
 def variant_med(cycles, variant, field):
     return med(num(c[variant][field]) for c in cycles.values() if variant in c)
 
@@ -324,6 +338,28 @@ def main():
                   + " | ".join(fmt(variant_med(sc, v, "wal_bytes"), 0) for v in trio) + " | "
                   + " | ".join(fmt(variant_med(sc, v, "fpi"), 3) for v in trio)
                   + f" | {fmt(ratio(sc, 'execute', 'insert_only'))} |")
+            # A run's WAL depends on where it fell between two checkpoints
+            # (right after one, most new keys write a full-page image), so
+            # the settings are also compared at the same rate of images:
+            # per setting, execute's WAL per request fitted as base + size
+            # of an image x images per request, read at the mean rate of all
+            # the cycles.
+            everyone = mean(num(c["execute"]["fpi"]) for c in cycles.values() if "execute" in c)
+            base = mean(num(c["insert_only"]["wal_bytes"]) for c in cycles.values() if "insert_only" in c)
+            w("")
+            w("The same at one rate of full-page images: per setting, `execute`'s WAL per")
+            w("request fitted by least squares as *base + bytes per image x images per")
+            w("request* over its runs, read at the mean rate of all the cycles "
+              f"({fmt(everyone, 3)} images per request), minus the business INSERT's WAL.")
+            w("")
+            w("| wal_compression | bytes per full-page image | WAL per new key at that rate (bytes) |")
+            w("| --- | ---: | ---: |")
+            for x in settings:
+                pts = [(num(c["execute"]["fpi"]), num(c["execute"]["wal_bytes"]))
+                       for c in by_cycle(runs, n, x).values() if "execute" in c]
+                fit = least_squares(pts)
+                at = None if fit is None or everyone is None or base is None else fit[0] + fit[1] * everyone - base
+                w(f"| `{x}` | {fmt(fit and fit[1], 0)} | {fmt(at, 0)} |")
         if n == TARGETS_AT:
             w("")
             w(f"Targets at {human(n)} live keys:")
