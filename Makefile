@@ -15,7 +15,11 @@
 #                             back as bench/results/<time>-pg18.md
 #   make bench-scale          steady state with 1M, 10M and 50M live keys, 30
 #                             minutes each, beside hand-written SQL
-#                             (bench/scale.sh): doc/performance-at-scale.md
+#                             (bench/scale.sh; SCALE_KEYS, SCALE_MINUTES,
+#                             SCALE_WAL_COMPRESSION): keeps its records in
+#                             bench/scale/runs/ and writes
+#                             doc/performance-at-scale.md from the newest
+#                             run of each count
 #   make stress               the TAP tests with the stress run at 60 s
 #   make sanitize             regression tests under UBSan and valgrind (test/sanitize.sh)
 #   make memory               backend memory across 1M calls (test/memory.sh)
