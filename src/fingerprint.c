@@ -341,6 +341,15 @@ idempotency_key_hash(PG_FUNCTION_ARGS)
 	PG_RETURN_UUID_P(hash);
 }
 
+/* The columns check_key_hash() reads, learnt once per table (relations.c). */
+static const char *const hashed_column_names[] = {"scope", "idempotency_key", "key_hash"};
+static const Oid hashed_column_types[lengthof(hashed_column_names)] = {TEXTOID, TEXTOID, UUIDOID};
+static AttrNumber hashed_attnums[lengthof(hashed_column_names)];
+static IdemColumns hashed_columns = {
+	lengthof(hashed_column_names), hashed_column_names, hashed_column_types,
+	hashed_attnums, InvalidOid
+};
+
 /*
  * check_key_hash() RETURNS trigger: BEFORE INSERT and AFTER UPDATE OF
  * scope, idempotency_key, key_hash on idempotency_keys, for each row.  A
@@ -352,14 +361,6 @@ idempotency_key_hash(PG_FUNCTION_ARGS)
  * completion, where a trigger costs one function call per new row and
  * nothing for the updates that leave those columns alone.
  */
-/* The columns check_key_hash() reads, learnt once per table (relations.c). */
-static const char *const hashed_column_names[] = {"scope", "idempotency_key", "key_hash"};
-static const Oid hashed_column_types[] = {TEXTOID, TEXTOID, UUIDOID};
-static AttrNumber hashed_attnums[3];
-static IdemColumns hashed_columns = {
-	3, hashed_column_names, hashed_column_types, hashed_attnums, InvalidOid
-};
-
 Datum
 idempotency_check_key_hash(PG_FUNCTION_ARGS)
 {
