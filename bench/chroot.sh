@@ -25,7 +25,7 @@ fi
 [ "$(id -u)" -eq 0 ] || { echo "make bench PG=$m: run as root (chroots need root)" >&2; exit 1; }
 
 # the commit of the host tree: the copy in the chroot has no .git
-BENCH_COMMIT=$(git -C "$IDEM_TOP" rev-parse --short HEAD 2>/dev/null || echo '?')
+BENCH_COMMIT=$(idem_commit)
 [ -z "$(git -C "$IDEM_TOP" status --porcelain -- src sql bench 2>/dev/null)" ] ||
   BENCH_COMMIT+=" (with uncommitted changes to src, sql or bench)"
 export BENCH_COMMIT

@@ -166,7 +166,7 @@ write_doc() {
     echo "| settings | \`BENCH_SECONDS=$BENCH_SECONDS BENCH_ROUNDS=$BENCH_ROUNDS BENCH_CLIENTS=\"$BENCH_CLIENTS\" BENCH_ROWS=$BENCH_ROWS BENCH_MEMORY_CALLS=$BENCH_MEMORY_CALLS\` |"
     echo "| workload groups | $groups_ran |"
     echo "| date | $(date -u '+%Y-%m-%d %H:%M UTC'), $(( $(date +%s) - START )) s |"
-    echo "| commit | $(git -C "$IDEM_TOP" rev-parse --short HEAD 2>/dev/null || echo '?')$([ -z "$(git -C "$IDEM_TOP" status --porcelain -- src sql bench 2>/dev/null)" ] || echo ', with uncommitted changes to src, sql or bench') |"
+    echo "| commit | $(idem_commit)$([ -z "$(git -C "$IDEM_TOP" status --porcelain -- src sql bench 2>/dev/null)" ] || echo ', with uncommitted changes to src, sql or bench') |"
     echo "| CPU | ${cpu:-?}, $(nproc) cores |"
     echo "| memory | $mem |"
     echo "| system | $os |"

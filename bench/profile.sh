@@ -100,16 +100,16 @@ for script in $SCRIPTS; do
 done
 
 echo
-/usr/bin/python3 "$IDEM_TOP/bench/profile_doc.py" "$WORK/runs" "$PROFILE_TX" "$WORK/functions.tsv" || exit 1
+page=()
 if [ "${PROFILE_DOC:-0}" = 1 ]; then
+  page=("$IDEM_TOP/doc/profile.md")
   command="PROFILE_DOC=1 make profile PROFILE_SCRIPTS=\"$SCRIPTS\""
   [ "$PROFILE_TX" = 300 ] || command="PROFILE_TX=$PROFILE_TX $command"
   [ "$PROFILE_ROWS" = 10000 ] || command="PROFILE_ROWS=$PROFILE_ROWS $command"
-  commit=$(git -C "$IDEM_TOP" rev-parse --short HEAD 2>/dev/null || echo unknown)
+  commit=$(idem_commit)
   [ -n "$(git -C "$IDEM_TOP" status --porcelain -- src sql 2>/dev/null)" ] && commit="$commit with uncommitted changes to src/ or sql/"
-  PROFILE_COMMAND=$command PROFILE_COMMIT=$commit \
-    PROFILE_PG="PostgreSQL $("$BIN/postgres" --version | awk '{print $3}')" \
-    /usr/bin/python3 "$IDEM_TOP/bench/profile_doc.py" "$WORK/runs" "$PROFILE_TX" "$WORK/functions.tsv" \
-    "$IDEM_TOP/doc/profile.md" || exit 1
-  echo "wrote doc/profile.md"
+  export PROFILE_COMMAND=$command PROFILE_COMMIT=$commit PROFILE_PG="PostgreSQL $(idem_server_version "$BIN")"
 fi
+/usr/bin/python3 "$IDEM_TOP/bench/profile_doc.py" "$WORK/runs" "$PROFILE_TX" "$WORK/functions.tsv" \
+  "${page[@]}" || exit 1
+[ ${#page[@]} -eq 0 ] || echo "wrote doc/profile.md"

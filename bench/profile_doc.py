@@ -8,8 +8,8 @@ that ran it for TX and for 3 x TX transactions (SCRIPT.short, SCRIPT.long).
 FUNCTIONS.tsv lists the C symbols of the extension's SQL functions, each
 with t when it is a trigger function.  Each figure is the difference of the
 two files divided by 2 x TX: one transaction without the connection's start
-and end.  Without OUT.md the tables go to stdout; with it, the page
-doc/profile.md (the command line, PostgreSQL version and commit come from
+and end.  The tables go to stdout; with OUT.md also the page
+doc/profile.md, their head added (the command line, PostgreSQL version and commit come from
 PROFILE_COMMAND, PROFILE_PG and PROFILE_COMMIT).
 
 Debian's postgres binary has no debug information: its exported functions
@@ -363,19 +363,24 @@ def paragraph(title, ours, base, fo, fb):
     return text
 
 
-def report(runs, tx, ext_functions, doc):
-    # in the order they ran
-    scripts = sorted((x[:-len(".short")] for x in os.listdir(runs) if x.endswith(".short")),
-                     key=lambda x: os.path.getmtime(os.path.join(runs, x + ".short")))
-    figures = {s: per_transaction(runs, s, tx, ext_functions) for s in scripts}
-    figures = {s: f for s, f in figures.items() if f}
-    lines = [
+def page_head(tx):
+    """What doc/profile.md says before the tables."""
+    return "\n".join([
         "<!-- written by make profile (bench/profile.sh, bench/profile_doc.py) with PROFILE_DOC=1; do not edit -->",
         "# Where the instructions go: `make profile` per phase", "", wrap(PURPOSE), "",
         f"Command: `{os.environ.get('PROFILE_COMMAND', 'make profile')}`, {tx} and {3 * tx} "
         f"transactions per script, {datetime.date.today().isoformat()}, "
         f"{os.environ.get('PROFILE_PG', 'PostgreSQL')}, commit {os.environ.get('PROFILE_COMMIT', 'unknown')}.",
-        "", wrap(MEASURED), ""] if doc else []
+        "", wrap(MEASURED), "", ""])
+
+
+def report(runs, tx, ext_functions):
+    # in the order they ran
+    scripts = sorted((x[:-len(".short")] for x in os.listdir(runs) if x.endswith(".short")),
+                     key=lambda x: os.path.getmtime(os.path.join(runs, x + ".short")))
+    figures = {s: per_transaction(runs, s, tx, ext_functions) for s in scripts}
+    figures = {s: f for s, f in figures.items() if f}
+    lines = []
     w = lines.append
     w("## Totals")
     w("")
@@ -415,13 +420,11 @@ def main():
             if line.strip():
                 name, trigger = line.rstrip("\n").split("\t")
                 (triggers if trigger == "t" else callable_).add(name)
-    out = sys.argv[4] if len(sys.argv) > 4 else None
-    text = report(runs, tx, (callable_, triggers), bool(out))
-    if out:
-        with open(out, "w") as f:
-            f.write(text)
-    else:
-        sys.stdout.write(text)
+    text = report(runs, tx, (callable_, triggers))
+    sys.stdout.write(text)
+    if len(sys.argv) > 4:
+        with open(sys.argv[4], "w") as f:
+            f.write(page_head(tx) + text)
 
 
 if __name__ == "__main__":

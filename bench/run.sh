@@ -696,7 +696,7 @@ REPORT=$IDEM_TOP/bench/results/$(date -u +%Y%m%dT%H%M%SZ).md
       echo " BENCH_GROUPS=\"$BENCH_GROUPS\"");" \
     "$(nproc) CPUs, PostgreSQL $(qv 'SHOW server_version')$([ -z "$BENCH_CHROOT" ] || echo " in the Debian $BENCH_CHROOT chroot")," \
     "$(redis-server --version | cut -d' ' -f3)," \
-    "fsync=on, synchronous_commit=on, shared_buffers=1GB; ${BENCH_COMMIT:-$(git -C "$IDEM_TOP" rev-parse --short HEAD 2>/dev/null || echo '?')}" \
+    "fsync=on, synchronous_commit=on, shared_buffers=1GB; ${BENCH_COMMIT:-$(idem_commit)}" \
     "took $(( $(date +%s) - START )) s."
   echo
   echo "Medians over the rounds. Ratio columns: the median of the per-round TPS ratios (ours / baseline)," \

@@ -313,15 +313,8 @@ if [ "$(tail -n +2 "$RESULTS" | wc -l)" -gt 0 ]; then
   cp "$RESULTS" "$KEPT/$stamp-runs.tsv"
   cp "$STATES" "$KEPT/$stamp-states.tsv"
   SCALE_COMMAND=$SCALE_COMMAND SCALE_SKIPPED=$SKIPPED SCALE_UPGRADE=$UPGRADE \
-    SCALE_COMMIT=$(git -C "$IDEM_TOP" rev-parse --short HEAD 2>/dev/null || echo unknown) \
-    SCALE_SERVER=$("$BIN/postgres" --version | sed -n 's/^postgres (PostgreSQL) \([0-9.]*\).*/\1/p') \
-    /usr/bin/python3 -B -c 'import json, os, sys, time
-sys.path.insert(0, os.path.join(sys.argv[1], "bench"))
-import scale_doc
-about = scale_doc.the_environment()
-about.update(date=time.strftime("%Y-%m-%d", time.gmtime()), commit=os.environ["SCALE_COMMIT"],
-             server=os.environ["SCALE_SERVER"], machine=scale_doc.machine())
-json.dump(about, open(sys.argv[2], "w"), indent=1)' "$IDEM_TOP" "$KEPT/$stamp.json" || exit 1
+    SCALE_COMMIT=$(idem_commit) SCALE_SERVER=$(idem_server_version "$BIN") \
+    /usr/bin/python3 "$IDEM_TOP/bench/scale_doc.py" --about "$KEPT/$stamp.json" || exit 1
 fi
 write_doc=${SCALE_DOC:-}
 if [ -z "$write_doc" ]; then

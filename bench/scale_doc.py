@@ -3,6 +3,7 @@
 
     scale_doc.py RUNS.tsv STATES.tsv OUT.md [CHART_DIR]
     scale_doc.py --kept DIR OUT.md [CHART_DIR]
+    scale_doc.py --about OUT.json
 
 Reads the per-run and per-cycle records of bench/scale.sh and writes the
 Markdown report: per live-key count the medians of every workload, the
@@ -19,7 +20,9 @@ With --kept, the records come from the runs kept in DIR (bench/scale/runs:
 STAMP-runs.tsv, STAMP-states.tsv and STAMP.json with what the environment
 gives otherwise, the commit and the server's version): for each key count
 the newest run that has it, so a page can hold counts measured by
-different runs, each section saying which.
+different runs, each section saying which.  --about writes such a JSON
+file for the run just made (bench/scale.sh; SCALE_COMMIT and SCALE_SERVER
+give the commit and the server's version).
 """
 import csv
 import glob
@@ -29,6 +32,7 @@ import platform
 import statistics
 import subprocess
 import sys
+import time
 
 NEW = ("execute", "phased")
 TARGETS_AT = 10000000
@@ -161,6 +165,16 @@ def the_environment():
             for k in ("command", "skipped", "note", "upgrade")}
 
 
+def write_about(path):
+    """The JSON kept beside a run's records (see --kept)."""
+    about = the_environment()
+    about.update(date=time.strftime("%Y-%m-%d", time.gmtime()),
+                 commit=os.environ.get("SCALE_COMMIT", "?"),
+                 server=os.environ.get("SCALE_SERVER", "?"), machine=machine())
+    with open(path, "w") as f:
+        json.dump(about, f, indent=1)
+
+
 def kept_runs(directory):
     """Runs, states and per-count metadata of the newest kept run of each count."""
     runs, states, meta = [], [], {}
@@ -185,13 +199,15 @@ def machine():
 
 
 def main():
+    if sys.argv[1] == "--about":
+        write_about(sys.argv[2])
+        return
     if sys.argv[1] == "--kept":
         runs, states, meta = kept_runs(sys.argv[2])
-        args = sys.argv[3:]
     else:
         runs, states = read(sys.argv[1]), read(sys.argv[2])
         meta = {int(r["keys"]): the_environment() for r in runs}
-        args = sys.argv[3:]
+    args = sys.argv[3:]
     out, chart_dir = args[0], args[1] if len(args) > 1 and args[1] else None
     counts = sorted({int(r["keys"]) for r in runs})
     abouts = []

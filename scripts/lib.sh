@@ -18,6 +18,12 @@ IDEM_PACKAGES="build-essential postgresql-$PG_MAJOR postgresql-server-dev-$PG_MA
 
 idem_log() { printf '==> %s\n' "$*" >&2; }
 
+# idem_commit: the checkout's commit, short, or ? outside a git checkout.
+idem_commit() { git -C "$IDEM_TOP" rev-parse --short HEAD 2>/dev/null || echo '?'; }
+
+# idem_server_version BIN: the version of BIN/postgres, e.g. 15.20.
+idem_server_version() { "$1/postgres" --version | sed -n 's/^postgres (PostgreSQL) \([0-9.]*\).*/\1/p'; }
+
 # idem_ensure_packages PKG...: apt-get install whatever is missing.  In a
 # chroot of scripts/chroot.sh, the packages its suite does not have (listed
 # in /etc/idempotency-chroot-missing when it was built) are skipped.
