@@ -1,0 +1,151 @@
+-- idempotency 1.5 -> 1.6 (see CHANGELOG.md).  CREATE EXTENSION runs the 1.0
+-- install script and the update scripts in turn, so a fresh 1.6 and an
+-- updated one are the same.
+\echo Use "ALTER EXTENSION idempotency UPDATE TO '1.6'" to load this file. \quit
+
+-- [section: keys outlive their answers] -------------------------------------
+
+--
+-- A key can keep its fingerprint and outcome after its stored answer is
+-- dropped: complete() and a final fail() take response_ttl (default
+-- idempotency.default_response_ttl, unset: the answer lives as long as the
+-- key).  After response_expires_at a claim of the same request gets the
+-- outcome 'gone' (HTTP 410) instead of the answer, and never runs the
+-- request again while the key lives; purge_expired() drops such answers
+-- (response_body becomes NULL and response_expires_at '-infinity', which
+-- takes the row out of the index below) on its own schedule, before the
+-- key itself expires.  NULL in the column: the answer lives as long as the
+-- key, and the index holds nothing, so keys without a response_ttl cost
+-- nothing more and complete() stays a HOT update.
+--
+ALTER TABLE idempotency.idempotency_keys ADD COLUMN response_expires_at timestamptz;
+COMMENT ON COLUMN idempotency.idempotency_keys.response_expires_at IS 'when the stored answer goes (claims then get gone); NULL: with the key; -infinity: dropped by purge_expired';
+
+CREATE INDEX idempotency_keys_response_expires_at_idx
+    ON idempotency.idempotency_keys (response_expires_at)
+    WHERE response_expires_at > '-infinity';
+
+-- Same signatures; the 1.6 library reads and writes response_expires_at.
+CREATE OR REPLACE FUNCTION idempotency.claim(
+    key     text,
+    request jsonb    DEFAULT NULL,
+    scope   text     DEFAULT '',
+    ttl     interval DEFAULT NULL,
+    lease   interval DEFAULT NULL)
+RETURNS idempotency.claim_result
+AS 'MODULE_PATHNAME', 'idempotency_claim_1_6'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION idempotency.claim(text, jsonb, text, interval, interval) IS 'atomically claim a request key: claimed, resumed, replay, in_progress, mismatch or gone';
+
+CREATE OR REPLACE FUNCTION idempotency.purge_expired_batch(batch_size integer DEFAULT 10000)
+RETURNS TABLE (relation text, deleted bigint)
+AS 'MODULE_PATHNAME', 'idempotency_purge_expired_batch_1_6'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION idempotency.purge_expired_batch(integer) IS 'one batch of purge_expired in the caller''s transaction: at most batch_size rows per relation, and at most batch_size answers past response_expires_at dropped (relation idempotency_keys.response_body)';
+
+--
+-- New signatures: the old ones are dropped once the roles that could run
+-- them may run the new ones (move_execute_grants, below).
+--
+-- Grant EXECUTE on routine "to" to every role that holds it on "from",
+-- then drop "from".  A GRANT that an extension script makes is recorded
+-- in pg_init_privs as an initial privilege, which pg_dump leaves out of a
+-- dump (see the initial privileges in 1.2--1.3), so "to"'s initial
+-- privileges are set back to its owner's own.  That needs a superuser:
+-- CREATE EXTENSION of the C edition runs as one; pg_tle's installing
+-- role is not, and there the moved grants stay initial ones
+-- (doc/portable.md).  From PostgreSQL 17 each role named there has a
+-- shared dependency of type 'i', which goes with it.
+CREATE FUNCTION idempotency.move_execute_grants(from_routine regprocedure, to_routine regprocedure)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    grantee oid;
+BEGIN
+    FOR grantee IN
+        SELECT a.grantee
+          FROM pg_catalog.pg_proc p, pg_catalog.aclexplode(p.proacl) a
+         WHERE p.oid OPERATOR(pg_catalog.=) from_routine
+           AND a.privilege_type OPERATOR(pg_catalog.=) 'EXECUTE'
+           AND a.grantee OPERATOR(pg_catalog.<>) p.proowner
+    LOOP
+        EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO %s', to_routine,
+            CASE WHEN grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
+                 ELSE pg_catalog.quote_ident(grantee::regrole::text) END);
+    END LOOP;
+    EXECUTE pg_catalog.format('DROP FUNCTION %s', from_routine);
+    IF NOT (SELECT r.rolsuper FROM pg_catalog.pg_roles r
+             WHERE r.rolname OPERATOR(pg_catalog.=) CURRENT_USER) THEN
+        RETURN;
+    END IF;
+    UPDATE pg_catalog.pg_init_privs i
+       SET initprivs = ARRAY(SELECT a.item
+                               FROM pg_catalog.unnest(i.initprivs) AS a(item)
+                              WHERE (SELECT x.grantee OPERATOR(pg_catalog.=) x.grantor
+                                       FROM pg_catalog.aclexplode(ARRAY[a.item]) x LIMIT 1))
+     WHERE i.classoid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass
+       AND i.objoid OPERATOR(pg_catalog.=) to_routine
+       AND i.objsubid OPERATOR(pg_catalog.=) 0;
+    DELETE FROM pg_catalog.pg_shdepend s
+     WHERE s.dbid OPERATOR(pg_catalog.=) (SELECT d.oid FROM pg_catalog.pg_database d
+                                           WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database())
+       AND s.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass
+       AND s.objid OPERATOR(pg_catalog.=) to_routine
+       AND s.deptype OPERATOR(pg_catalog.=) 'i'
+       AND s.refobjid OPERATOR(pg_catalog.<>) (SELECT p.proowner FROM pg_catalog.pg_proc p
+                                                WHERE p.oid OPERATOR(pg_catalog.=) to_routine);
+END
+$$;
+
+CREATE FUNCTION idempotency.complete(
+    key           text,
+    fence         bigint,
+    response_body jsonb,
+    response_code integer  DEFAULT 200,
+    scope         text     DEFAULT '',
+    ttl           interval DEFAULT NULL,
+    response_ttl  interval DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'idempotency_complete_1_6'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION idempotency.complete(text, bigint, jsonb, integer, text, interval, interval) IS 'store the answer of a held key; later claims replay it, for ttl from now when given, and get gone once response_ttl has passed';
+REVOKE ALL ON FUNCTION idempotency.complete(text, bigint, jsonb, integer, text, interval, interval) FROM PUBLIC;
+SELECT idempotency.move_execute_grants('idempotency.complete(text,bigint,jsonb,integer,text,interval)',
+                                       'idempotency.complete(text,bigint,jsonb,integer,text,interval,interval)');
+
+CREATE FUNCTION idempotency.fail(
+    key           text,
+    fence         bigint,
+    error         jsonb    DEFAULT NULL,
+    response_code integer  DEFAULT 500,
+    retryable     boolean  DEFAULT true,
+    scope         text     DEFAULT '',
+    ttl           interval DEFAULT NULL,
+    response_ttl  interval DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'idempotency_fail_1_6'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION idempotency.fail(text, bigint, jsonb, integer, boolean, text, interval, interval) IS 'record a failure of a held key: retryable ones are resumed, final ones replayed (for ttl from now when given, until response_ttl has passed)';
+REVOKE ALL ON FUNCTION idempotency.fail(text, bigint, jsonb, integer, boolean, text, interval, interval) FROM PUBLIC;
+SELECT idempotency.move_execute_grants('idempotency.fail(text,bigint,jsonb,integer,boolean,text,interval)',
+                                       'idempotency.fail(text,bigint,jsonb,integer,boolean,text,interval,interval)');
+
+CREATE FUNCTION idempotency.execute(
+    key          text,
+    request      jsonb,
+    statement    text,
+    params       text[]   DEFAULT '{}',
+    scope        text     DEFAULT '',
+    ttl          interval DEFAULT NULL,
+    response_ttl interval DEFAULT NULL)
+RETURNS idempotency.claim_result
+AS 'MODULE_PATHNAME', 'idempotency_execute_1_6'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION idempotency.execute(text, jsonb, text, text[], text, interval, interval) IS 'exactly-once SQL: claim, run the statement with the caller''s rights, store its result, complete';
+REVOKE ALL ON FUNCTION idempotency.execute(text, jsonb, text, text[], text, interval, interval) FROM PUBLIC;
+SELECT idempotency.move_execute_grants('idempotency.execute(text,jsonb,text,text[],text,interval)',
+                                       'idempotency.execute(text,jsonb,text,text[],text,interval,interval)');
+
+DROP FUNCTION idempotency.move_execute_grants(regprocedure, regprocedure);
