@@ -18,6 +18,29 @@ parallel safety, leakproofness and ROWS (its language, SECURITY and SET
 clauses and COST may differ).  A symbol without a portable body, a body
 whose header differs, or a body that no script uses is an error.
 
+One body can serve the symbols of every version of a function, as one C
+function serves its old symbols:
+
+    -- portable: <symbol>, <older symbol>...
+
+The statement is written for the first symbol.  For each older one it is
+emitted with that symbol's C header (CREATE [OR REPLACE], arguments,
+labels) and the body's own LANGUAGE, SECURITY, SET, COST and AS; the
+older symbol's arguments must be the first ones of the body's, and those
+it lacks are declared in the PL/pgSQL body at their defaults (as the C
+reads a missing argument by PG_NARGS()).
+
+Helpers, the functions the bodies share, are kept in blocks under
+
+    -- portable helper: since <version>[, again in <version>...]
+
+and emitted in the script of that version, before its first C function
+(at its end when it has none).  A block "again in" later versions is
+emitted there too, with CREATE OR REPLACE: a helper that a version
+changes is replaced by that version's script, since an installation
+updated to it has the helpers of the edition that installed the older
+version, not this one's.
+
     portable.py build [--out DIR] [--allow-missing]
         writes DIR (default build/portable):
           idempotency--<v>.sql       plain-SQL install of version v (psql -f)
@@ -50,8 +73,9 @@ FIRST_VERSION = '1.0'
 TLE_QUOTE = '$_idempotency_tle_$'
 TLE_FORBIDDEN = ('$_pgtle_o_$', '$_pgtle_i_$')
 
-MARKER = re.compile(r'^--\s*portable:\s*(\S+)\s*$')
-HELPER_MARKER = re.compile(r'^--\s*portable helper:\s*since\s+(\S+)\s*$')
+MARKER = re.compile(r'^--\s*portable:\s*(\S+(?:\s*,\s*\S+)*)\s*$')
+HELPER_MARKER = re.compile(r'^--\s*portable helper:\s*since\s+([^\s,]+)'
+                           r'(?:\s*,\s*again in\s+(\S+(?:\s*,\s*\S+)*))?\s*$')
 
 
 class BuildError(Exception):
@@ -324,10 +348,12 @@ class FunctionHeader:
                     break
             j += 1
         self.args = []
+        self.arg_tokens = []        # (tokens, index of DEFAULT or None)
         for arg in split_top_level(toks[i + 1:j]):
             norm = normal_tokens(arg)
             # "name type = expr" is "name type DEFAULT expr"
             depth = 0
+            default = None
             for k, t in enumerate(arg):
                 if t.text in ('(', '['):
                     depth += 1
@@ -335,7 +361,10 @@ class FunctionHeader:
                     depth -= 1
                 elif depth == 0 and t.text == '=':
                     norm[k] = 'default'
+                if depth == 0 and norm[k] == 'default' and default is None:
+                    default = k
             self.args.append(join_tokens(norm))
+            self.arg_tokens.append((arg, default))
         i = j + 1
         if toks[i].word() != 'returns':
             raise BuildError('%s: %s: expected RETURNS' % (where, self.name))
@@ -358,12 +387,16 @@ class FunctionHeader:
         self.body = []          # the tokens after AS
         self.language_span = None   # (first, last) token index of LANGUAGE x
         self.as_span = None
+        # (first, last) of LANGUAGE, SECURITY, SET, COST and AS: the clauses
+        # that may differ from the C function's
+        self.own_spans = []
         end = len(toks) - 1 if toks[-1].text == ';' else len(toks)
         while j < end:
             w = toks[j].word()
             if w == 'language':
                 self.language = toks[j + 1].text.strip("'").lower()
                 self.language_span = (j, j + 1)
+                self.own_spans.append(self.language_span)
                 j += 2
             elif w in ('immutable', 'stable', 'volatile'):
                 self.volatility = w
@@ -380,6 +413,7 @@ class FunctionHeader:
             elif w == 'external':
                 j += 1
             elif w == 'security':
+                self.own_spans.append((j, j + 1))
                 j += 2
             elif w == 'parallel':
                 self.parallel = toks[j + 1].word()
@@ -392,9 +426,12 @@ class FunctionHeader:
             elif w in ('cost', 'rows'):
                 if w == 'rows':
                     self.rows = toks[j + 1].text
+                else:
+                    self.own_spans.append((j, j + 1))
                 j += 2
             elif w == 'set':
                 # SET name {TO | =} value [, ...] | SET name FROM CURRENT
+                first = j
                 j += 2
                 if toks[j].word() == 'from':
                     j += 2
@@ -403,6 +440,7 @@ class FunctionHeader:
                     j += 1
                     while j < end and toks[j].text == ',':
                         j += 2
+                self.own_spans.append((first, j - 1))
             elif w == 'as':
                 k = j + 1
                 self.body = [toks[k]]
@@ -410,6 +448,7 @@ class FunctionHeader:
                     self.body.append(toks[k + 2])
                     k += 2
                 self.as_span = (j, k)
+                self.own_spans.append(self.as_span)
                 j = k + 1
             else:
                 raise BuildError('%s: %s: cannot read the function attribute %r'
@@ -533,13 +572,16 @@ def edition_scripts():
 class Portable:
     """A portable body (or helper block) of sql/portable/<concern>.sql."""
 
-    def __init__(self, symbol, since, where, sql, statements):
+    def __init__(self, symbol, since, where, sql, statements, again=()):
         self.symbol = symbol        # None for a helper block
         self.since = since          # helper blocks: the version they start in
+        self.again = list(again)    # helper blocks: versions that replace them
+        self.again_used = set()
         self.where = where
         self.sql = sql
         self.statements = statements
         self.used = False
+        self.primary = None         # the body of a newer symbol serving this one
         if symbol is not None:
             if len(statements) != 1 or not is_create_function(statements[0]):
                 raise BuildError('%s: the body of %s must be one CREATE FUNCTION statement'
@@ -548,6 +590,86 @@ class Portable:
             if self.header.language in ('c', 'internal'):
                 raise BuildError('%s: the portable body of %s is in LANGUAGE %s'
                                  % (where, symbol, self.header.language))
+        elif self.again:
+            for stmt in statements:
+                if not (is_create_function(stmt)
+                        or stmt.words(1)[0] in ('comment', 'revoke', 'grant')):
+                    raise BuildError('%s: a helper block "again in" later versions may hold only '
+                                     'CREATE FUNCTION, COMMENT, REVOKE and GRANT' % where)
+
+    @classmethod
+    def serving(cls, primary, symbol):
+        """The body of an older symbol, served by "primary"."""
+        p = cls.__new__(cls)
+        p.symbol, p.where, p.used, p.primary = symbol, primary.where, False, primary
+        return p
+
+    def statement(self, c_header):
+        """The text of this body, which must declare c_header's function."""
+        if self.primary is None:
+            diffs = c_header.differences(self.header)
+            if diffs:
+                raise BuildError('%s: the portable body of %s declares another function than %s:\n  %s'
+                                 % (self.where, self.symbol, c_header.where, '\n  '.join(diffs)))
+            return self.statements[0].text
+        text = older_statement(self.primary, c_header)
+        h = FunctionHeader(split_statements(text, self.where)[0], self.where)
+        diffs = c_header.differences(h)
+        if diffs:       # older_statement() keeps the C's header: cannot happen
+            raise BuildError('%s: %s as served by %s:\n  %s'
+                             % (self.where, self.symbol, self.primary.symbol, '\n  '.join(diffs)))
+        return text
+
+
+def c_header_parts(header):
+    """The C statement of header without LANGUAGE C and AS ...: the text
+    before those clauses (and between them), and the labels after them."""
+    toks = header.stmt.tokens
+    sql = header.stmt.sql
+    first, last = sorted([header.language_span, header.as_span])
+    head = sql[header.stmt.start:toks[first[0]].start]
+    if first[1] + 1 != last[0]:
+        head += sql[toks[first[1]].end:toks[last[0]].start]
+    tail = sql[toks[last[1]].end:header.stmt.end]
+    return head, tail.rstrip(';').rstrip()
+
+
+def older_statement(primary, c_header):
+    """primary's function declared with c_header, an older symbol's: the C
+    header, then primary's own clauses; the arguments c_header lacks are
+    declared in the PL/pgSQL body at their defaults."""
+    body = primary.header
+    n = len(c_header.args)
+    if (c_header.name, c_header.returns) != (body.name, body.returns) or body.args[:n] != c_header.args:
+        raise BuildError('%s: %s cannot serve %s (%s): its arguments must be the first ones of %s'
+                         % (primary.where, primary.symbol, c_header.symbol, c_header.where,
+                            body.signature()))
+    sql = body.stmt.sql
+    declare = []
+    for arg, default in body.arg_tokens[n:]:
+        if default is None or len(arg) < 3:
+            raise BuildError('%s: %s: argument %s has no default for the older %s'
+                             % (primary.where, body.name, arg[0].text, c_header.symbol))
+        declare.append('    %s %s := %s;\n' % (arg[0].text, sql[arg[1].start:arg[default - 1].end],
+                                               sql[arg[default + 1].start:arg[-1].end]))
+    toks = body.stmt.tokens
+    own = []
+    for first, last in body.own_spans:
+        text = sql[toks[first].start:toks[last].end]
+        if (first, last) == body.as_span and declare:
+            quoted = toks[last]
+            if body.language != 'plpgsql' or quoted.kind != 'dollar' or first + 1 != last:
+                raise BuildError('%s: %s: only a PL/pgSQL body in dollar quotes can declare '
+                                 'the arguments of an older symbol' % (primary.where, body.name))
+            tag = DOLLAR_TAG.match(quoted.text).group(0)
+            text = (sql[toks[first].start:quoted.start] + tag
+                    + '\nDECLARE\n    -- not arguments of %s: their defaults\n%s'
+                    % (c_header.symbol, ''.join(declare)).rstrip('\n')
+                    + quoted.text[len(tag):])
+        own.append(text)
+    head, labels = c_header_parts(c_header)
+    return '%s%s\n%s;' % (head.rstrip(), '\n' + labels.strip() if labels.strip() else '',
+                           '\n'.join(own))
 
 
 def portable_sources(concerns=None):
@@ -571,25 +693,28 @@ def portable_sources(concerns=None):
         for number, line in enumerate(sql.splitlines(keepends=True), 1):
             m, h = MARKER.match(line), HELPER_MARKER.match(line)
             if m or h:
-                marks.append((offset, number, m.group(1) if m else None,
-                              h.group(1) if h else None))
+                marks.append((offset, number, re.split(r'\s*,\s*', m.group(1)) if m else None,
+                              h.group(1) if h else None,
+                              re.split(r'\s*,\s*', h.group(2)) if h and h.group(2) else ()))
             offset += len(line)
-        marks.append((len(sql), None, None, None))
+        marks.append((len(sql), None, None, None, None))
         preamble = split_statements(sql[:marks[0][0]], rel(path))
         if preamble:
             raise BuildError('%s: a statement before the first "-- portable:" marker' % rel(path))
-        for (start, number, symbol, since), (end, _, _, _) in zip(marks, marks[1:]):
+        for (start, number, symbols, since, again), end in zip(marks, [m[0] for m in marks[1:]]):
             where = '%s:%d' % (rel(path), number)
             # keep offsets: blank out what is not this block
             block = ' ' * start + sql[start:end]
-            p = Portable(symbol, since, where, block, split_statements(block, where))
-            if symbol is None:
-                helpers.append(p)
-            elif symbol in bodies:
-                raise BuildError('%s: a second body of %s (the first is at %s)'
-                                 % (where, symbol, bodies[symbol].where))
-            else:
-                bodies[symbol] = p
+            statements = split_statements(block, where)
+            if symbols is None:
+                helpers.append(Portable(None, since, where, block, statements, again))
+                continue
+            p = Portable(symbols[0], None, where, block, statements)
+            for symbol in symbols:
+                if symbol in bodies:
+                    raise BuildError('%s: a second body of %s (the first is at %s)'
+                                     % (where, symbol, bodies[symbol].where))
+                bodies[symbol] = p if symbol == symbols[0] else Portable.serving(p, symbol)
     return bodies, helpers
 
 
@@ -599,21 +724,12 @@ def portable_sources(concerns=None):
 
 def stub(header):
     """A body for a symbol without a portable one (--allow-missing)."""
-    toks = header.stmt.tokens
-    sql = header.stmt.sql
-    first, last = sorted([header.language_span, header.as_span])
-    if first[1] + 1 != last[0]:
-        # keep it simple: LANGUAGE C and AS ... must be adjacent in the C script
-        pieces = [sql[header.stmt.start:toks[first[0]].start],
-                  sql[toks[first[1]].end:toks[last[0]].start]]
-    else:
-        pieces = [sql[header.stmt.start:toks[first[0]].start]]
-    tail = sql[toks[last[1]].end:header.stmt.end]
-    return ''.join(pieces) + (
+    head, labels = c_header_parts(header)
+    return head + (
         "LANGUAGE plpgsql\nAS $portable_stub$\nBEGIN\n"
         "    RAISE EXCEPTION '%s is not in the portable edition yet'\n"
         "        USING ERRCODE = 'feature_not_supported';\n"
-        "END\n$portable_stub$" % header.name) + tail.rstrip(';').rstrip() + ';'
+        "END\n$portable_stub$" % header.name) + labels + ';'
 
 
 def assemble(script, bodies, helpers, allow_missing, missing):
@@ -642,10 +758,7 @@ def assemble(script, bodies, helpers, allow_missing, missing):
                              % (where, header.name))
         out.append(sql[pos:stmt.start])
         if not helpers_done:
-            for h in helpers:
-                if h.since == version:
-                    out.append(helper_text(h))
-                    h.used = True
+            out.append(version_helpers(helpers, version))
             helpers_done = True
         body = bodies.get(symbol)
         if body is None:
@@ -656,22 +769,20 @@ def assemble(script, bodies, helpers, allow_missing, missing):
             out.append('-- no portable body of %s yet: a stub\n' % symbol)
             out.append(stub(header))
         else:
-            diffs = header.differences(body.header)
-            if diffs:
-                raise BuildError('%s: the portable body of %s declares another function than %s:\n  %s'
-                                 % (body.where, symbol, where, '\n  '.join(diffs)))
+            text = body.statement(header)
             body.used = True
-            out.append('-- portable body of %s (%s)\n' % (symbol, body.where))
-            out.append(body.statements[0].text)
+            out.append('-- portable body of %s (%s%s)\n'
+                       % (symbol, body.where,
+                          ', the body of ' + body.primary.symbol if body.primary else ''))
+            out.append(text)
         pos = stmt.end
     out.append(sql[pos:])
     text = ''.join(out)
     where = script.where
     if not helpers_done:
-        for h in helpers:
-            if h.since == version:
-                text += '\n' + helper_text(h) + '\n'
-                h.used = True
+        helpers_text = version_helpers(helpers, version)
+        if helpers_text:
+            text += '\n' + helpers_text + '\n'
     for t in lex(text, where):
         if t.kind == 'string' and 'MODULE_PATHNAME' in t.text:
             raise BuildError('%s: MODULE_PATHNAME is left in the portable script' % where)
@@ -680,9 +791,30 @@ def assemble(script, bodies, helpers, allow_missing, missing):
     return text
 
 
-def helper_text(h):
-    return '-- portable helpers (%s)\n%s\n' % (
-        h.where, '\n'.join(s.text for s in h.statements))
+def helper_text(h, again=False):
+    """The statements of a helper block; again: as a later version replaces
+    them (CREATE OR REPLACE FUNCTION)."""
+    texts = []
+    for stmt in h.statements:
+        text = stmt.text
+        if again and is_create_function(stmt) and stmt.words(2)[1] == 'function':
+            text = text[:stmt.tokens[0].end - stmt.start] + ' OR REPLACE' + text[stmt.tokens[0].end - stmt.start:]
+        texts.append(text)
+    return '-- portable helpers (%s%s)\n%s\n' % (
+        h.where, ', again' if again else '', '\n'.join(texts))
+
+
+def version_helpers(helpers, version):
+    """The helper blocks that "version"'s script creates or replaces."""
+    out = []
+    for h in helpers:
+        if h.since == version:
+            out.append(helper_text(h))
+            h.used = True
+        elif version in h.again:
+            out.append(helper_text(h, again=True))
+            h.again_used.add(version)
+    return ''.join(out)
 
 
 def build_edition(allow_missing=False):
@@ -699,6 +831,8 @@ def build_edition(allow_missing=False):
                             '\n  '.join(missing)))
     unused = [b.where + ' (' + b.symbol + ')' for b in bodies.values() if not b.used]
     unused += [h.where + ' (since ' + h.since + ')' for h in helpers if not h.used]
+    unused += [h.where + ' (again in ' + v + ')' for h in helpers for v in h.again
+               if v not in h.again_used]
     if unused:
         raise BuildError('portable code that no script uses:\n  ' + '\n  '.join(unused))
     return scripts
@@ -853,19 +987,19 @@ def cmd_scratch(args):
                 if h.symbol:
                     c_headers[h.symbol] = h
     names = set()
+    texts = []
     for symbol, body in bodies.items():
         if symbol not in c_headers:
             raise BuildError('%s: no C function binds %s' % (body.where, symbol))
-        diffs = c_headers[symbol].differences(body.header)
-        if diffs:
-            raise BuildError('%s: %s: %s' % (body.where, symbol, '; '.join(diffs)))
-        names.add(body.header.name.split('.', 1)[1])
+        statement = body.statement(c_headers[symbol])
+        if body.primary is None:        # one function for all its symbols
+            names.add(body.header.name.split('.', 1)[1])
+            texts.append(statement)
     for h in helpers:
         for stmt in h.statements:
             if is_create_function(stmt):
                 names.add(FunctionHeader(stmt, h.where).name.split('.', 1)[1])
-    text = '\n'.join([helper_text(h) for h in helpers]
-                     + [b.statements[0].text for b in bodies.values()]) + '\n'
+    text = '\n'.join([helper_text(h) for h in helpers] + texts) + '\n'
     for name in names:
         text = re.sub(r'\b%s\.%s(\s*\()' % (SCHEMA, re.escape(name)),
                       r'%s.%s\1' % (args.schema, name), text)
