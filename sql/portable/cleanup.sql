@@ -1,6 +1,7 @@
 -- sql/portable/cleanup.sql: the portable body of src/cleanup.c,
 -- purge_expired_batch() (the procedure purge_expired() is SQL in both
--- editions).
+-- editions).  1.6 adds a walk that drops the answers past
+-- response_expires_at of keys that live on.
 --
 -- Each walk is, as in the C, one statement run as the extension owner,
 --
@@ -147,10 +148,44 @@ BEGIN
 END
 $$;
 
--- portable: idempotency_purge_expired_batch
-CREATE FUNCTION idempotency.purge_expired_batch(batch_size integer DEFAULT 10000)
+-- portable helper: since 1.6
+
+-- Drop at most "room" answers past response_expires_at (1.6) of keys that
+-- live on (expired keys are left to the delete), skipping the rows others
+-- have locked: response_body becomes NULL and response_expires_at
+-- '-infinity', out of the partial index that finds them.  One UPDATE, with
+-- the caller's search_path for the table's triggers and rules, as the
+-- walks' DELETEs.  Returns how many.
+CREATE FUNCTION idempotency.portable_drop_answers(cutoff timestamptz, room bigint,
+                                                  caller_path text)
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+AS $$
+DECLARE
+    dropped pg_catalog.int8;
+BEGIN
+    PERFORM pg_catalog.set_config('search_path', caller_path, true);
+    UPDATE idempotency.idempotency_keys k
+       SET response_body = NULL, response_expires_at = '-infinity'::pg_catalog.timestamptz
+     WHERE k.ctid OPERATOR(pg_catalog.=) ANY (ARRAY(
+               SELECT p.ctid FROM idempotency.idempotency_keys p
+                WHERE p.response_expires_at OPERATOR(pg_catalog.>) '-infinity'::pg_catalog.timestamptz
+                  AND p.response_expires_at OPERATOR(pg_catalog.<=) cutoff
+                  AND p.expires_at OPERATOR(pg_catalog.>) cutoff
+                ORDER BY p.response_expires_at LIMIT room
+                  FOR UPDATE OF p SKIP LOCKED));
+    GET DIAGNOSTICS dropped = ROW_COUNT;
+    PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
+    RETURN dropped;
+END
+$$;
+REVOKE ALL ON FUNCTION idempotency.portable_drop_answers(timestamptz, bigint, text) FROM PUBLIC;
+COMMENT ON FUNCTION idempotency.portable_drop_answers(timestamptz, bigint, text) IS 'portable edition: purge_expired_batch''s walk of answers past response_expires_at';
+
+-- portable: idempotency_purge_expired_batch_1_6, idempotency_purge_expired_batch
+CREATE OR REPLACE FUNCTION idempotency.purge_expired_batch(batch_size integer DEFAULT 10000)
 RETURNS TABLE (relation text, deleted bigint)
-LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE ROWS 4
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 SECURITY DEFINER
 AS $$
 -- No SET clause: the caller's search_path is kept for the triggers and
@@ -169,6 +204,7 @@ DECLARE
     n_tokens pg_catalog.int8 := 0;
     n_processed pg_catalog.int8 := 0;
     n_outbox pg_catalog.int8 := 0;
+    n_answers pg_catalog.int8 := 0;
 BEGIN
     PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
     IF $1 IS NULL THEN
@@ -194,6 +230,9 @@ BEGIN
     n_keys := idempotency.portable_purge_walk('idempotency_keys',
         'p.expires_at OPERATOR(pg_catalog.<=) $1 AND (p.locked_until IS NULL OR p.locked_until OPERATOR(pg_catalog.<=) $1)',
         keys_unref, 'p.expires_at', now, $1, caller_path);
+    IF idempotency.portable_answers_expire() THEN
+        n_answers := idempotency.portable_drop_answers(now, $1, caller_path);
+    END IF;
     n_tokens := idempotency.portable_purge_walk('tokens', 'p.expires_at OPERATOR(pg_catalog.<=) $1',
         tokens_unref, 'p.expires_at', now, $1, caller_path);
     IF n_tokens OPERATOR(pg_catalog.<) $1 THEN
@@ -215,12 +254,16 @@ BEGIN
     -- asynchronously.  A transactional logical message (empty, prefix
     -- "idempotency.purge") is WAL of this transaction and takes its id.
     IF n_keys OPERATOR(pg_catalog.=) 0 AND n_tokens OPERATOR(pg_catalog.=) 0
-       AND n_processed OPERATOR(pg_catalog.=) 0 AND n_outbox OPERATOR(pg_catalog.=) 0 THEN
+       AND n_processed OPERATOR(pg_catalog.=) 0 AND n_outbox OPERATOR(pg_catalog.=) 0
+       AND n_answers OPERATOR(pg_catalog.=) 0 THEN
         PERFORM pg_catalog.pg_logical_emit_message(true, 'idempotency.purge', '');
     END IF;
 
     PERFORM pg_catalog.set_config('search_path', caller_path, true);
     RETURN QUERY VALUES ('idempotency_keys'::pg_catalog.text, n_keys), ('tokens', n_tokens),
                         ('processed_events', n_processed), ('outbox_events', n_outbox);
+    IF idempotency.portable_answers_expire() THEN
+        RETURN QUERY VALUES ('idempotency_keys.response_body'::pg_catalog.text, n_answers);
+    END IF;
 END
 $$;

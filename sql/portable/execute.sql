@@ -23,18 +23,20 @@
 -- Edition differences (doc/portable.md): execute() is SECURITY INVOKER and
 -- calls claim() and complete(), so the caller needs EXECUTE on them too
 -- (grant_usage() grants them together); complete() reads the clock again
--- for updated_at; the key, scope and ttl are checked by claim(), after
--- the statement; the new key is written twice (claimed, then completed),
--- where the C writes it once.
+-- for updated_at (and response_expires_at); the key, scope and ttl are
+-- checked by claim(), after the statement, and response_ttl after them;
+-- the new key is written twice (claimed, then completed), where the C
+-- writes it once.
 
--- portable: idempotency_execute
+-- portable: idempotency_execute_1_6, idempotency_execute
 CREATE FUNCTION idempotency.execute(
-    key       text,
-    request   jsonb,
-    statement text,
-    params    text[]   DEFAULT '{}',
-    scope     text     DEFAULT '',
-    ttl       interval DEFAULT NULL)
+    key          text,
+    request      jsonb,
+    statement    text,
+    params       text[]   DEFAULT '{}',
+    scope        text     DEFAULT '',
+    ttl          interval DEFAULT NULL,
+    response_ttl interval DEFAULT NULL)
 RETURNS idempotency.claim_result
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 AS $$
@@ -288,6 +290,17 @@ BEGIN
     ELSE
         claim := idempotency.claim(key, request, scope, ttl);
     END IF;
+    -- response_ttl as complete() checks it (the caller may not call the
+    -- owner's portable_arg_interval), whatever the claim's outcome
+    IF response_ttl OPERATOR(pg_catalog.<=) '0'::pg_catalog.interval THEN
+        RAISE EXCEPTION 'response_ttl must be positive'
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = pg_catalog.format('The response_ttl given is %s.', response_ttl);
+    ELSIF response_ttl OPERATOR(pg_catalog.>) '1200 mons'::pg_catalog.interval THEN
+        RAISE EXCEPTION 'response_ttl must be at most 100 years'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    -- replay, gone, in_progress, mismatch: the stored row, nothing run
     IF claim.outcome OPERATOR(pg_catalog.<>) ALL ('{claimed,resumed}'::pg_catalog.text[]) THEN
         RETURN claim;
     END IF;
@@ -315,7 +328,11 @@ BEGIN
                                              pg_catalog.pg_column_size(body), max_bytes);
     END IF;
 
-    PERFORM idempotency.complete(key, claim.fence, body, 200, scope);
+    IF response_ttl IS NULL THEN        -- the only form before 1.6
+        PERFORM idempotency.complete(key, claim.fence, body, 200, scope);
+    ELSE
+        PERFORM idempotency.complete(key, claim.fence, body, 200, scope, response_ttl => response_ttl);
+    END IF;
     claim.status := 'completed';
     claim.response_code := 200;
     claim.response_body := body;

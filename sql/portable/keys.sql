@@ -3,7 +3,7 @@
 -- the helpers they share with execute (sql/portable/execute.sql).
 --
 -- They decide as the C does (see the header comment of src/keys.c): a read
--- of the key answers replay, mismatch and in_progress; a key the read
+-- of the key answers replay, gone, mismatch and in_progress; a key the read
 -- found absent is created by an INSERT ... ON CONFLICT DO NOTHING; any
 -- other key is taken over by the same INSERT ... ON CONFLICT DO UPDATE
 -- ... WHERE <may take over> as the C's, at most three times.  The holder
@@ -24,7 +24,15 @@
 --   function cannot see the role that called it;
 -- - settings are read at each call with current_setting(name, true): a
 --   bad value is refused there (22023), not by SET;
--- - they serve the table of their own version (1.3) only.
+-- - a claim that takes over an expired key whose answer had a
+--   response_expires_at writes the row twice (the takeover, then the
+--   column set back to NULL), where the C writes it once;
+-- - they serve the table of the installed version, from 1.3 on: the
+--   helpers that read or write a column that a version added ask
+--   portable_answers_expire() (1.6: response_expires_at) whether it is
+--   there, and that version's script replaces them ("again in" below:
+--   an installation updated to it has the helpers of the edition that
+--   installed it); the C's old symbols keep their version's behaviour.
 
 -- portable helper: since 1.0
 
@@ -257,49 +265,6 @@ BEGIN
 END
 $$;
 
--- The answer of a claim from the key's row when the row decides it
--- (answer_from_row): replay, in_progress or mismatch; NULL when the claim
--- may take the key over.
-CREATE FUNCTION idempotency.portable_answer(found_row idempotency.idempotency_keys,
-                                            request_hash bytea, now timestamptz)
-RETURNS idempotency.claim_result
-LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
-AS $$
-DECLARE
-    answer idempotency.claim_result;
-BEGIN
-    IF found_row.expires_at OPERATOR(pg_catalog.<=) now THEN
-        RETURN NULL;
-    END IF;
-    answer.status := found_row.status;
-    IF found_row.request_hash IS NOT NULL AND request_hash IS NOT NULL
-       AND found_row.request_hash OPERATOR(pg_catalog.<>) request_hash THEN
-        answer.outcome := 'mismatch';
-        RETURN answer;
-    END IF;
-    answer.attempts := found_row.attempts;
-    answer.recovery_point := found_row.recovery_point;
-    IF found_row.status OPERATOR(pg_catalog.=) 'completed'::idempotency.key_status
-       OR (found_row.status OPERATOR(pg_catalog.=) 'failed'::idempotency.key_status
-           AND NOT found_row.retryable) THEN
-        answer.outcome := 'replay';
-        answer.response_code := found_row.response_code;
-        answer.response_body := found_row.response_body;
-        RETURN answer;
-    END IF;
-    IF found_row.status OPERATOR(pg_catalog.=) 'processing'::idempotency.key_status
-       AND found_row.locked_until OPERATOR(pg_catalog.>) now THEN
-        -- the time left from the moment of the answer (a second reading of
-        -- the clock, as in the C), never more than the lease
-        answer.outcome := 'in_progress';
-        answer.retry_after := found_row.locked_until OPERATOR(pg_catalog.-)
-            GREATEST(now, LEAST(pg_catalog.clock_timestamp(), found_row.locked_until));
-        RETURN answer;
-    END IF;
-    RETURN NULL;
-END
-$$;
-
 -- Create the key, held (the C's INSERT_KEY): the claim, or NULL when
 -- another transaction created it first.
 CREATE FUNCTION idempotency.portable_insert_key(p_hash uuid, p_scope text, p_key text,
@@ -333,6 +298,87 @@ BEGIN
 END
 $$;
 
+-- Whether the table of keys has response_expires_at, and answers expire
+-- (1.6 and later): false here, true from the 1.6 script on.  A helper
+-- that reads or writes the column asks it first: PL/pgSQL parses a
+-- statement when it first runs it, so the helpers run on the table of an
+-- installation at 1.3 to 1.5 too.  Inlined, and planned again when the
+-- 1.6 script replaces it.
+CREATE FUNCTION idempotency.portable_answers_expire()
+RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS 'SELECT false';
+
+COMMENT ON FUNCTION idempotency.portable_setting_int(text, integer, integer, integer) IS 'portable edition: an integer setting of the C library, or its default';
+COMMENT ON FUNCTION idempotency.portable_arg_interval(interval, text, text, interval) IS 'portable edition: an interval argument, its default from a setting';
+COMMENT ON FUNCTION idempotency.portable_check_ttl_covers_lease(interval, interval) IS 'portable edition: a key lives at least as long as its lease';
+COMMENT ON FUNCTION idempotency.portable_arg_name(text, text, integer, integer) IS 'portable edition: a text argument of bounded length';
+COMMENT ON FUNCTION idempotency.portable_arg_key(text) IS 'portable edition: an idempotency key argument';
+COMMENT ON FUNCTION idempotency.portable_arg_response(jsonb, text) IS 'portable edition: a response body within idempotency.max_response_bytes';
+COMMENT ON FUNCTION idempotency.portable_prevent_if_read_only(text) IS 'portable edition: refuse a write in a read-only transaction';
+COMMENT ON FUNCTION idempotency.portable_lease_lost(text, text, bigint) IS 'portable edition: the error of a holder call that lost its key';
+COMMENT ON FUNCTION idempotency.portable_read_key(text, text, uuid) IS 'portable edition: the row of a key';
+COMMENT ON FUNCTION idempotency.portable_insert_key(uuid, text, text, bytea, timestamptz, interval, interval) IS 'portable edition: create a key, held';
+
+COMMENT ON FUNCTION idempotency.portable_answers_expire() IS 'portable edition: whether answers expire (response_expires_at, 1.6 and later)';
+
+-- portable helper: since 1.0, again in 1.6
+
+-- (The helpers below read or write response_expires_at from 1.6 on: the
+-- 1.6 script replaces them; REVOKE, since an installation updated to 1.6
+-- from an older edition gets the ones it lacks from that script.)
+
+-- The answer of a claim from the key's row when the row decides it
+-- (answer_from_row): replay, gone, in_progress or mismatch; NULL when the
+-- claim may take the key over.
+CREATE FUNCTION idempotency.portable_answer(found_row idempotency.idempotency_keys,
+                                            request_hash bytea, now timestamptz)
+RETURNS idempotency.claim_result
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+AS $$
+DECLARE
+    answer idempotency.claim_result;
+BEGIN
+    IF found_row.expires_at OPERATOR(pg_catalog.<=) now THEN
+        RETURN NULL;
+    END IF;
+    answer.status := found_row.status;
+    IF found_row.request_hash IS NOT NULL AND request_hash IS NOT NULL
+       AND found_row.request_hash OPERATOR(pg_catalog.<>) request_hash THEN
+        answer.outcome := 'mismatch';
+        RETURN answer;
+    END IF;
+    answer.attempts := found_row.attempts;
+    answer.recovery_point := found_row.recovery_point;
+    IF found_row.status OPERATOR(pg_catalog.=) 'completed'::idempotency.key_status
+       OR (found_row.status OPERATOR(pg_catalog.=) 'failed'::idempotency.key_status
+           AND NOT found_row.retryable) THEN
+        answer.outcome := 'replay';
+        answer.response_code := found_row.response_code;
+        answer.response_body := found_row.response_body;
+        IF idempotency.portable_answers_expire() THEN
+            -- 1.6: past response_expires_at ('-infinity': purged) the
+            -- answer is gone; its code stays
+            IF found_row.response_expires_at OPERATOR(pg_catalog.<=) now THEN
+                answer.outcome := 'gone';
+                answer.response_body := NULL;
+            END IF;
+        END IF;
+        RETURN answer;
+    END IF;
+    IF found_row.status OPERATOR(pg_catalog.=) 'processing'::idempotency.key_status
+       AND found_row.locked_until OPERATOR(pg_catalog.>) now THEN
+        -- the time left from the moment of the answer (a second reading of
+        -- the clock, as in the C), never more than the lease
+        answer.outcome := 'in_progress';
+        answer.retry_after := found_row.locked_until OPERATOR(pg_catalog.-)
+            GREATEST(now, LEAST(pg_catalog.clock_timestamp(), found_row.locked_until));
+        RETURN answer;
+    END IF;
+    RETURN NULL;
+END
+$$;
+
 -- Claim a key (idem_claim_key): the outcome and the columns it reveals;
 -- only the holder learns the fence.  "command" names the caller for the
 -- read-only error.  Runs as the extension owner.
@@ -348,10 +394,6 @@ DECLARE
     hash_hex text;
     found_row idempotency.idempotency_keys;
     answer idempotency.claim_result;
-    new_status idempotency.key_status;
-    new_fence bigint;
-    new_attempts integer;
-    new_recovery_point text;
     message text;
 BEGIN
     IF request IS NOT NULL THEN
@@ -456,12 +498,19 @@ BEGIN
                    AND ((k.status OPERATOR(pg_catalog.=) 'processing'
                          AND k.locked_until OPERATOR(pg_catalog.<=) now)
                         OR (k.status OPERATOR(pg_catalog.=) 'failed' AND k.retryable))))
-        RETURNING k.status, k.fence, k.attempts, k.recovery_point
-             INTO new_status, new_fence, new_attempts, new_recovery_point;
+        RETURNING k.* INTO found_row;
         IF FOUND THEN
-            RETURN ROW(CASE WHEN new_attempts OPERATOR(pg_catalog.=) 1 THEN 'claimed' ELSE 'resumed' END,
-                       new_fence, new_status, NULL, NULL, new_recovery_point, new_attempts,
-                       NULL)::idempotency.claim_result;
+            IF idempotency.portable_answers_expire() THEN
+                -- 1.6: a key taken over holds no answer, so no
+                -- response_expires_at (an expired key's may be set)
+                IF found_row.response_expires_at IS NOT NULL THEN
+                    UPDATE idempotency.idempotency_keys k SET response_expires_at = NULL
+                     WHERE k.key_hash OPERATOR(pg_catalog.=) hash;
+                END IF;
+            END IF;
+            RETURN ROW(CASE WHEN found_row.attempts OPERATOR(pg_catalog.=) 1 THEN 'claimed' ELSE 'resumed' END,
+                       found_row.fence, found_row.status, NULL, NULL, found_row.recovery_point,
+                       found_row.attempts, NULL)::idempotency.claim_result;
         END IF;
         found_row := idempotency.portable_read_key(p_scope, p_key, hash);
         IF found_row.key_hash IS NOT NULL THEN
@@ -477,18 +526,39 @@ BEGIN
 END
 $$;
 
+-- An interval argument of complete() and fail() that only a final answer
+-- takes (ttl, response_ttl): NULL, or checked as portable_arg_interval().
+CREATE FUNCTION idempotency.portable_arg_final_interval(value interval, argname text,
+                                                        final boolean)
+RETURNS interval
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+AS $$
+BEGIN
+    IF value IS NOT NULL AND NOT final THEN
+        RAISE EXCEPTION '% applies only to a final answer', argname
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = 'A retryable failure is resumed by the next claim, not replayed.',
+                  HINT = pg_catalog.format('Pass retryable => false to replay the error for %s, or leave %s NULL.',
+                                           argname, argname);
+    END IF;
+    RETURN CASE WHEN value IS NOT NULL
+                THEN idempotency.portable_arg_interval(value, argname, NULL, NULL) END;
+END
+$$;
+
 -- The holder calls complete() and fail() (finish_held_key): the checks in
--- the C's order, then one UPDATE guarded by the fence.  ttl_given: the
--- caller has a ttl argument (1.1 and later).
+-- the C's order, then one UPDATE guarded by the fence.  ttl and
+-- response_ttl are NULL in the versions without them (before 1.1, 1.6).
 CREATE FUNCTION idempotency.portable_finish_held_key(p_key text, p_fence bigint, body jsonb,
                                                      code integer, p_scope text,
                                                      completed boolean, p_retryable boolean,
-                                                     ttl interval)
+                                                     ttl interval, response_ttl interval)
 RETURNS void
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 AS $$
 DECLARE
     now timestamptz;
+    final CONSTANT boolean := completed OR NOT p_retryable;
 BEGIN
     PERFORM idempotency.portable_arg_key(p_key);
     IF p_fence IS NULL THEN
@@ -506,55 +576,84 @@ BEGIN
                   HINT = 'Use a code from 100 to 599.';
     END IF;
     PERFORM idempotency.portable_arg_name(p_scope, 'scope', 0, 255);
-    IF ttl IS NOT NULL THEN
-        IF NOT completed AND p_retryable THEN
-            RAISE EXCEPTION 'ttl applies only to a final answer'
-                USING ERRCODE = 'invalid_parameter_value',
-                      DETAIL = 'A retryable failure is resumed by the next claim, not replayed.',
-                      HINT = 'Pass retryable => false to replay the error for ttl, or leave ttl NULL.';
-        END IF;
-        ttl := idempotency.portable_arg_interval(ttl, 'ttl', NULL, NULL);
+    ttl := idempotency.portable_arg_final_interval(ttl, 'ttl', final);
+    response_ttl := idempotency.portable_arg_final_interval(response_ttl, 'response_ttl', final);
+    IF response_ttl IS NULL AND final AND idempotency.portable_answers_expire() THEN
+        response_ttl := idempotency.portable_arg_interval(NULL, 'response_ttl',
+                                                          'idempotency.default_response_ttl', NULL);
     END IF;
     PERFORM idempotency.portable_prevent_if_read_only(
         CASE WHEN completed THEN 'idempotency.complete()' ELSE 'idempotency.fail()' END);
 
     now := pg_catalog.clock_timestamp();
-    UPDATE idempotency.idempotency_keys k SET
-           status = CASE WHEN completed THEN 'completed'::idempotency.key_status
-                         ELSE 'failed'::idempotency.key_status END,
-           response_code = code,
-           response_body = body,
-           retryable = CASE WHEN completed THEN NULL ELSE p_retryable END,
-           locked_until = NULL,
-           updated_at = now,
-           expires_at = COALESCE(now OPERATOR(pg_catalog.+) ttl, k.expires_at)
-     WHERE k.key_hash OPERATOR(pg_catalog.=) idempotency.key_hash(p_scope, p_key)
-       AND k.scope OPERATOR(pg_catalog.=) p_scope AND k.idempotency_key OPERATOR(pg_catalog.=) p_key
-       AND k.fence OPERATOR(pg_catalog.=) p_fence
-       AND k.status OPERATOR(pg_catalog.=) 'processing'
-       AND k.expires_at OPERATOR(pg_catalog.>) now;
+    -- The table of 1.6 and later has response_expires_at: NULL when the
+    -- answer lives as long as the key (no response_ttl, or not before the
+    -- key's expires_at), a NULL that a held key has already (a HOT update)
+    IF NOT idempotency.portable_answers_expire() THEN
+        UPDATE idempotency.idempotency_keys k SET
+               status = CASE WHEN completed THEN 'completed'::idempotency.key_status
+                             ELSE 'failed'::idempotency.key_status END,
+               response_code = code, response_body = body,
+               retryable = CASE WHEN completed THEN NULL ELSE p_retryable END,
+               locked_until = NULL, updated_at = now,
+               expires_at = COALESCE(now OPERATOR(pg_catalog.+) ttl, k.expires_at)
+         WHERE k.key_hash OPERATOR(pg_catalog.=) idempotency.key_hash(p_scope, p_key)
+           AND k.scope OPERATOR(pg_catalog.=) p_scope AND k.idempotency_key OPERATOR(pg_catalog.=) p_key
+           AND k.fence OPERATOR(pg_catalog.=) p_fence AND k.status OPERATOR(pg_catalog.=) 'processing'
+           AND k.expires_at OPERATOR(pg_catalog.>) now;
+    ELSE
+        UPDATE idempotency.idempotency_keys k SET
+               status = CASE WHEN completed THEN 'completed'::idempotency.key_status
+                             ELSE 'failed'::idempotency.key_status END,
+               response_code = code, response_body = body,
+               retryable = CASE WHEN completed THEN NULL ELSE p_retryable END,
+               locked_until = NULL, updated_at = now,
+               expires_at = COALESCE(now OPERATOR(pg_catalog.+) ttl, k.expires_at),
+               response_expires_at = CASE WHEN now OPERATOR(pg_catalog.+) response_ttl OPERATOR(pg_catalog.<)
+                                               COALESCE(now OPERATOR(pg_catalog.+) ttl, k.expires_at)
+                                          THEN now OPERATOR(pg_catalog.+) response_ttl END
+         WHERE k.key_hash OPERATOR(pg_catalog.=) idempotency.key_hash(p_scope, p_key)
+           AND k.scope OPERATOR(pg_catalog.=) p_scope AND k.idempotency_key OPERATOR(pg_catalog.=) p_key
+           AND k.fence OPERATOR(pg_catalog.=) p_fence AND k.status OPERATOR(pg_catalog.=) 'processing'
+           AND k.expires_at OPERATOR(pg_catalog.>) now;
+    END IF;
     IF NOT FOUND THEN
         PERFORM idempotency.portable_lease_lost(p_key, p_scope, p_fence);
     END IF;
 END
 $$;
 
-COMMENT ON FUNCTION idempotency.portable_setting_int(text, integer, integer, integer) IS 'portable edition: an integer setting of the C library, or its default';
-COMMENT ON FUNCTION idempotency.portable_arg_interval(interval, text, text, interval) IS 'portable edition: an interval argument, its default from a setting';
-COMMENT ON FUNCTION idempotency.portable_check_ttl_covers_lease(interval, interval) IS 'portable edition: a key lives at least as long as its lease';
-COMMENT ON FUNCTION idempotency.portable_arg_name(text, text, integer, integer) IS 'portable edition: a text argument of bounded length';
-COMMENT ON FUNCTION idempotency.portable_arg_key(text) IS 'portable edition: an idempotency key argument';
-COMMENT ON FUNCTION idempotency.portable_arg_response(jsonb, text) IS 'portable edition: a response body within idempotency.max_response_bytes';
-COMMENT ON FUNCTION idempotency.portable_prevent_if_read_only(text) IS 'portable edition: refuse a write in a read-only transaction';
-COMMENT ON FUNCTION idempotency.portable_lease_lost(text, text, bigint) IS 'portable edition: the error of a holder call that lost its key';
-COMMENT ON FUNCTION idempotency.portable_read_key(text, text, uuid) IS 'portable edition: the row of a key';
+REVOKE ALL ON FUNCTION idempotency.portable_answer(idempotency.idempotency_keys, bytea, timestamptz) FROM PUBLIC;
+REVOKE ALL ON FUNCTION idempotency.portable_claim_key(text, text, jsonb, interval, interval, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION idempotency.portable_arg_final_interval(interval, text, boolean) FROM PUBLIC;
+REVOKE ALL ON FUNCTION idempotency.portable_finish_held_key(text, bigint, jsonb, integer, text, boolean, boolean, interval, interval) FROM PUBLIC;
 COMMENT ON FUNCTION idempotency.portable_answer(idempotency.idempotency_keys, bytea, timestamptz) IS 'portable edition: a claim answered from the key''s row';
-COMMENT ON FUNCTION idempotency.portable_insert_key(uuid, text, text, bytea, timestamptz, interval, interval) IS 'portable edition: create a key, held';
 COMMENT ON FUNCTION idempotency.portable_claim_key(text, text, jsonb, interval, interval, text) IS 'portable edition: claim a key';
-COMMENT ON FUNCTION idempotency.portable_finish_held_key(text, bigint, jsonb, integer, text, boolean, boolean, interval) IS 'portable edition: complete() and fail()';
+COMMENT ON FUNCTION idempotency.portable_arg_final_interval(interval, text, boolean) IS 'portable edition: an interval argument for a final answer only';
+COMMENT ON FUNCTION idempotency.portable_finish_held_key(text, bigint, jsonb, integer, text, boolean, boolean, interval, interval) IS 'portable edition: complete() and fail()';
 
--- portable: idempotency_claim
-CREATE FUNCTION idempotency.claim(
+-- portable helper: since 1.6
+
+-- 1.6: answers expire.
+CREATE OR REPLACE FUNCTION idempotency.portable_answers_expire()
+RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS 'SELECT true';
+REVOKE ALL ON FUNCTION idempotency.portable_answers_expire() FROM PUBLIC;
+COMMENT ON FUNCTION idempotency.portable_answers_expire() IS 'portable edition: whether answers expire (response_expires_at, 1.6 and later)';
+
+-- An installation of an older edition has finish_held_key without
+-- response_ttl (its bodies of complete() and fail() go in this script).
+DO $portable$
+BEGIN
+    IF pg_catalog.to_regprocedure('idempotency.portable_finish_held_key(text, bigint, jsonb, integer, text, boolean, boolean, interval)') IS NOT NULL THEN
+        DROP FUNCTION idempotency.portable_finish_held_key(text, bigint, jsonb, integer, text, boolean, boolean, interval);
+    END IF;
+END
+$portable$;
+
+-- portable: idempotency_claim_1_6, idempotency_claim
+CREATE OR REPLACE FUNCTION idempotency.claim(
     key     text,
     request jsonb    DEFAULT NULL,
     scope   text     DEFAULT '',
@@ -574,35 +673,15 @@ BEGIN
 END
 $$;
 
--- portable: idempotency_complete
-CREATE FUNCTION idempotency.complete(
-    key           text,
-    fence         bigint,
-    response_body jsonb,
-    response_code integer DEFAULT 200,
-    scope         text    DEFAULT '')
-RETURNS void
-LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
-SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    IF response_body IS NULL THEN
-        RAISE EXCEPTION 'response_body must not be null'
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    PERFORM idempotency.portable_finish_held_key(key, fence, response_body, response_code, scope,
-                                                 true, false, NULL);
-END
-$$;
-
--- portable: idempotency_complete_1_1
+-- portable: idempotency_complete_1_6, idempotency_complete_1_1, idempotency_complete
 CREATE FUNCTION idempotency.complete(
     key           text,
     fence         bigint,
     response_body jsonb,
     response_code integer  DEFAULT 200,
     scope         text     DEFAULT '',
-    ttl           interval DEFAULT NULL)
+    ttl           interval DEFAULT NULL,
+    response_ttl  interval DEFAULT NULL)
 RETURNS void
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 SECURITY DEFINER SET search_path = pg_catalog, pg_temp
@@ -613,33 +692,11 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     PERFORM idempotency.portable_finish_held_key(key, fence, response_body, response_code, scope,
-                                                 true, false, ttl);
+                                                 true, false, ttl, response_ttl);
 END
 $$;
 
--- portable: idempotency_fail
-CREATE FUNCTION idempotency.fail(
-    key           text,
-    fence         bigint,
-    error         jsonb   DEFAULT NULL,
-    response_code integer DEFAULT 500,
-    retryable     boolean DEFAULT true,
-    scope         text    DEFAULT '')
-RETURNS void
-LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
-SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    IF retryable IS NULL THEN
-        RAISE EXCEPTION 'retryable must not be null'
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    PERFORM idempotency.portable_finish_held_key(key, fence, error, response_code, scope,
-                                                 false, retryable, NULL);
-END
-$$;
-
--- portable: idempotency_fail_1_1
+-- portable: idempotency_fail_1_6, idempotency_fail_1_1, idempotency_fail
 CREATE FUNCTION idempotency.fail(
     key           text,
     fence         bigint,
@@ -647,7 +704,8 @@ CREATE FUNCTION idempotency.fail(
     response_code integer  DEFAULT 500,
     retryable     boolean  DEFAULT true,
     scope         text     DEFAULT '',
-    ttl           interval DEFAULT NULL)
+    ttl           interval DEFAULT NULL,
+    response_ttl  interval DEFAULT NULL)
 RETURNS void
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 SECURITY DEFINER SET search_path = pg_catalog, pg_temp
@@ -658,7 +716,7 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     PERFORM idempotency.portable_finish_held_key(key, fence, error, response_code, scope,
-                                                 false, retryable, ttl);
+                                                 false, retryable, ttl, response_ttl);
 END
 $$;
 
