@@ -29,13 +29,11 @@ BEGIN
   RETURN (plan -> 0 -> 'Plan' ->> 'WAL Records')::bigint;
 END $$;
 
--- the setting: unset by default
-SHOW idempotency.default_response_ttl;
-SELECT setting, context, vartype FROM pg_settings WHERE name = 'idempotency.default_response_ttl';
-
 -- complete() with response_ttl: the answer is replayed for response_ttl
 -- from now, the key lives on for its ttl
 SELECT outcome FROM idempotency.claim('rt-1', '{"n": 1}', ttl => '1 day');
+-- (idempotency.default_response_ttl is unset by default)
+SHOW idempotency.default_response_ttl;
 SELECT idempotency.complete('rt-1', pg_temp.fence_of('rt-1'), '{"paid": 1}', 201,
                             response_ttl => '1 hour');
 SELECT pg_temp.answer_for('rt-1') AS answer_for,
@@ -147,7 +145,7 @@ SELECT outcome FROM idempotency.claim('rt-15', ttl => '1 hour');
 SELECT idempotency.fail('rt-15', pg_temp.fence_of('rt-15'), '{}', 400, false);
 RESET idempotency.default_response_ttl;
 SELECT idempotency_key, pg_temp.answer_for(idempotency_key) AS answer_for,
-       expires_at - updated_at AS key_for
+       response_expires_at < expires_at AS before_the_key
   FROM idempotency.idempotency_keys WHERE idempotency_key IN ('rt-11', 'rt-12', 'rt-13', 'rt-14', 'rt-15')
  ORDER BY idempotency_key COLLATE "C";
 
@@ -192,6 +190,7 @@ SELECT outcome FROM idempotency.claim('rt-20');
 SELECT pg_stat_get_xact_tuples_hot_updated('idempotency.idempotency_keys'::regclass) AS hot \gset
 SELECT idempotency.complete('rt-19', pg_temp.fence_of('rt-19'), '{}');
 SELECT pg_stat_get_xact_tuples_hot_updated('idempotency.idempotency_keys'::regclass) - :hot AS hot_without;
+SELECT pg_stat_get_xact_tuples_hot_updated('idempotency.idempotency_keys'::regclass) AS hot \gset
 SELECT idempotency.complete('rt-20', pg_temp.fence_of('rt-20'), '{}', response_ttl => '1 hour');
 SELECT pg_stat_get_xact_tuples_hot_updated('idempotency.idempotency_keys'::regclass) - :hot AS hot_with;
 ROLLBACK;
@@ -233,7 +232,8 @@ SELECT response_body, response_expires_at > now() AS answer_live
   FROM idempotency.idempotency_keys WHERE idempotency_key = 'pg-live';
 SELECT idempotency_key, had_body, body, response_expires_at FROM rt_dropped
  ORDER BY idempotency_key COLLATE "C";
--- a dropped answer is gone for claims, and out of the index
+-- a dropped answer is gone for claims; '-infinity' is out of the partial
+-- index, which holds the live answer only
 SELECT outcome, status, response_code, response_body FROM idempotency.claim('pg-a1');
 SELECT count(*) AS indexed FROM idempotency.idempotency_keys
  WHERE idempotency_key LIKE 'pg-%' AND response_expires_at > '-infinity';
@@ -242,6 +242,27 @@ SELECT pg_temp.answer_goes('pg-live');
 DELETE FROM rt_dropped;
 CALL idempotency.purge_expired();
 SELECT idempotency_key, had_body, body, response_expires_at FROM rt_dropped;
+-- an answer whose drop fails (a trigger raises) stays, with a WARNING,
+-- and the others of its batch go; a later purge tries it again
+CREATE FUNCTION rt_refuse_drop() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  RAISE EXCEPTION 'keep the answer of %', OLD.idempotency_key;
+END $$;
+CREATE TRIGGER rt_refuse_drop BEFORE UPDATE ON idempotency.idempotency_keys
+  FOR EACH ROW WHEN (OLD.idempotency_key = 'pg-stuck' AND NEW.response_body IS NULL)
+  EXECUTE FUNCTION rt_refuse_drop();
+SELECT count(*) AS claimed FROM unnest(ARRAY['pg-stuck', 'pg-next']) k,
+       LATERAL idempotency.claim(k) c WHERE c.outcome = 'claimed';
+SELECT idempotency.complete(k, pg_temp.fence_of(k), '{}', response_ttl => '1 hour'),
+       pg_temp.answer_goes(k)
+  FROM unnest(ARRAY['pg-stuck', 'pg-next']) k;
+SELECT * FROM idempotency.purge_expired_batch() WHERE deleted > 0;
+SELECT idempotency_key, response_body, response_expires_at = '-infinity' AS dropped
+  FROM idempotency.idempotency_keys WHERE idempotency_key IN ('pg-stuck', 'pg-next')
+ ORDER BY idempotency_key COLLATE "C";
+DROP TRIGGER rt_refuse_drop ON idempotency.idempotency_keys;
+DROP FUNCTION rt_refuse_drop();
+SELECT * FROM idempotency.purge_expired_batch();
 SELECT * FROM idempotency.purge_expired_batch();
 
 DROP TRIGGER rt_note_drop ON idempotency.idempotency_keys;
