@@ -1,7 +1,6 @@
 -- sql/portable/cleanup.sql: the portable body of src/cleanup.c,
 -- purge_expired_batch() (the procedure purge_expired() is SQL in both
--- editions).  1.6 adds a walk that drops the answers past
--- response_expires_at of keys that live on.
+-- editions).
 --
 -- Each walk is, as in the C, one statement run as the extension owner,
 --
@@ -9,13 +8,18 @@
 --     WHERE <may go> AND <not referenced> ORDER BY <time column> LIMIT n
 --     FOR UPDATE OF p SKIP LOCKED))
 --
+-- and, since 1.6, a last walk that drops the answers past
+-- response_expires_at of keys that live on: an UPDATE of the same shape
+-- (SET response_body = NULL, response_expires_at = '-infinity', without
+-- <not referenced>: the row stays),
+--
 -- where <not referenced> leaves out the rows that an application's NO
 -- ACTION or RESTRICT foreign key references (those whose DELETE trigger
 -- fires in this session, on tables the owner may read without row
 -- security), with the key's equality operators and the referenced
 -- column's collation.  A batch that fails on one row with an integrity,
 -- trigger or PL/pgSQL error is rolled back and done again row by row,
--- each delete in a subtransaction of its own; the rows that fail stay and
+-- each write in a subtransaction of its own; the rows that fail stay and
 -- are counted in a WARNING.  One clock reading per call.
 --
 -- Edition differences (doc/portable.md): the statements are built at
@@ -86,10 +90,15 @@ BEGIN
 END
 $$;
 
--- Delete at most "room" rows of one walk; returns how many went.
+-- portable helper: since 1.0, again in 1.6
+
+-- Delete at most "room" rows of one walk, or with "change" (a SET list,
+-- 1.6) update them; returns how many went.  (The 1.6 script replaces the
+-- walk of older editions, which only deletes.)
 CREATE FUNCTION idempotency.portable_purge_walk(rel text, cond text, unreferenced text,
                                                 order_column text, cutoff timestamptz,
-                                                room bigint, caller_path text)
+                                                room bigint, caller_path text,
+                                                change text DEFAULT NULL)
 RETURNS bigint
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 AS $$
@@ -97,18 +106,21 @@ DECLARE
     candidates pg_catalog.text := pg_catalog.format(
         'SELECT p.ctid FROM idempotency.%I p WHERE %s%s ORDER BY %s LIMIT $2 FOR UPDATE OF p SKIP LOCKED',
         rel, cond, unreferenced, order_column);
+    write pg_catalog.text := CASE WHEN change IS NULL
+                                  THEN pg_catalog.format('DELETE FROM idempotency.%I', rel)
+                                  ELSE pg_catalog.format('UPDATE idempotency.%I SET %s', rel, change) END;
     deleted pg_catalog.int8 := 0;
     skipped pg_catalog.int8 := 0;
     first_error pg_catalog.text;
     row_ctid pg_catalog.tid;
 BEGIN
     BEGIN
-        -- the DELETE (all of whose names are qualified) runs with the
+        -- the write (all of whose names are qualified) runs with the
         -- caller's search_path, for the table's triggers and rules, as in
         -- the C; an error reverts the setting with the subtransaction
         PERFORM pg_catalog.set_config('search_path', caller_path, true);
-        EXECUTE pg_catalog.format('DELETE FROM idempotency.%I WHERE ctid OPERATOR(pg_catalog.=) ANY (ARRAY(%s))',
-                                  rel, candidates)
+        EXECUTE pg_catalog.format('%s WHERE ctid OPERATOR(pg_catalog.=) ANY (ARRAY(%s))',
+                                  write, candidates)
            USING cutoff, room;
         GET DIAGNOSTICS deleted = ROW_COUNT;
         PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
@@ -123,7 +135,7 @@ BEGIN
         EXIT WHEN deleted OPERATOR(pg_catalog.>=) room;
         BEGIN
             PERFORM pg_catalog.set_config('search_path', caller_path, true);
-            EXECUTE pg_catalog.format('DELETE FROM idempotency.%I WHERE ctid OPERATOR(pg_catalog.=) $1', rel)
+            EXECUTE write OPERATOR(pg_catalog.||) ' WHERE ctid OPERATOR(pg_catalog.=) $1'
                USING row_ctid;
             PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
             deleted := deleted OPERATOR(pg_catalog.+) 1;
@@ -135,7 +147,15 @@ BEGIN
             first_error := COALESCE(first_error, SQLERRM);
         END;
     END LOOP;
-    IF skipped OPERATOR(pg_catalog.>) 0 THEN
+    IF skipped OPERATOR(pg_catalog.>) 0 AND change IS NOT NULL THEN
+        RAISE WARNING '%', pg_catalog.format(
+                CASE WHEN skipped OPERATOR(pg_catalog.=) 1
+                     THEN 'purge kept %s answer past its response_expires_at that could not be dropped'
+                     ELSE 'purge kept %s answers past their response_expires_at that could not be dropped' END,
+                skipped)
+            USING DETAIL = 'The first row failed with: ' OPERATOR(pg_catalog.||) first_error,
+                  HINT = pg_catalog.format('A trigger on "idempotency.%s" that raises an error keeps them; every later purge tries them again.', rel);
+    ELSIF skipped OPERATOR(pg_catalog.>) 0 THEN
         RAISE WARNING '%', pg_catalog.format(
                 CASE WHEN skipped OPERATOR(pg_catalog.=) 1
                      THEN 'purge kept %s row of "idempotency.%s" that could not be deleted'
@@ -147,40 +167,18 @@ BEGIN
     RETURN deleted;
 END
 $$;
+REVOKE ALL ON FUNCTION idempotency.portable_purge_walk(text, text, text, text, timestamptz, bigint, text, text) FROM PUBLIC;
 
 -- portable helper: since 1.6
 
--- Drop at most "room" answers past response_expires_at (1.6) of keys that
--- live on (expired keys are left to the delete), skipping the rows others
--- have locked: response_body becomes NULL and response_expires_at
--- '-infinity', out of the partial index that finds them.  One UPDATE, with
--- the caller's search_path for the table's triggers and rules, as the
--- walks' DELETEs.  Returns how many.
-CREATE FUNCTION idempotency.portable_drop_answers(cutoff timestamptz, room bigint,
-                                                  caller_path text)
-RETURNS bigint
-LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
-AS $$
-DECLARE
-    dropped pg_catalog.int8;
+-- An installation of an older edition has the walk without "change".
+DO $portable$
 BEGIN
-    PERFORM pg_catalog.set_config('search_path', caller_path, true);
-    UPDATE idempotency.idempotency_keys k
-       SET response_body = NULL, response_expires_at = '-infinity'::pg_catalog.timestamptz
-     WHERE k.ctid OPERATOR(pg_catalog.=) ANY (ARRAY(
-               SELECT p.ctid FROM idempotency.idempotency_keys p
-                WHERE p.response_expires_at OPERATOR(pg_catalog.>) '-infinity'::pg_catalog.timestamptz
-                  AND p.response_expires_at OPERATOR(pg_catalog.<=) cutoff
-                  AND p.expires_at OPERATOR(pg_catalog.>) cutoff
-                ORDER BY p.response_expires_at LIMIT room
-                  FOR UPDATE OF p SKIP LOCKED));
-    GET DIAGNOSTICS dropped = ROW_COUNT;
-    PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
-    RETURN dropped;
+    IF pg_catalog.to_regprocedure('idempotency.portable_purge_walk(text, text, text, text, timestamptz, bigint, text)') IS NOT NULL THEN
+        DROP FUNCTION idempotency.portable_purge_walk(text, text, text, text, timestamptz, bigint, text);
+    END IF;
 END
-$$;
-REVOKE ALL ON FUNCTION idempotency.portable_drop_answers(timestamptz, bigint, text) FROM PUBLIC;
-COMMENT ON FUNCTION idempotency.portable_drop_answers(timestamptz, bigint, text) IS 'portable edition: purge_expired_batch''s walk of answers past response_expires_at';
+$portable$;
 
 -- portable: idempotency_purge_expired_batch_1_6, idempotency_purge_expired_batch
 CREATE OR REPLACE FUNCTION idempotency.purge_expired_batch(batch_size integer DEFAULT 10000)
@@ -230,9 +228,6 @@ BEGIN
     n_keys := idempotency.portable_purge_walk('idempotency_keys',
         'p.expires_at OPERATOR(pg_catalog.<=) $1 AND (p.locked_until IS NULL OR p.locked_until OPERATOR(pg_catalog.<=) $1)',
         keys_unref, 'p.expires_at', now, $1, caller_path);
-    IF idempotency.portable_answers_expire() THEN
-        n_answers := idempotency.portable_drop_answers(now, $1, caller_path);
-    END IF;
     n_tokens := idempotency.portable_purge_walk('tokens', 'p.expires_at OPERATOR(pg_catalog.<=) $1',
         tokens_unref, 'p.expires_at', now, $1, caller_path);
     IF n_tokens OPERATOR(pg_catalog.<) $1 THEN
@@ -245,6 +240,14 @@ BEGIN
     n_outbox := idempotency.portable_purge_walk('outbox_events',
         'p.published_at IS NOT NULL AND p.published_at OPERATOR(pg_catalog.<=) $1',
         outbox_unref, 'p.published_at', now OPERATOR(pg_catalog.-) outbox_retention, $1, caller_path);
+    IF idempotency.portable_answers_expire() THEN
+        -- 1.6: the answers past response_expires_at of keys that live on
+        n_answers := idempotency.portable_purge_walk('idempotency_keys',
+            'p.response_expires_at OPERATOR(pg_catalog.>) ''-infinity'' AND p.response_expires_at OPERATOR(pg_catalog.<=) $1'
+            ' AND p.expires_at OPERATOR(pg_catalog.>) $1',
+            '', 'p.response_expires_at', now, $1, caller_path,
+            'response_body = NULL, response_expires_at = ''-infinity''');
+    END IF;
 
     -- Nothing to delete: purge_expired() is done, and it committed its
     -- earlier batches without waiting for their WAL flush.  This

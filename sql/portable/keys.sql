@@ -586,10 +586,11 @@ BEGIN
         CASE WHEN completed THEN 'idempotency.complete()' ELSE 'idempotency.fail()' END);
 
     now := pg_catalog.clock_timestamp();
-    -- The table of 1.6 and later has response_expires_at: NULL when the
-    -- answer lives as long as the key (no response_ttl, or not before the
-    -- key's expires_at), a NULL that a held key has already (a HOT update)
-    IF NOT idempotency.portable_answers_expire() THEN
+    -- As in the C, the first statement leaves response_expires_at (1.6)
+    -- alone: NULL in a held key, the answer lives as long as the key, and
+    -- a completion without response_ttl stays a HOT update; the second
+    -- sets it, to NULL too when it is not before the key's expires_at.
+    IF response_ttl IS NULL THEN
         UPDATE idempotency.idempotency_keys k SET
                status = CASE WHEN completed THEN 'completed'::idempotency.key_status
                              ELSE 'failed'::idempotency.key_status END,
