@@ -663,8 +663,8 @@ def older_statement(primary, c_header):
                                  'the arguments of an older symbol' % (primary.where, body.name))
             tag = DOLLAR_TAG.match(quoted.text).group(0)
             text = (sql[toks[first].start:quoted.start] + tag
-                    + '\nDECLARE\n    -- not arguments of %s: their defaults\n%s'
-                    % (c_header.symbol, ''.join(declare)).rstrip('\n')
+                    + ('\nDECLARE\n    -- not arguments of %s: their defaults\n%s'
+                       % (c_header.symbol, ''.join(declare))).rstrip('\n')
                     + quoted.text[len(tag):])
         own.append(text)
     head, labels = c_header_parts(c_header)
