@@ -17,6 +17,10 @@
 #          '1.0' and ALTER EXTENSION UPDATE; granted after the update (a
 #          grant made before it makes the 1.2 to 1.3 update fail, 42501), the
 #          catalog equals that of a fresh CREATE EXTENSION granted alike.
+#          Then from 1.5 with the application role granted first: the 1.6
+#          update hands its grants on to the new signatures of complete,
+#          fail and execute, which stay initial privileges (ROLE is no
+#          superuser; doc/portable.md, "Edition differences").
 #
 # Run by test/portable/run.sh as the OS user of a superuser role (PGUSER),
 # with psql in PATH, PGHOST/PGPORT set and PORTABLE_EDITION the built
@@ -52,7 +56,7 @@ newdb() {
     as_role "$1" -f "$PORTABLE_EDITION/idempotency-tle.sql" >/dev/null
   fi
 }
-dbs="portable_update_old portable_update_new portable_update_sm"
+dbs="portable_update_old portable_update_new portable_update_sm portable_update_grants"
 cleanup() {
   for db in $dbs; do q postgres -c "DROP DATABASE IF EXISTS $db" 2>/dev/null || true; done
   q postgres -c "DROP ROLE IF EXISTS $app" 2>/dev/null || true
@@ -148,5 +152,19 @@ SQL
   # check_violation, as the trigger refuses a move (doc/reference.md)
   case $err in *"ERROR:  23514: "*) ;;
   *) fail "a forbidden move after the update: $err" ;; esac
+fi
+if [ "$mode" = tle ]; then
+  newdb portable_update_grants
+  as_role portable_update_grants -c "CREATE EXTENSION idempotency VERSION '1.5'" \
+    -c "SELECT idempotency.grant_usage('$app')" -c 'ALTER EXTENSION idempotency UPDATE' >/dev/null
+  [ "$(q portable_update_grants -c "SELECT count(*) FROM pg_proc p WHERE p.pronamespace = 'idempotency'::regnamespace
+         AND p.proname IN ('complete', 'fail', 'execute')
+         AND has_function_privilege('$app', p.oid, 'EXECUTE')")" = 3 ] ||
+    fail "tle: the 1.5 to 1.6 update did not hand the grants on to complete, fail and execute"
+  [ "$(q portable_update_grants -c "SELECT count(*) FROM pg_init_privs i JOIN pg_proc p ON p.oid = i.objoid
+         WHERE i.classoid = 'pg_proc'::regclass AND p.pronamespace = 'idempotency'::regnamespace
+         AND p.proname IN ('complete', 'fail', 'execute')
+         AND EXISTS (SELECT FROM aclexplode(i.initprivs) a WHERE a.grantee = '$app'::regrole)")" = 3 ] ||
+    fail "tle: the grants the 1.6 update handed on are not initial privileges (doc/portable.md says they are)"
 fi
 echo "ok: the $mode update from 1.0 to $default_version equals a fresh install"
