@@ -19,13 +19,15 @@ export type Interval = number | string;
 /** A fence or lease token: a bigint as a decimal string. */
 export type Fence = string;
 export type KeyStatus = 'processing' | 'completed' | 'failed';
-export type ClaimOutcome = 'claimed' | 'resumed' | 'replay' | 'in_progress' | 'mismatch';
+/** gone (extension 1.6): the answer was kept for response_ttl only; the request is not run again. */
+export type ClaimOutcome = 'claimed' | 'resumed' | 'replay' | 'gone' | 'in_progress' | 'mismatch';
 
 export interface ClaimResult {
   outcome: ClaimOutcome;
   fence: Fence | null;
   status: KeyStatus | null;
   responseCode: number | null;
+  /** replay: the stored answer; gone: null (the status and response code stay). */
   responseBody: unknown;
   recoveryPoint: string | null;
   attempts: number | null;
@@ -47,6 +49,12 @@ export interface KeyRow {
   createdAt: Date;
   updatedAt: Date;
   expiresAt: Date;
+  /**
+   * Extension 1.6: when the stored answer goes (claims then get gone);
+   * new Date(-8.64e15) once purge_expired has dropped it ('-infinity');
+   * null while it lives as long as the key, and always before 1.6.
+   */
+  responseExpiresAt: Date | null;
 }
 
 export interface OutboxEvent {
@@ -85,6 +93,37 @@ export function interval(value: Interval | null | undefined): string | null {
 }
 
 const json = (v: unknown): string | null => (v === undefined ? null : JSON.stringify(v));
+
+/**
+ * The argument response_ttl (extension 1.6) of a call whose other
+ * arguments are params: ", response_ttl => $n::interval" with its value
+ * appended to params when it is given; '' otherwise, so that the call
+ * works with a database before 1.6 too.
+ */
+function responseTtlArg(params: unknown[], responseTtl: Interval | null | undefined): string {
+  if (responseTtl === null || responseTtl === undefined) return '';
+  params.push(interval(responseTtl));
+  return `, response_ttl => $${params.length}::interval`;
+}
+
+/** true when row's stored answer has gone (extension 1.6: its responseExpiresAt has come). */
+export function isAnswerGone(row: KeyRow, at: Date = new Date()): boolean {
+  const answered = row.status === 'completed' || (row.status === 'failed' && row.retryable === false);
+  return answered && row.responseExpiresAt !== null && row.responseExpiresAt.getTime() <= at.getTime();
+}
+
+/** lookup()'s row; response_expires_at is absent before 1.6. */
+function keyRow(r: any): KeyRow {
+  const goes = r.response_expires_at ?? null;
+  return {
+    scope: r.scope, idempotencyKey: r.idempotency_key, status: r.status_text, fence: r.fence_text,
+    attempts: r.attempts, recoveryPoint: r.recovery_point, responseCode: r.response_code,
+    responseBody: r.response_body, retryable: r.retryable, lockedUntil: r.locked_until,
+    createdAt: r.created_at, updatedAt: r.updated_at, expiresAt: r.expires_at,
+    // pg reads '-infinity' as -Infinity
+    responseExpiresAt: goes === null ? null : typeof goes === 'number' ? new Date(goes < 0 ? -8.64e15 : 8.64e15) : goes,
+  };
+}
 
 /** Compares dotted version strings: negative, 0 or positive. */
 export function compareVersions(a: string, b: string): number {
@@ -177,18 +216,26 @@ export class IdempotencyClient {
       [key, json(opts.request), opts.scope ?? '', interval(opts.ttl), interval(opts.lease)]);
   }
 
+  /**
+   * responseTtl (extension 1.6): how long the answer is replayed (default
+   * idempotency.default_response_ttl, unset: as long as the key); later
+   * claims get gone. Sent only when given.
+   */
   async complete(key: string, fence: Fence, responseBody: unknown,
-    opts: { responseCode?: number; scope?: string; ttl?: Interval | null } = {}): Promise<void> {
+    opts: { responseCode?: number; scope?: string; ttl?: Interval | null; responseTtl?: Interval | null } = {}): Promise<void> {
+    const params = [key, fence, json(responseBody) ?? 'null', opts.responseCode ?? 200, opts.scope ?? '', interval(opts.ttl)];
     await this.db.query(
-      'SELECT idempotency.complete($1, $2::bigint, $3::jsonb, $4, $5, $6::interval)',
-      [key, fence, json(responseBody) ?? 'null', opts.responseCode ?? 200, opts.scope ?? '', interval(opts.ttl)]);
+      `SELECT idempotency.complete($1, $2::bigint, $3::jsonb, $4, $5, $6::interval${responseTtlArg(params, opts.responseTtl)})`,
+      params);
   }
 
+  /** responseTtl as for complete(), for a final failure only (a retryable one raises 22023). */
   async fail(key: string, fence: Fence,
-    opts: { error?: unknown; responseCode?: number; retryable?: boolean; scope?: string; ttl?: Interval | null } = {}): Promise<void> {
+    opts: { error?: unknown; responseCode?: number; retryable?: boolean; scope?: string; ttl?: Interval | null; responseTtl?: Interval | null } = {}): Promise<void> {
+    const params = [key, fence, json(opts.error), opts.responseCode ?? 500, opts.retryable ?? true, opts.scope ?? '', interval(opts.ttl)];
     await this.db.query(
-      'SELECT idempotency.fail($1, $2::bigint, $3::jsonb, $4, $5, $6, $7::interval)',
-      [key, fence, json(opts.error), opts.responseCode ?? 500, opts.retryable ?? true, opts.scope ?? '', interval(opts.ttl)]);
+      `SELECT idempotency.fail($1, $2::bigint, $3::jsonb, $4, $5, $6, $7::interval${responseTtlArg(params, opts.responseTtl)})`,
+      params);
   }
 
   async checkpoint(key: string, fence: Fence, recoveryPoint: string | null,
@@ -204,20 +251,22 @@ export class IdempotencyClient {
 
   /** The key's row, or null when it is absent or expired. */
   async lookup(key: string, opts: { scope?: string } = {}): Promise<KeyRow | null> {
+    // l.*: the columns of the installed version (response_expires_at from 1.6)
     const { rows } = await this.db.query(
-      `SELECT scope, idempotency_key, status::text AS status, fence::text AS fence, attempts,
-              recovery_point, response_code, response_body, retryable, locked_until,
-              created_at, updated_at, expires_at
-         FROM idempotency.lookup($1, $2) WHERE idempotency_key IS NOT NULL`,
+      `SELECT l.*, l.status::text AS status_text, l.fence::text AS fence_text
+         FROM idempotency.lookup($1, $2) AS l WHERE l.idempotency_key IS NOT NULL`,
       [key, opts.scope ?? '']);
-    return rows.length ? camel<KeyRow>(rows[0]) : null;
+    return rows.length ? keyRow(rows[0]) : null;
   }
 
-  /** execute(): one statement ($1..$n bound as text) run once per key. */
+  /**
+   * execute(): one statement ($1..$n bound as text) run once per key;
+   * responseTtl as for complete().
+   */
   async execute(key: string, request: unknown, statement: string, params: Array<string | number | null> = [],
-    opts: { scope?: string; ttl?: Interval | null } = {}): Promise<ClaimResult> {
-    return this.claimed('execute($1, $2::jsonb, $3, $4::text[], $5, $6::interval)',
-      [key, json(request), statement, params.map((p) => (p === null ? null : String(p))), opts.scope ?? '', interval(opts.ttl)]);
+    opts: { scope?: string; ttl?: Interval | null; responseTtl?: Interval | null } = {}): Promise<ClaimResult> {
+    const args = [key, json(request), statement, params.map((p) => (p === null ? null : String(p))), opts.scope ?? '', interval(opts.ttl)];
+    return this.claimed(`execute($1, $2::jsonb, $3, $4::text[], $5, $6::interval${responseTtlArg(args, opts.responseTtl)})`, args);
   }
 
   /* ---- one-time tokens ---- */

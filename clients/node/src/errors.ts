@@ -43,6 +43,26 @@ export class ExtensionVersionError extends Error {
   }
 }
 
+/**
+ * The key's answer is gone (extension 1.6: it was kept for response_ttl
+ * only): the request ran, and does not run again while the key lives. The
+ * storage adapters throw it where their library has no such outcome; its
+ * status (410 Gone) is what Express's and Fastify's error handlers send.
+ */
+export class AnswerGoneError extends Error {
+  readonly status = 410;
+  readonly statusCode = 410;
+  readonly key: string;
+  /** The stored outcome's response code. */
+  readonly responseCode: number | null;
+  constructor(key: string, responseCode: number | null) {
+    super(`the answer to idempotency key "${key}" is gone: it is no longer kept, and the request does not run again`);
+    this.name = 'AnswerGoneError';
+    this.key = key;
+    this.responseCode = responseCode;
+  }
+}
+
 /** An error a handler throws to answer with an HTTP status and JSON body. */
 export class HttpError extends Error {
   readonly status: number;

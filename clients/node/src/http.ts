@@ -12,6 +12,8 @@
  *   claimed / resumed                   the handler runs; its answer is stored
  *   replay                              stored status, headers and body,
  *                                       Idempotent-Replayed: true
+ *   gone (extension 1.6: the answer     410 problem+json; the handler does
+ *     was kept for responseTtl only)    not run again
  *   in_progress                         409 problem+json, Retry-After (s)
  *   mismatch                            422 problem+json
  *   handler throws HttpError 4xx        fail(), not retryable: the answer is final
@@ -80,6 +82,12 @@ export interface IdempotencyOptions<Req> {
   fingerprint?: (info: RequestInfo<Req>) => unknown;
   /** How long a key and its answer are kept (default: idempotency.default_ttl). */
   retention?: Interval;
+  /**
+   * Extension 1.6: how long the answer is replayed, within the retention
+   * (default: idempotency.default_response_ttl, unset: as long as the key);
+   * after it the key answers 410 and the handler does not run again.
+   */
+  responseTtl?: Interval;
   /** The holder's lease (default: idempotency.lease_timeout). */
   lease?: Interval;
   /** Run the handler's queries (ctx.db) in the transaction that stores the answer. */
@@ -155,6 +163,7 @@ export function createIdempotency<Req>(opts: IdempotencyOptions<Req>) {
   const scopeOf = opts.scope ?? (() => '');
   const fingerprint = opts.fingerprint ?? ((i: RequestInfo<Req>) => ({ method: i.method, path: i.path, body: i.body ?? null }));
   const ttl = opts.retention ?? null;
+  const responseTtl = opts.responseTtl ?? null;
   const lease = opts.lease ?? null;
 
   function context(db: Queryable, key: string | null, scope: string, fence: Fence | null,
@@ -207,6 +216,9 @@ export function createIdempotency<Req>(opts: IdempotencyOptions<Req>) {
           body: stored.body ?? null,
         };
       }
+      case 'gone':
+        return problem(410, 'The answer to this Idempotency-Key is gone',
+          'The request was processed and its answer is no longer kept; it does not run again. Use a new key to send it again.');
       case 'in_progress':
         return problem(409, 'A request with this Idempotency-Key is being processed',
           'Retry after the time given in Retry-After.',
@@ -221,7 +233,7 @@ export function createIdempotency<Req>(opts: IdempotencyOptions<Req>) {
     let answer: HttpAnswer;
     try {
       answer = answerOf(await handler(info.req, ctx));
-      await on.complete(key, fence, { headers: answer.headers, body: answer.body }, { responseCode: answer.status, scope, ttl });
+      await on.complete(key, fence, { headers: answer.headers, body: answer.body }, { responseCode: answer.status, scope, ttl, responseTtl });
       return answer;
     } catch (e) {
       if (sqlState(e) === SqlState.leaseLost) throw e;
@@ -229,7 +241,7 @@ export function createIdempotency<Req>(opts: IdempotencyOptions<Req>) {
       const { answer: failed, retryable } = errorAnswer(e);
       await on.fail(key, fence, {
         error: { headers: failed.headers, body: failed.body }, responseCode: failed.status,
-        retryable, scope, ttl: retryable ? null : ttl,
+        retryable, scope, ttl: retryable ? null : ttl, responseTtl: retryable ? null : responseTtl,
       });
       return failed;
     }

@@ -16,7 +16,11 @@
  *                                    adapter lost is left as it is (the
  *                                    library's plugins call set() on every
  *                                    reply, replays and refusals included)
- *   get(key)                         the answer, the in-progress value, or undefined
+ *   get(key)                         the answer, the in-progress value, or
+ *                                    undefined; AnswerGoneError (410) when
+ *                                    the answer is gone (extension 1.6: kept
+ *                                    for response_ttl only), since the
+ *                                    library would run the request again
  *   delete(key)                      release() when this adapter holds it
  *   clearExpiredEntries()            purge_expired_batch()
  *
@@ -26,8 +30,8 @@
  */
 import { createHash } from 'crypto';
 import type { Pool } from 'pg';
-import { IdempotencyClient, Fence } from './client';
-import { isLeaseLost } from './errors';
+import { IdempotencyClient, Fence, isAnswerGone } from './client';
+import { AnswerGoneError, isLeaseLost } from './errors';
 import { withTransaction } from './tx';
 
 export interface NodeIdempotencyStorageOptions {
@@ -118,6 +122,7 @@ export class PgIdempotencyStorage {
     const row = await new IdempotencyClient(this.pool).lookup(key, { scope: this.scope });
     if (!row) return undefined;
     if (row.status === 'processing') return row.recoveryPoint ?? undefined;
+    if (isAnswerGone(row)) throw new AnswerGoneError(row.idempotencyKey, row.responseCode);
     return typeof row.responseBody === 'string' ? row.responseBody : JSON.stringify(row.responseBody);
   }
 

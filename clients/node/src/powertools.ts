@@ -10,9 +10,14 @@
  *                            elsewhere: IdempotencyItemAlreadyExistsError with
  *                            the stored record, which Powertools turns into a
  *                            replay, IdempotencyAlreadyInProgressError or
- *                            IdempotencyValidationError
+ *                            IdempotencyValidationError; a key whose answer
+ *                            is gone (extension 1.6): AnswerGoneError, which
+ *                            Powertools throws as the cause of its
+ *                            IdempotencyPersistenceLayerError (the handler
+ *                            does not run again)
  *   _getRecord               lookup(): processing is INPROGRESS (in-progress
- *                            expiry: the lease's end), completed COMPLETED
+ *                            expiry: the lease's end), completed COMPLETED,
+ *                            AnswerGoneError when its answer is gone
  *   _updateRecord            complete() with the fence of this layer's claim;
  *                            without one (a durable execution's replay, which
  *                            Powertools runs over an existing record): claim
@@ -26,8 +31,8 @@
  */
 import { createHash } from 'crypto';
 import type { Pool } from 'pg';
-import { IdempotencyClient, Fence } from './client';
-import { isLeaseLost } from './errors';
+import { IdempotencyClient, Fence, isAnswerGone } from './client';
+import { AnswerGoneError, isLeaseLost } from './errors';
 import { withTransaction } from './tx';
 
 /* eslint-disable @typescript-eslint/no-var-requires */
@@ -63,6 +68,7 @@ export class PgPersistenceLayer extends (BasePersistenceLayer as { new(): any })
     const fence = await withTransaction(this.pgPool, async (c) => {
       const api = new IdempotencyClient(c);
       const r = await api.claim(key, { scope: this.pgScope, ttl, lease });
+      if (r.outcome === 'gone') throw new AnswerGoneError(key, r.responseCode);
       if (r.outcome !== 'claimed' && r.outcome !== 'resumed') return null;
       if (record.payloadHash) await api.checkpoint(key, r.fence as Fence, record.payloadHash, { lease, scope: this.pgScope });
       return r.fence;
@@ -77,6 +83,7 @@ export class PgPersistenceLayer extends (BasePersistenceLayer as { new(): any })
   async _getRecord(idempotencyKey: string): Promise<any> {
     const row = await new IdempotencyClient(this.pgPool).lookup(keyOf(idempotencyKey), { scope: this.pgScope });
     if (!row || row.status === 'failed') throw new IdempotencyItemNotFoundError('Item does not exist in persistence store');
+    if (isAnswerGone(row)) throw new AnswerGoneError(row.idempotencyKey, row.responseCode);
     return new IdempotencyRecord({
       idempotencyKey,
       status: row.status === 'processing' ? IdempotencyRecordStatus.INPROGRESS : IdempotencyRecordStatus.COMPLETED,

@@ -7,7 +7,7 @@
 const { test, after } = require('node:test');
 const assert = require('node:assert/strict');
 const { pool, fresh, sleep } = require('./helpers.cjs');
-const { PgIdempotencyStorage, IdempotencyClient } = require('../dist/cjs/index.js');
+const { PgIdempotencyStorage, IdempotencyClient, AnswerGoneError } = require('../dist/cjs/index.js');
 
 const scope = fresh('adapter');
 const storage = new PgIdempotencyStorage({ pool, scope });
@@ -32,6 +32,16 @@ test('setIfNotExists: false while another holder has the key, and for an answere
   await storage.set(k, 'answer', {});
   assert.equal(await other.setIfNotExists(k, 'theirs', {}), false);
   assert.equal(await storage.get(k), 'answer');
+});
+
+test('get of a key whose answer is gone (extension 1.6): AnswerGoneError, status 410', async () => {
+  const k = fresh('k');
+  await storage.set(k, 'answer', {});
+  // as if completed with a response_ttl that has passed
+  await pool.query(`UPDATE idempotency.idempotency_keys SET response_expires_at = now() - interval '1 second'
+                     WHERE key_hash = idempotency.key_hash($1, $2)`, [scope, k]);
+  await assert.rejects(storage.get(k), (e) => e instanceof AnswerGoneError && e.status === 410 && e.statusCode === 410);
+  assert.equal(await other.setIfNotExists(k, 'again', {}), false);
 });
 
 test('set then get; get of a missing key is undefined', async () => {

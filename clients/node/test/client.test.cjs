@@ -5,7 +5,7 @@ const assert = require('node:assert/strict');
 const { pool, fresh, sleep } = require('./helpers.cjs');
 const {
   IdempotencyClient, ExtensionVersionError, compareVersions, interval, isLeaseLost, sqlState, withTransaction,
-  keyProblem, KEY_MAX_CHARS,
+  keyProblem, KEY_MAX_CHARS, isAnswerGone,
 } = require('../dist/cjs/index.js');
 
 const api = new IdempotencyClient(pool);
@@ -104,6 +104,63 @@ test('keyProblem: empty, over 400 characters, control characters; none for the r
   }
   // characters, not UTF-16 units: 400 emoji are 800 units
   for (const good of ['k'.repeat(400), '\u{1F600}'.repeat(400), 'clé ü 42', 'a b']) assert.equal(keyProblem(good), null);
+});
+
+test('responseTtl: sent by name, and only when given (the calls work before 1.6 without it)', async () => {
+  const sent = [];
+  const fake = { async query(text, values) { sent.push([text, values]); return { rows: [{}] }; } };
+  const c = new IdempotencyClient(fake);
+  await c.complete('k', '1', {}, { ttl: '1 day' });
+  await c.fail('k', '1', { retryable: false });
+  await c.execute('k', null, 'SELECT 1');
+  for (const [text] of sent) assert.doesNotMatch(text, /response_ttl/);
+  sent.length = 0;
+  await c.complete('k', '1', {}, { responseTtl: 60000 });
+  await c.fail('k', '1', { retryable: false, responseTtl: '1 hour' });
+  await c.execute('k', null, 'SELECT $1', ['a'], { responseTtl: '2 hours' });
+  assert.deepEqual(sent.map(([text, values]) => [/, response_ttl => \$(\d+)::interval\)$/.exec(text)?.[1], values.at(-1)]),
+    [['7', '60000 milliseconds'], ['8', '1 hour'], ['7', '2 hours']]);
+});
+
+test('gone: after responseTtl a claim gets the status and code, no body; nothing runs again', async () => {
+  const key = fresh('g');
+  const c = await api.claim(key, { request: { a: 1 } });
+  await api.complete(key, c.fence, { paid: 1 }, { responseCode: 201, responseTtl: 300 });
+  const row = await api.lookup(key);
+  assert.ok(row.responseExpiresAt instanceof Date && row.responseExpiresAt < row.expiresAt);
+  assert.equal(isAnswerGone(row), false);
+  assert.equal((await api.claim(key, { request: { a: 1 } })).outcome, 'replay');
+  await sleep(400);
+  const r = await api.claim(key, { request: { a: 1 } });
+  assert.deepEqual([r.outcome, r.fence, r.status, r.responseCode, r.responseBody], ['gone', null, 'completed', 201, null]);
+  assert.equal(isAnswerGone(await api.lookup(key)), true);
+  assert.equal((await api.claim(key, { request: { a: 2 } })).outcome, 'mismatch');
+  // purge drops the answer: '-infinity', still gone
+  await pool.query('SELECT * FROM idempotency.purge_expired_batch()');
+  const dropped = await api.lookup(key);
+  assert.deepEqual([dropped.responseBody, dropped.responseExpiresAt.getTime(), isAnswerGone(dropped)], [null, -8.64e15, true]);
+  // a responseTtl not shorter than the key's life: the answer lives as long as the key
+  const k2 = fresh('g');
+  await api.complete(k2, (await api.claim(k2, { ttl: '1 hour' })).fence, {}, { responseTtl: '2 hours' });
+  assert.equal((await api.lookup(k2)).responseExpiresAt, null);
+});
+
+test('gone: a final fail takes responseTtl, a retryable one refuses it (22023); execute takes it too', async () => {
+  const key = fresh('gf');
+  const c = await api.claim(key);
+  await assert.rejects(api.fail(key, c.fence, { responseTtl: '1 hour' }), (e) => sqlState(e) === '22023');
+  await api.fail(key, c.fence, { error: { no: 1 }, responseCode: 402, retryable: false, responseTtl: 200 });
+  await sleep(300);
+  assert.deepEqual(Object.values(await api.claim(key)).slice(0, 5), ['gone', null, 'failed', 402, null]);
+  await pool.query('CREATE TABLE IF NOT EXISTS node_payments (id serial PRIMARY KEY, order_no text, amount int)');
+  const x = fresh('gx');
+  const sql = 'INSERT INTO node_payments (order_no, amount) VALUES ($1, 1) RETURNING id';
+  assert.equal((await api.execute(x, null, sql, [x], { responseTtl: 200 })).outcome, 'claimed');
+  await sleep(300);
+  const again = await api.execute(x, null, sql, [x], { responseTtl: 200 });
+  assert.deepEqual([again.outcome, again.responseBody], ['gone', null]);
+  const { rows } = await pool.query('SELECT count(*)::int AS n FROM node_payments WHERE order_no = $1', [x]);
+  assert.equal(rows[0].n, 1);
 });
 
 test('bad arguments raise 22023 from the server', async () => {

@@ -48,6 +48,7 @@ function routes(fw, state) {
     { path: '/authed', opts: { pool, scope: (req) => fw.header(req, 'x-user') ?? null }, handler: async () => ok({}) },
     { path: '/loose', opts: { pool, fingerprint: (i) => ({ path: i.path, amount: i.body.amount }) }, handler: async () => ok({ loose: count('loose') }) },
     { path: '/kept', opts: { pool, retention: '1 hour' }, handler: async () => ok({}) },
+    { path: '/brief', opts: { pool, responseTtl: '300 milliseconds' }, handler: async () => ok({ brief: count('brief') }) },
     { path: '/misconfigured', opts: { pool, retention: '1 second', lease: '1 minute' }, handler: async () => ok({}) },
     {
       path: '/tx', opts: { pool, transaction: true }, handler: async (req, ctx) => {
@@ -174,6 +175,16 @@ function httpBehaviour(name, fw) {
     const { rows } = await pool.query(
       "SELECT expires_at - updated_at AS kept FROM idempotency.idempotency_keys WHERE key_hash = idempotency.key_hash('', $1)", [key]);
     assert.equal(rows[0].kept.hours, 1);
+  });
+
+  test(`${name}: responseTtl: the answer is replayed for that long, then 410 problem+json; nothing runs again`, async () => {
+    const h = { 'idempotency-key': fresh('brief') };
+    assert.equal((await call('/brief', {}, h)).status, 201);
+    assert.equal((await call('/brief', {}, h)).headers.get('idempotent-replayed'), 'true');
+    await sleep(400);
+    isProblem(await call('/brief', {}, h), 410);
+    isProblem(await call('/brief', { other: 1 }, h), 422);
+    assert.equal(state.runs.brief, 1);
   });
 
   test(`${name}: one-transaction mode: the handler's rows and the answer commit together`, async () => {

@@ -8,6 +8,7 @@ const assert = require('node:assert/strict');
 const { pool, fresh, sleep } = require('./helpers.cjs');
 const { makeIdempotent, IdempotencyConfig, IdempotencyAlreadyInProgressError, IdempotencyValidationError } = require('@aws-lambda-powertools/idempotency');
 const { PgPersistenceLayer } = require('../dist/cjs/powertools.js');
+const { AnswerGoneError } = require('../dist/cjs/index.js');
 
 
 after(() => pool.end());
@@ -31,6 +32,17 @@ test('the same event twice: the handler runs once, the second call gets its resu
   assert.equal(calls.n, 1);
   const rows = await pool.query("SELECT status::text, response_body FROM idempotency.idempotency_keys WHERE scope = $1 AND status = 'completed'", [scope]);
   assert.ok(rows.rows.some((r) => r.response_body.paid === 5));
+});
+
+test('an answer that is gone (extension 1.6): an error caused by AnswerGoneError, the handler does not run', async () => {
+  const { handler, calls } = lambda(async (e) => ({ gone: e.orderId }));
+  const event = { orderId: fresh('o'), amount: 2 };
+  await handler(event, context());
+  // as if completed with a response_ttl that has passed
+  await pool.query(`UPDATE idempotency.idempotency_keys SET response_expires_at = now() - interval '1 second'
+                     WHERE scope = $1 AND response_body->>'gone' = $2`, [scope, event.orderId]);
+  await assert.rejects(handler(event, context()), (e) => e.cause instanceof AnswerGoneError);
+  assert.equal(calls.n, 1);
 });
 
 test('a call while the first runs: IdempotencyAlreadyInProgressError', async () => {
