@@ -52,6 +52,37 @@ def test_fail_final_and_release(conn, key):
     assert client.claim(conn, other).outcome == "claimed"
 
 
+def test_gone_after_response_ttl(conn, key):
+    # extension 1.6: the answer is kept for response_ttl; then a claim gets
+    # the status and code, no body, and nothing runs again
+    r = client.claim(conn, key, {"a": 1})
+    client.complete(conn, key, r.fence, {"paid": 1}, 201, response_ttl="1 hour")
+    row = client.lookup(conn, key)
+    assert row["response_expires_at"] is not None
+    assert client.claim(conn, key, {"a": 1}).outcome == "replay"
+    conn.execute("UPDATE idempotency.idempotency_keys SET response_expires_at = now() - interval '1 second' "
+                 "WHERE key_hash = idempotency.key_hash('', %s)", (key,))
+    gone = client.claim(conn, key, {"a": 1})
+    assert (gone.outcome, gone.fence, gone.status, gone.response_code, gone.response_body) == \
+        ("gone", None, "completed", 201, None)
+    assert client.claim(conn, key, {"a": 2}).outcome == "mismatch"
+
+
+def test_response_ttl_final_fail_and_execute(conn, key):
+    r = client.claim(conn, key)
+    with pytest.raises(psycopg.Error) as e:             # a retryable failure keeps no answer
+        client.fail(conn, key, r.fence, None, 503, True, response_ttl="1 hour")
+    assert e.value.sqlstate == "22023"
+    conn.rollback()
+    r = client.claim(conn, key)
+    client.fail(conn, key, r.fence, {"error": "declined"}, 402, False, response_ttl=timedelta(hours=1))
+    assert client.lookup(conn, key)["response_expires_at"] is not None
+    other = key + "-x"
+    first = client.execute(conn, other, None, "SELECT 7", response_ttl="1 hour")
+    assert (first.outcome, first.response_body) == ("claimed", 7)
+    assert client.lookup(conn, other)["response_expires_at"] is not None
+
+
 def test_invalid_key_is_22023(conn):
     with pytest.raises(psycopg.Error) as e:
         client.claim(conn, "")

@@ -1,7 +1,9 @@
 """http.py without a framework: the stored answer's shape and the cases
 no framework test reaches."""
 import json
+from datetime import timedelta
 
+from pg_idempotency import _queries as q
 from pg_idempotency import http
 
 
@@ -67,3 +69,25 @@ def test_answer_too_large_to_store_is_a_retryable_500(conn, key):
     assert answer.status == 500
     row = client.lookup(conn, key)
     assert (row["status"], row["retryable"]) == ("failed", True)
+
+
+def test_response_ttl_is_sent_by_name_only_when_given():
+    # without it the calls are those of 1.3 to 1.5, which have no response_ttl
+    for query in (q.complete("k", 1, {}), q.fail("k", 1, retryable=False), q.execute("k", None, "SELECT 1")):
+        assert "response_ttl" not in query.sql
+        assert query.sql.count("%s") == len(query.params)
+    given = (q.complete("k", 1, {}, response_ttl="1 hour"),
+             q.fail("k", 1, None, 402, False, response_ttl=timedelta(minutes=5)),
+             q.execute("k", None, "SELECT 1", response_ttl="2 hours"))
+    for query, value in zip(given, ("1 hour", "300.000000 seconds", "2 hours")):
+        assert query.sql.endswith(", response_ttl => %s::interval)")
+        assert query.sql.count("%s") == len(query.params) and query.params[-1] == value
+
+
+def test_gone_is_410_and_runs_nothing():
+    gone = q.ClaimResult("gone", None, "completed", 201, None, "started", 1, None)
+    assert not gone.holds
+    answer = http.answer_for(gone)
+    assert answer.status == 410
+    assert ("content-type", "application/problem+json") in answer.headers
+    assert json.loads(answer.body)["status"] == 410

@@ -111,6 +111,22 @@ def test_replay_with_stored_status_headers_body(make, key):
     assert json.loads(again[2]) == json.loads(first[2])     # the same run, not a second one
 
 
+def test_answer_gone_after_response_ttl_410(make, key, conn):
+    # extension 1.6: replayed for response_ttl, then 410; the handler does
+    # not run again
+    post = make(response_ttl="1 hour")
+    first = post("/pay", {"amount": 5}, {"Idempotency-Key": key})
+    assert first[0] == 201
+    assert post("/pay", {"amount": 5}, {"Idempotency-Key": key})[1]["idempotent-replayed"] == "true"
+    conn.execute("UPDATE idempotency.idempotency_keys SET response_expires_at = now() - interval '1 second' "
+                 "WHERE key_hash = idempotency.key_hash('', %s)", (key,))
+    conn.commit()
+    reply = post("/pay", {"amount": 5}, {"Idempotency-Key": key})
+    assert reply[0] == 410
+    problem_of(reply)
+    assert post("/pay", {"amount": 6}, {"Idempotency-Key": key})[0] == 422
+
+
 def test_other_request_same_key_422(make, key):
     post = make()
     assert post("/pay", {"amount": 5}, {"Idempotency-Key": key})[0] == 201

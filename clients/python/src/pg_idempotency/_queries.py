@@ -32,7 +32,7 @@ class Query(Generic[T]):
 @dataclass(frozen=True)
 class ClaimResult:
     """claim_result (doc/reference.md, claim)."""
-    outcome: str            # claimed, resumed, replay, in_progress, mismatch
+    outcome: str            # claimed, resumed, replay, gone (1.6), in_progress, mismatch
     fence: Optional[int]
     status: Optional[str]
     response_code: Optional[int]
@@ -102,6 +102,16 @@ def _claim_result(rows: Rows) -> ClaimResult:
     return ClaimResult(*rows[0])
 
 
+def _response_ttl(call: str, params: Tuple[Any, ...],
+                  response_ttl: Interval) -> Tuple[str, Tuple[Any, ...]]:
+    """call (the text of "idempotency.f(%s, ...") closed, with the argument
+    response_ttl of extension 1.6 by name when it is given; without it the
+    call works before 1.6 too."""
+    if response_ttl is None:
+        return call + ")", params
+    return call + ", response_ttl => %s::interval)", params + (_interval(response_ttl),)
+
+
 CLAIM_COLUMNS = ("outcome, fence, status::text, response_code, response_body, "
                  "recovery_point, attempts, retry_after")
 
@@ -120,15 +130,25 @@ def key_too_long(key: str) -> Query[bool]:
 
 
 def complete(key: str, fence: int, response_body: Any, response_code: int = 200,
-             scope: str = "", ttl: Interval = None) -> Query[None]:
-    return Query("SELECT idempotency.complete(%s, %s, %s, %s, %s, %s::interval)",
-                 (key, fence, Jsonb(response_body), response_code, scope, _interval(ttl)), _none)
+             scope: str = "", ttl: Interval = None, response_ttl: Interval = None) -> Query[None]:
+    """response_ttl (extension 1.6): how long the answer is replayed (None:
+    idempotency.default_response_ttl; unset, as long as the key); later
+    claims get gone.  Sent only when given."""
+    sql, params = _response_ttl("SELECT idempotency.complete(%s, %s, %s, %s, %s, %s::interval",
+                                (key, fence, Jsonb(response_body), response_code, scope, _interval(ttl)),
+                                response_ttl)
+    return Query(sql, params, _none)
 
 
 def fail(key: str, fence: int, error: Any = None, response_code: int = 500,
-         retryable: bool = True, scope: str = "", ttl: Interval = None) -> Query[None]:
-    return Query("SELECT idempotency.fail(%s, %s, %s, %s, %s, %s, %s::interval)",
-                 (key, fence, _json(error), response_code, retryable, scope, _interval(ttl)), _none)
+         retryable: bool = True, scope: str = "", ttl: Interval = None,
+         response_ttl: Interval = None) -> Query[None]:
+    """response_ttl as for complete(), for a final failure only (with
+    retryable the server refuses it, 22023)."""
+    sql, params = _response_ttl("SELECT idempotency.fail(%s, %s, %s, %s, %s, %s, %s::interval",
+                                (key, fence, _json(error), response_code, retryable, scope, _interval(ttl)),
+                                response_ttl)
+    return Query(sql, params, _none)
 
 
 def checkpoint(key: str, fence: int, recovery_point: Optional[str], lease: Interval = None,
@@ -146,18 +166,23 @@ def _lookup_row(rows: Rows) -> Optional[Dict[str, Any]]:
 
 
 def lookup(key: str, scope: str = "") -> Query[Optional[Dict[str, Any]]]:
-    """The key's row as a dict (to_jsonb of it), or None when absent or expired."""
+    """The key's row as a dict (to_jsonb of it: its columns in the
+    installed version, response_expires_at from 1.6), or None when absent
+    or expired."""
     return Query("SELECT CASE WHEN l IS NULL THEN NULL ELSE to_jsonb(l) END "
                  "FROM idempotency.lookup(%s, %s) AS l", (key, scope), _lookup_row)
 
 
 def execute(key: str, request: Any, statement: str, params: Sequence[Optional[str]] = (),
-            scope: str = "", ttl: Interval = None) -> Query[ClaimResult]:
+            scope: str = "", ttl: Interval = None, response_ttl: Interval = None) -> Query[ClaimResult]:
     """statement is the application's own fixed SQL text, never client input:
-    its values go in params ($1..$n, bound as text)."""
-    return Query("SELECT " + CLAIM_COLUMNS +
-                 " FROM idempotency.execute(%s, %s, %s, %s::text[], %s, %s::interval)",
-                 (key, _json(request), statement, list(params), scope, _interval(ttl)), _claim_result)
+    its values go in params ($1..$n, bound as text); response_ttl as for
+    complete()."""
+    sql, args = _response_ttl("SELECT " + CLAIM_COLUMNS +
+                              " FROM idempotency.execute(%s, %s, %s, %s::text[], %s, %s::interval",
+                              (key, _json(request), statement, list(params), scope, _interval(ttl)),
+                              response_ttl)
+    return Query(sql, args, _claim_result)
 
 
 def issue_token(scope: str = "", ttl: Interval = None) -> Query[Any]:

@@ -14,6 +14,8 @@ requests and responses.  The mapping (README.md, doc/clients.md):
       idempotency.max_key_length         policy's mistake) is raised
     claimed / resumed                    the handler runs; its answer is stored
     replay                               stored status, headers, body + Idempotent-Replayed: true
+    gone (1.6: the answer was kept for   410 problem+json; the handler does
+      response_ttl only)                 not run again
     in_progress                          409 problem+json, Retry-After
     mismatch                             422 problem+json
     handler answers 5xx or raises        fail(retryable): the next try runs again
@@ -99,7 +101,10 @@ class Policy:
     unguarded); scope(request) -> str or None (None: 401) names the key's
     owner, e.g. the tenant or user; fingerprint(Request) -> JSON value;
     ttl: how long a key and its answer are kept (None: the extension's
-    idempotency.default_ttl); lease: the holder's lease; one_transaction:
+    idempotency.default_ttl); response_ttl (extension 1.6): how long the
+    answer is replayed within that, then 410 (None: the extension's
+    idempotency.default_response_ttl; unset, as long as the key; passed
+    only when set); lease: the holder's lease; one_transaction:
     the handler's queries (on the connection it is given) commit in the
     transaction that stores the answer, and a 5xx rolls them back with the
     claim; stored_headers: the response headers kept for replays.
@@ -110,6 +115,7 @@ class Policy:
     scope: Optional[Callable[[Any], Optional[str]]] = None
     fingerprint: Callable[[Request], Any] = default_fingerprint
     ttl: q.Interval = None
+    response_ttl: q.Interval = None
     lease: q.Interval = None
     one_transaction: bool = False
     stored_headers: Sequence[str] = field(default_factory=lambda: ("content-type", "location"))
@@ -207,7 +213,7 @@ def exchange(policy: Policy, req: Request) -> Generator[Step, Any, Answer]:
                              answer.status, True, req.scope)
         else:
             yield q.complete(req.key or "", claim.fence or 0, stored(answer, policy.stored_headers),
-                             answer.status, req.scope, policy.ttl)
+                             answer.status, req.scope, policy.ttl, policy.response_ttl)
         yield COMMIT
     except psycopg.Error as e:
         yield ROLLBACK
@@ -230,6 +236,10 @@ def answer_for(claim: q.ClaimResult) -> Answer:
     """The answer of a claim that does not hold the key."""
     if claim.outcome == "replay":
         return replayed(claim.response_code or 200, claim.response_body)
+    if claim.outcome == "gone":
+        return problem(410, "The answer to this Idempotency-Key is gone",
+                       "The request was processed and its answer is no longer kept; it does not run "
+                       "again. Use a new key to send it again.")
     if claim.outcome == "in_progress":
         return problem(409, "A request with this Idempotency-Key is being processed",
                        "Retry after the time given in Retry-After.",
