@@ -25,18 +25,7 @@ CREATE INDEX idempotency_keys_response_expires_at_idx
     ON idempotency.idempotency_keys (response_expires_at)
     WHERE response_expires_at > '-infinity';
 
--- Same signatures; the 1.6 library reads and writes response_expires_at.
-CREATE OR REPLACE FUNCTION idempotency.claim(
-    key     text,
-    request jsonb    DEFAULT NULL,
-    scope   text     DEFAULT '',
-    ttl     interval DEFAULT NULL,
-    lease   interval DEFAULT NULL)
-RETURNS idempotency.claim_result
-AS 'MODULE_PATHNAME', 'idempotency_claim_1_6'
-LANGUAGE C VOLATILE PARALLEL UNSAFE;
-COMMENT ON FUNCTION idempotency.claim(text, jsonb, text, interval, interval) IS 'atomically claim a request key: claimed, resumed, replay, in_progress, mismatch or gone';
-
+-- Same signature; the 1.6 library drops the answers past their time too.
 CREATE OR REPLACE FUNCTION idempotency.purge_expired_batch(batch_size integer DEFAULT 10000)
 RETURNS TABLE (relation text, deleted bigint)
 AS 'MODULE_PATHNAME', 'idempotency_purge_expired_batch_1_6'
@@ -101,6 +90,27 @@ BEGIN
 END
 $$;
 
+--
+-- claim() and execute() also take wait (doc/reference.md, "Waiting for
+-- the holder"): a duplicate of a request whose holder is working sleeps
+-- until the holder's completion, failure or release commits, or its lease
+-- ends, instead of answering in_progress at once.
+--
+CREATE FUNCTION idempotency.claim(
+    key     text,
+    request jsonb    DEFAULT NULL,
+    scope   text     DEFAULT '',
+    ttl     interval DEFAULT NULL,
+    lease   interval DEFAULT NULL,
+    wait    interval DEFAULT NULL)
+RETURNS idempotency.claim_result
+AS 'MODULE_PATHNAME', 'idempotency_claim_1_6'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION idempotency.claim(text, jsonb, text, interval, interval, interval) IS 'atomically claim a request key: claimed, resumed, replay, in_progress, mismatch or gone; with wait, a duplicate waits for the holder to finish';
+REVOKE ALL ON FUNCTION idempotency.claim(text, jsonb, text, interval, interval, interval) FROM PUBLIC;
+SELECT idempotency.move_execute_grants('idempotency.claim(text,jsonb,text,interval,interval)',
+                                       'idempotency.claim(text,jsonb,text,interval,interval,interval)');
+
 CREATE FUNCTION idempotency.complete(
     key           text,
     fence         bigint,
@@ -141,13 +151,14 @@ CREATE FUNCTION idempotency.execute(
     params       text[]   DEFAULT '{}',
     scope        text     DEFAULT '',
     ttl          interval DEFAULT NULL,
-    response_ttl interval DEFAULT NULL)
+    response_ttl interval DEFAULT NULL,
+    wait         interval DEFAULT NULL)
 RETURNS idempotency.claim_result
 AS 'MODULE_PATHNAME', 'idempotency_execute_1_6'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
-COMMENT ON FUNCTION idempotency.execute(text, jsonb, text, text[], text, interval, interval) IS 'exactly-once SQL: claim, run the statement with the caller''s rights, store its result, complete';
-REVOKE ALL ON FUNCTION idempotency.execute(text, jsonb, text, text[], text, interval, interval) FROM PUBLIC;
+COMMENT ON FUNCTION idempotency.execute(text, jsonb, text, text[], text, interval, interval, interval) IS 'exactly-once SQL: claim, run the statement with the caller''s rights, store its result, complete';
+REVOKE ALL ON FUNCTION idempotency.execute(text, jsonb, text, text[], text, interval, interval, interval) FROM PUBLIC;
 SELECT idempotency.move_execute_grants('idempotency.execute(text,jsonb,text,text[],text,interval)',
-                                       'idempotency.execute(text,jsonb,text,text[],text,interval,interval)');
+                                       'idempotency.execute(text,jsonb,text,text[],text,interval,interval,interval)');
 
 DROP FUNCTION idempotency.move_execute_grants(regprocedure, regprocedure);

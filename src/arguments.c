@@ -225,6 +225,19 @@ idem_arg_interval(FunctionCallInfo fcinfo, int argno, const char *argname,
 }
 
 /*
+ * The wait argument of claim() and execute() since 1.6 (NULL: do not
+ * wait), as an interval argument; NULL for a call of an older signature,
+ * which has none.
+ */
+Interval *
+idem_arg_wait(FunctionCallInfo fcinfo, int argno)
+{
+	if (PG_NARGS() <= argno || PG_ARGISNULL(argno))
+		return NULL;
+	return idem_arg_interval(fcinfo, argno, "wait", NULL);
+}
+
+/*
  * A positive integer argument (batch sizes).
  */
 int32

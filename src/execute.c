@@ -69,8 +69,9 @@ static int	statements_running = 0;
 PG_FUNCTION_INFO_V1(idempotency_execute);
 PG_FUNCTION_INFO_V1(idempotency_execute_1_6);
 
-/* The argument 1.6 added, last: the signatures before lack it. */
+/* The arguments 1.6 added, last: the signatures before lack them. */
 #define RESPONSE_TTL_ARG 6
+#define WAIT_ARG 7
 
 static uint32
 statement_key_hash(const void *key, Size keysize pg_attribute_unused())
@@ -269,7 +270,7 @@ run_statement(StatementEntry *entry, Datum *params, const char *nulls)
 }
 
 /*
- * execute(key, request, statement, params, scope, ttl, response_ttl)
+ * execute(key, request, statement, params, scope, ttl, response_ttl, wait)
  * RETURNS claim_result; idempotency_execute is the symbol of the
  * signature before 1.6, without response_ttl, whose claims never answer
  * gone.
@@ -288,6 +289,7 @@ idempotency_execute_1_6(PG_FUNCTION_ARGS)
 	Interval   *response_ttl = idem_arg_answer_interval(fcinfo, RESPONSE_TTL_ARG,
 														"response_ttl", true,
 														idem_default_response_ttl);
+	Interval   *wait = idem_arg_wait(fcinfo, WAIT_ARG);
 	int			flags = IDEM_CLAIM_CREATE_LATER;
 	MemoryContext caller_context = CurrentMemoryContext;
 	IdemOwnerRights owner;
@@ -315,8 +317,8 @@ idempotency_execute_1_6(PG_FUNCTION_ARGS)
 	SPI_connect();
 	entry = statement_plan(sql, nparams);
 	idem_become_owner(&owner);
-	idem_claim_key(key, scope, request, ttl, &idem_lease_timeout, flags,
-				   &claim);
+	idem_claim_key_waiting(key, scope, request, ttl, &idem_lease_timeout,
+						   flags, wait, &claim);
 	idem_restore_user(&owner);
 
 	/* a new key (outcome NULL), or one to take over */

@@ -59,6 +59,7 @@ extern int32 idem_arg_positive_int(FunctionCallInfo fcinfo, int argno,
 extern void idem_check_ttl_covers_lease(const Interval *ttl,
 										const Interval *lease);
 extern bool idem_interval_is_positive(const Interval *span);
+extern Interval *idem_arg_wait(FunctionCallInfo fcinfo, int argno);
 extern Oid	idem_arg_table(FunctionCallInfo fcinfo, int argno);
 extern char *idem_quote_table(Oid relid);
 extern AttrNumber idem_arg_column(FunctionCallInfo fcinfo, int argno,
@@ -122,6 +123,9 @@ typedef struct IdemClaim
 extern void idem_claim_key(text *key, text *scope, Jsonb *request,
 						   Interval *ttl, Interval *lease, int flags,
 						   IdemClaim *claim);
+extern void idem_claim_key_waiting(text *key, text *scope, Jsonb *request,
+								   Interval *ttl, Interval *lease, int flags,
+								   Interval *wait, IdemClaim *claim);
 extern void idem_finish_key(text *key, text *scope, int64 fence,
 							bool completed, Datum body, bool body_isnull,
 							int32 response_code, bool retryable,
@@ -138,6 +142,15 @@ extern int32 idem_arg_response_code(FunctionCallInfo fcinfo, int argno);
 extern Interval *idem_arg_answer_interval(FunctionCallInfo fcinfo, int argno,
 										  const char *argname, bool final,
 										  Interval *default_value);
+
+/* waits.c: waiting for the holder of a key (claim's wait) */
+extern Size idem_wait_shmem_size(void);
+extern void idem_wait_shmem_init(void);
+extern bool idem_wait_available(void);
+extern void idem_wake_waiters_at_commit(const pg_uuid_t *key_hash);
+extern uint64 idem_wait_generation(const pg_uuid_t *key_hash);
+extern bool idem_wait_for_holder(const pg_uuid_t *key_hash, uint64 seen,
+								 long timeout_ms);
 
 /* fingerprint.c */
 extern bytea *idem_fingerprint(Jsonb *request);

@@ -967,6 +967,67 @@ idem_claim_key(text *key, text *scope, Jsonb *request, Interval *ttl,
 }
 
 /*
+ * idem_claim_key(), waiting for the holder: while the answer is in_progress
+ * and "wait" (NULL: none) has not run out since the first claim, sleep
+ * until a holder call of the key commits (waits.c) or the holder's lease
+ * ends, whichever comes first, and claim again, as a claim made then
+ * would.  Each claim reads the clock and takes its snapshots anew, so it
+ * sees what the holder committed under READ COMMITTED; under REPEATABLE
+ * READ or SERIALIZABLE it could not, and refuses to wait.
+ */
+void
+idem_claim_key_waiting(text *key, text *scope, Jsonb *request, Interval *ttl,
+					   Interval *lease, int flags, Interval *wait,
+					   IdemClaim *claim)
+{
+	pg_uuid_t	hash;
+	uint64		seen = 0;
+	TimestampTz deadline = 0;
+
+	if (wait != NULL)
+		idem_key_hash(scope, key, &hash);
+	for (;;)
+	{
+		TimestampTz now;
+		TimestampTz lease_end;
+
+		if (wait != NULL && idem_wait_available())
+			seen = idem_wait_generation(&hash);
+		idem_claim_key(key, scope, request, ttl, lease, flags, claim);
+		if (wait == NULL || claim->outcome == NULL ||
+			strcmp(claim->outcome, "in_progress") != 0)
+			return;
+		if (deadline == 0)
+			deadline = DatumGetTimestampTz(time_after(TimestampTzGetDatum(claim->now),
+													  wait));
+		now = GetCurrentTimestamp();
+		if (now >= deadline)
+			return;
+		if (!idem_wait_available())
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("idempotency claims can wait only when the library is preloaded"),
+					 errdetail("Key \"%s\" is held by another request; waiting for it needs the shared memory of a preloaded library.",
+							   text_to_cstring(key)),
+					 errhint("Add idempotency to shared_preload_libraries and restart the server, or claim without wait.")));
+		if (IsolationUsesXactSnapshot())
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("idempotency claims can wait only under READ COMMITTED"),
+					 errdetail("Key \"%s\" is held by another request, and this transaction's snapshot would not show its end.",
+							   text_to_cstring(key)),
+					 errhint("Claim with wait in a READ COMMITTED transaction, or without wait.")));
+		lease_end = DatumGetTimestampTz(DirectFunctionCall2(timestamptz_pl_interval,
+															TimestampTzGetDatum(now),
+															claim->values[CLAIM_RETRY_AFTER]));
+		/* one millisecond more, so that the lease is over at the wake-up */
+		(void) idem_wait_for_holder(&hash, seen,
+									TimestampDifferenceMilliseconds(now,
+																	Min(deadline, lease_end)) + 1);
+	}
+}
+
+/*
  * Create the key that idem_claim_key(..., IDEM_CLAIM_CREATE_LATER) found
  * absent and locked, completed with "body" as its answer (code 200), kept
  * for "response_ttl" (NULL: as long as the key), and fill "claim" as a
@@ -1114,6 +1175,7 @@ idem_finish_key(text *key, text *scope, int64 fence, bool completed,
 	SPI_finish();
 	if (!held)
 		lease_lost(key, scope, fence);
+	idem_wake_waiters_at_commit(DatumGetUUIDP(values[9]));
 }
 
 /*
@@ -1193,7 +1255,8 @@ arg_fence(FunctionCallInfo fcinfo, int argno)
 
 /*
  * claim(key, request, scope, ttl, lease) RETURNS claim_result; the symbol
- * of 1.6 (idempotency_claim_1_6) passes IDEM_CLAIM_ANSWERS_EXPIRE.
+ * of 1.6 (idempotency_claim_1_6) passes IDEM_CLAIM_ANSWERS_EXPIRE and
+ * takes a sixth argument, wait.
  */
 static Datum
 claim_call(FunctionCallInfo fcinfo, int flags)
@@ -1204,12 +1267,14 @@ claim_call(FunctionCallInfo fcinfo, int flags)
 	Interval   *ttl = idem_arg_interval(fcinfo, 3, "ttl", &idem_default_ttl);
 	Interval   *lease = idem_arg_interval(fcinfo, 4, "lease",
 										  &idem_lease_timeout);
+	Interval   *wait = idem_arg_wait(fcinfo, 5);
 	IdemOwnerRights owner;
 	IdemClaim	claim;
 
 	idem_check_ttl_covers_lease(ttl, lease);
 	idem_become_owner(&owner);
-	idem_claim_key(key, scope, request, ttl, lease, flags, &claim);
+	idem_claim_key_waiting(key, scope, request, ttl, lease, flags, wait,
+						   &claim);
 	idem_restore_user(&owner);
 	PG_RETURN_DATUM(idem_claim_datum(fcinfo, &claim));
 }
@@ -1364,6 +1429,7 @@ idempotency_release(PG_FUNCTION_ARGS)
 	(void) key_layout();
 	if (idem_run_as_owner(&release_key, values, NULL, false, NULL, NULL) != 1)
 		lease_lost(key, scope, fence);
+	idem_wake_waiters_at_commit(DatumGetUUIDP(values[4]));
 	PG_RETURN_VOID();
 }
 

@@ -1,0 +1,189 @@
+/*-------------------------------------------------------------------------
+ *
+ * waits.c
+ *	  Waiting for the holder of a key: claim(..., wait => ...) sleeps until
+ *	  a transaction that completed, failed or released a key it may be
+ *	  waiting for commits, instead of polling the table.
+ *
+ * Shared memory holds a fixed array of wait slots; a key uses the slot its
+ * key_hash falls into, so unrelated keys may share one and a waiter may be
+ * woken for another key's commit: it claims again and, still answered
+ * in_progress, sleeps again.  Each slot is a condition variable and a
+ * generation counter.  A holder call (complete, fail, release) marks its
+ * key's slot; when its transaction commits, the slots marked are advanced
+ * and broadcast (a rollback changes nothing to wait for).  A waiter reads
+ * the generation before it claims and sleeps only while it is unchanged,
+ * so a commit between its claim and its sleep is never missed, whatever
+ * else the claim slept on in between (the executor uses condition
+ * variables too).
+ *
+ * The array lives in shared memory only when the library is preloaded
+ * (shared_preload_libraries); without it idem_wait_available() is false
+ * and claims given a wait refuse it (doc/reference.md, "Waiting").
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "miscadmin.h"
+#include "port/atomics.h"
+#include "storage/condition_variable.h"
+#include "storage/shmem.h"
+#include "utils/wait_event.h"
+
+#include "idempotency.h"
+
+/* Wait slots: a power of two, so a slot is a mask of the key's hash. */
+#define WAIT_SLOTS 1024
+
+typedef struct WaitSlot
+{
+	pg_atomic_uint64 generation;
+	ConditionVariable cv;
+} WaitSlot;
+
+static WaitSlot *wait_slots = NULL;
+
+/* Slots marked by this transaction's holder calls, woken at its commit. */
+static uint64 marked_slots[WAIT_SLOTS / 64];
+static bool any_marked = false;
+static bool xact_callback_registered = false;
+
+/*
+ * The shared memory the wait slots need, requested while preloading.
+ */
+Size
+idem_wait_shmem_size(void)
+{
+	return mul_size(WAIT_SLOTS, sizeof(WaitSlot));
+}
+
+/*
+ * Attach to the wait slots, creating them in the first process that asks
+ * (the postmaster's shmem_startup_hook, under AddinShmemInitLock).
+ */
+void
+idem_wait_shmem_init(void)
+{
+	bool		found;
+
+	wait_slots = ShmemInitStruct("idempotency wait slots",
+								 idem_wait_shmem_size(), &found);
+	if (!found)
+	{
+		int			i;
+
+		for (i = 0; i < WAIT_SLOTS; i++)
+		{
+			pg_atomic_init_u64(&wait_slots[i].generation, 0);
+			ConditionVariableInit(&wait_slots[i].cv);
+		}
+	}
+}
+
+/*
+ * True when claims can wait: the library was preloaded.
+ */
+bool
+idem_wait_available(void)
+{
+	return wait_slots != NULL;
+}
+
+static int
+slot_of(const pg_uuid_t *key_hash)
+{
+	uint32		h;
+
+	memcpy(&h, key_hash->data, sizeof(h));
+	return h & (WAIT_SLOTS - 1);
+}
+
+/*
+ * At commit, wake the waiters of the slots marked; at abort forget them.
+ */
+static void
+wake_marked_slots(XactEvent event, void *arg pg_attribute_unused())
+{
+	int			i;
+
+	if (!any_marked)
+		return;
+	if (event != XACT_EVENT_COMMIT && event != XACT_EVENT_PARALLEL_COMMIT &&
+		event != XACT_EVENT_ABORT && event != XACT_EVENT_PARALLEL_ABORT &&
+		event != XACT_EVENT_PREPARE)
+		return;
+	for (i = 0; i < WAIT_SLOTS; i++)
+	{
+		if (!(marked_slots[i / 64] & (UINT64CONST(1) << (i % 64))))
+			continue;
+		if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_PARALLEL_COMMIT)
+		{
+			pg_atomic_fetch_add_u64(&wait_slots[i].generation, 1);
+			ConditionVariableBroadcast(&wait_slots[i].cv);
+		}
+	}
+	memset(marked_slots, 0, sizeof(marked_slots));
+	any_marked = false;
+}
+
+/*
+ * A holder call changed the key of "key_hash": its waiters wake when this
+ * transaction commits.  Nothing without preloading.
+ */
+void
+idem_wake_waiters_at_commit(const pg_uuid_t *key_hash)
+{
+	int			slot;
+
+	if (wait_slots == NULL)
+		return;
+	if (!xact_callback_registered)
+	{
+		RegisterXactCallback(wake_marked_slots, NULL);
+		xact_callback_registered = true;
+	}
+	slot = slot_of(key_hash);
+	marked_slots[slot / 64] |= UINT64CONST(1) << (slot % 64);
+	any_marked = true;
+}
+
+/*
+ * The generation of the key's slot, read before a claim that may wait.
+ */
+uint64
+idem_wait_generation(const pg_uuid_t *key_hash)
+{
+	return pg_atomic_read_u64(&wait_slots[slot_of(key_hash)].generation);
+}
+
+/*
+ * Sleep until the key's slot moves past "seen" (a holder call of a key in
+ * the slot committed) or "timeout_ms" passes; false when the time ran
+ * out.  Cancel and statement_timeout interrupt it as any wait.
+ */
+bool
+idem_wait_for_holder(const pg_uuid_t *key_hash, uint64 seen, long timeout_ms)
+{
+	WaitSlot   *slot = &wait_slots[slot_of(key_hash)];
+	bool		woken = true;
+	TimestampTz until = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+													timeout_ms);
+
+	ConditionVariablePrepareToSleep(&slot->cv);
+	while (pg_atomic_read_u64(&slot->generation) == seen)
+	{
+		long		left = TimestampDifferenceMilliseconds(GetCurrentTimestamp(),
+														   until);
+
+		if (left <= 0 ||
+			ConditionVariableTimedSleep(&slot->cv, left, PG_WAIT_EXTENSION))
+		{
+			woken = pg_atomic_read_u64(&slot->generation) != seen;
+			break;
+		}
+	}
+	ConditionVariableCancelSleep();
+	return woken;
+}
