@@ -36,7 +36,8 @@ CREATE FUNCTION idempotency.execute(
     params       text[]   DEFAULT '{}',
     scope        text     DEFAULT '',
     ttl          interval DEFAULT NULL,
-    response_ttl interval DEFAULT NULL)
+    response_ttl interval DEFAULT NULL,
+    wait         interval DEFAULT NULL)
 RETURNS idempotency.claim_result
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 AS $$
@@ -279,16 +280,24 @@ BEGIN
     END IF;
 
     -- the claim; in a read-only transaction its error names execute()
+    -- (only there: the block is a subtransaction).  A call of the
+    -- signature before 1.6 has no wait, nor has claim() there.
     IF pg_catalog.current_setting('transaction_read_only') OPERATOR(pg_catalog.=) 'on' THEN
         BEGIN
-            claim := idempotency.claim(key, request, scope, ttl);
+            IF wait IS NULL THEN
+                claim := idempotency.claim(key, request, scope, ttl);
+            ELSE
+                claim := idempotency.claim(key, request, scope, ttl, wait => wait);
+            END IF;
         EXCEPTION WHEN read_only_sql_transaction THEN
             GET STACKED DIAGNOSTICS message = MESSAGE_TEXT;
             RAISE EXCEPTION '%', pg_catalog.replace(message, 'idempotency.claim()', 'idempotency.execute()')
                 USING ERRCODE = 'read_only_sql_transaction';
         END;
-    ELSE
+    ELSIF wait IS NULL THEN
         claim := idempotency.claim(key, request, scope, ttl);
+    ELSE
+        claim := idempotency.claim(key, request, scope, ttl, wait => wait);
     END IF;
     -- response_ttl as complete() checks it (the caller may not call the
     -- owner's portable_arg_interval), whatever the claim's outcome

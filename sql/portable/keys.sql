@@ -654,23 +654,54 @@ END
 $portable$;
 
 -- portable: idempotency_claim_1_6, idempotency_claim
-CREATE OR REPLACE FUNCTION idempotency.claim(
+-- With wait, a claim answered in_progress claims again after a nap that
+-- doubles from 10 ms to 200 ms, until the answer changes, the holder's
+-- lease ends or wait runs out: the C edition sleeps until the holder's
+-- commit instead, which needs shared memory (doc/portable.md).
+CREATE FUNCTION idempotency.claim(
     key     text,
     request jsonb    DEFAULT NULL,
     scope   text     DEFAULT '',
     ttl     interval DEFAULT NULL,
-    lease   interval DEFAULT NULL)
+    lease   interval DEFAULT NULL,
+    wait    interval DEFAULT NULL)
 RETURNS idempotency.claim_result
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    answer idempotency.claim_result;
+    deadline timestamptz;
+    nap double precision := 0.01;
 BEGIN
     PERFORM idempotency.portable_arg_key(key);
     PERFORM idempotency.portable_arg_name(scope, 'scope', 0, 255);
     ttl := idempotency.portable_arg_interval(ttl, 'ttl', 'idempotency.default_ttl', '24 hours');
     lease := idempotency.portable_arg_interval(lease, 'lease', 'idempotency.lease_timeout', '30 seconds');
     PERFORM idempotency.portable_check_ttl_covers_lease(ttl, lease);
-    RETURN idempotency.portable_claim_key(key, scope, request, ttl, lease, 'idempotency.claim()');
+    IF wait IS NOT NULL THEN
+        wait := idempotency.portable_arg_interval(wait, 'wait', NULL, NULL);
+    END IF;
+    LOOP
+        answer := idempotency.portable_claim_key(key, scope, request, ttl, lease, 'idempotency.claim()');
+        IF wait IS NULL OR answer.outcome OPERATOR(pg_catalog.<>) 'in_progress' THEN
+            RETURN answer;
+        END IF;
+        deadline := COALESCE(deadline, pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) wait);
+        IF pg_catalog.clock_timestamp() OPERATOR(pg_catalog.>=) deadline THEN
+            RETURN answer;
+        END IF;
+        IF pg_catalog.current_setting('transaction_isolation') OPERATOR(pg_catalog.<>) 'read committed' THEN
+            RAISE EXCEPTION 'idempotency claims can wait only under READ COMMITTED'
+                USING ERRCODE = 'feature_not_supported',
+                      DETAIL = pg_catalog.format('Key "%s" is held by another request, and this transaction''s snapshot would not show its end.', key),
+                      HINT = 'Claim with wait in a READ COMMITTED transaction, or without wait.';
+        END IF;
+        PERFORM pg_catalog.pg_sleep(LEAST(nap,
+            pg_catalog.date_part('epoch', deadline OPERATOR(pg_catalog.-) pg_catalog.clock_timestamp()),
+            pg_catalog.date_part('epoch', answer.retry_after) OPERATOR(pg_catalog.+) 0.001));
+        nap := LEAST(nap OPERATOR(pg_catalog.*) 2, 0.2);
+    END LOOP;
 END
 $$;
 
