@@ -29,7 +29,7 @@ CREATE INDEX idempotency_keys_response_expires_at_idx
 CREATE OR REPLACE FUNCTION idempotency.purge_expired_batch(batch_size integer DEFAULT 10000)
 RETURNS TABLE (relation text, deleted bigint)
 AS 'MODULE_PATHNAME', 'idempotency_purge_expired_batch_1_6'
-LANGUAGE C VOLATILE PARALLEL UNSAFE;
+LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 5;
 COMMENT ON FUNCTION idempotency.purge_expired_batch(integer) IS 'one batch of purge_expired in the caller''s transaction: at most batch_size rows per relation, and at most batch_size answers past response_expires_at dropped (relation idempotency_keys.response_body)';
 
 --

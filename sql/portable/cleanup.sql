@@ -183,7 +183,7 @@ $portable$;
 -- portable: idempotency_purge_expired_batch_1_6, idempotency_purge_expired_batch
 CREATE OR REPLACE FUNCTION idempotency.purge_expired_batch(batch_size integer DEFAULT 10000)
 RETURNS TABLE (relation text, deleted bigint)
-LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE ROWS 5
 SECURITY DEFINER
 AS $$
 -- No SET clause: the caller's search_path is kept for the triggers and

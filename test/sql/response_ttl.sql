@@ -199,6 +199,11 @@ ROLLBACK;
 -- expired (which go whole) are left to the rest
 CALL idempotency.purge_expired();
 CREATE TABLE rt_dropped (idempotency_key text, had_body boolean, body jsonb, response_expires_at timestamptz);
+-- the purge runs as the extension owner, and so does the trigger it fires
+-- (in the portable edition the owner is no superuser: doc/reference.md)
+SELECT tableowner AS owner FROM pg_tables
+ WHERE schemaname = 'idempotency' AND tablename = 'idempotency_keys' \gset
+GRANT INSERT ON rt_dropped TO :"owner";
 CREATE FUNCTION rt_note_drop() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
   INSERT INTO public.rt_dropped
