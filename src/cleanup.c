@@ -144,9 +144,15 @@ static Purge purges[] = {
 		  "p.published_at IS NOT NULL AND p.published_at" LE "$1", "p.published_at"),
 };
 
+/*
+ * The deletes of keys return the scopes of the keys they delete, which
+ * the outcome counts of metrics.c add up per scope.
+ */
+#define KEY_SCOPES " RETURNING scope"
+
 /* $1 the row's ctid, for the row-by-row fallback; one per relation */
 static IdemQuery delete_row[REL_COUNT] = {
-	{.sql = "DELETE FROM idempotency.idempotency_keys WHERE ctid OPERATOR(pg_catalog.=) $1",
+	{.sql = "DELETE FROM idempotency.idempotency_keys WHERE ctid OPERATOR(pg_catalog.=) $1" KEY_SCOPES,
 	.nargs = 1, .argtypes = {TIDOID}},
 	{.sql = "DELETE FROM idempotency.tokens WHERE ctid OPERATOR(pg_catalog.=) $1",
 	.nargs = 1, .argtypes = {TIDOID}},
@@ -383,8 +389,9 @@ build_statements(PurgedRelation *prel, Relation rel, int nkeys, Oid *keys)
 					 unreferenced.data, purge->column);
 		purge->batch.sql =
 			psprintf("DELETE FROM idempotency.%s"
-					 " WHERE ctid OPERATOR(pg_catalog.=) ANY (ARRAY(%s))",
-					 quote_identifier(prel->name), purge->candidates.sql);
+					 " WHERE ctid OPERATOR(pg_catalog.=) ANY (ARRAY(%s))%s",
+					 quote_identifier(prel->name), purge->candidates.sql,
+					 purge->relation == REL_KEYS ? KEY_SCOPES : "");
 	}
 	prel->keys = palloc(sizeof(Oid) * Max(nkeys, 1));
 	if (nkeys > 0)
@@ -491,6 +498,20 @@ run_in_subtransaction(IdemQuery *query, Datum *args, ErrorData **error)
 }
 
 /*
+ * Count the keys that the delete just run deleted, by scope (metrics.c),
+ * and free the scopes it returned.
+ */
+static void
+count_purged(Purge *purge)
+{
+	if (purge->relation != REL_KEYS)
+		return;
+	idem_metrics_count_scopes(SPI_tuptable, SPI_processed,
+							  IDEM_OUTCOME_PURGED);
+	SPI_freetuptable(SPI_tuptable);
+}
+
+/*
  * Delete the rows of one walk one by one, each in a subtransaction, until
  * "limit" went or none is left; a row whose delete fails stays.  Returns
  * how many went.
@@ -529,7 +550,10 @@ purge_row_by_row(Purge *purge, Datum *args, int64 limit)
 									  &error) < 0)
 				skipped++;
 			else
+			{
 				deleted++;
+				count_purged(purge);
+			}
 		}
 		SPI_freetuptable(rows);
 	}
@@ -562,6 +586,8 @@ purge_walk(Purge *purge, TimestampTz cutoff, int64 limit)
 	args[1] = Int64GetDatum(limit);
 	SPI_connect();
 	deleted = run_in_subtransaction(&purge->batch, args, &error);
+	if (deleted > 0)
+		count_purged(purge);
 	if (deleted < 0)
 	{
 		FreeErrorData(error);

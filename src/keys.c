@@ -988,6 +988,7 @@ idem_claim_datum(FunctionCallInfo fcinfo, IdemClaim *claim)
 static void
 lease_lost(text *key, text *scope, int64 fence)
 {
+	idem_metrics_count(scope, IDEM_OUTCOME_LEASE_LOST, 1);
 	ereport(ERROR,
 			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 			 errmsg("idempotency lease lost for key \"%s\"",
@@ -1100,6 +1101,7 @@ idempotency_claim(PG_FUNCTION_ARGS)
 	idem_become_owner(&owner);
 	idem_claim_key(key, scope, request, ttl, lease, false, &claim);
 	idem_restore_user(&owner);
+	idem_metrics_count_claim(scope, claim.outcome);
 	PG_RETURN_DATUM(idem_claim_datum(fcinfo, &claim));
 }
 

@@ -1,0 +1,497 @@
+/*-------------------------------------------------------------------------
+ *
+ * metrics.c
+ *	  Outcome counts per scope (claimed, replay, mismatch, in_progress,
+ *	  resumed, gone, lease_lost, purged), kept in shared memory and read
+ *	  by idempotency.metrics(); metrics_reset() sets them back to zero.
+ *
+ * The counts need the library in shared_preload_libraries: _PG_init then
+ * asks for the shared memory (shmem_request_hook) and sets it up
+ * (shmem_startup_hook).  Otherwise every count is a no-op and the SQL
+ * functions raise 55000.  Counting writes nothing to any table or to the
+ * WAL, so it works in read-only transactions and on hot standbys (each
+ * server counts its own calls); the counts live until the server stops.
+ *
+ * A call is counted when it decides its outcome, before its transaction
+ * ends: a claim whose transaction then rolls back is still counted.
+ *
+ * Shared state: a hash table of at most idempotency.metrics_max_scopes
+ * rows, one per (database, scope), and one overflow row for the scopes
+ * that found the table full, shown with scope NULL in every database.
+ * Rows are never removed (metrics_reset() zeroes them), so a pointer to
+ * one's counters stays valid for the life of the server.
+ *
+ * Locking: the counters are atomics, added to without a lock.  The
+ * table's LWLock is taken in shared mode to find a scope's row and to
+ * read the rows, and in exclusive mode to add a row or to reset; reset_at
+ * is only written under the exclusive lock.  Each backend keeps the rows
+ * of the scopes it counted last in a small cache of its own, so a call
+ * in a scope seen recently takes no lock: one hash of the scope, one
+ * comparison and one atomic add.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "common/hashfn.h"
+#include "funcapi.h"
+#include "mb/pg_wchar.h"
+#include "miscadmin.h"
+#include "port/atomics.h"
+#include "storage/ipc.h"
+#include "storage/lwlock.h"
+#include "storage/shmem.h"
+#include "utils/builtins.h"
+#include "utils/hsearch.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+
+#include "idempotency.h"
+
+/* Longest scope in bytes, with its terminating zero. */
+#define SCOPE_BYTES (IDEM_MAX_NAME_CHARS * MAX_MULTIBYTE_CHAR_LEN + 1)
+
+/* Size of each backend's cache of rows; a power of two. */
+#define LOCAL_CACHE_SIZE 16
+
+#define METRICS_NAME "idempotency metrics"
+
+/* The outcomes in the order of metrics()'s columns; see IdemOutcome. */
+static const char *const outcome_names[IDEM_NOUTCOMES] = {
+	"claimed", "replay", "mismatch", "in_progress", "resumed", "gone",
+	"lease_lost", "purged"
+};
+
+typedef struct MetricsKey
+{
+	Oid			dbid;
+	char		scope[SCOPE_BYTES];
+} MetricsKey;
+
+typedef struct MetricsCounts
+{
+	pg_atomic_uint64 counts[IDEM_NOUTCOMES];
+	TimestampTz reset_at;		/* under the exclusive lock */
+} MetricsCounts;
+
+typedef struct MetricsEntry
+{
+	MetricsKey	key;
+	MetricsCounts counts;
+} MetricsEntry;
+
+typedef struct MetricsShared
+{
+	LWLock	   *lock;
+	MetricsCounts overflow;		/* the scopes beyond the table */
+} MetricsShared;
+
+/* A scope this backend counted lately, and its row's counters. */
+typedef struct LocalEntry
+{
+	uint32		hash;
+	int			len;
+	char	   *scope;			/* in TopMemoryContext; NULL: slot unused */
+	MetricsCounts *counts;
+} LocalEntry;
+
+static MetricsShared *metrics = NULL;
+static HTAB *metrics_table = NULL;
+static LocalEntry local_cache[LOCAL_CACHE_SIZE];
+
+static shmem_request_hook_type prev_shmem_request_hook = NULL;
+static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
+
+/* SQL-callable functions */
+PG_FUNCTION_INFO_V1(idempotency_metrics);
+PG_FUNCTION_INFO_V1(idempotency_metrics_reset);
+
+/*
+ * The table's hash and equality: the scope up to its end, not the whole
+ * key, whose buffer is much longer than most scopes.
+ */
+static uint32
+scope_hash(Oid dbid, const char *scope, int len)
+{
+	return hash_bytes((const unsigned char *) scope, len) ^
+		murmurhash32((uint32) dbid);
+}
+
+static uint32
+metrics_key_hash(const void *key, Size keysize pg_attribute_unused())
+{
+	const MetricsKey *k = (const MetricsKey *) key;
+
+	return scope_hash(k->dbid, k->scope, (int) strlen(k->scope));
+}
+
+static int
+metrics_key_match(const void *key1, const void *key2,
+				  Size keysize pg_attribute_unused())
+{
+	const MetricsKey *k1 = (const MetricsKey *) key1;
+	const MetricsKey *k2 = (const MetricsKey *) key2;
+
+	if (k1->dbid != k2->dbid)
+		return 1;
+	return strcmp(k1->scope, k2->scope);
+}
+
+static Size
+metrics_shmem_size(void)
+{
+	return add_size(MAXALIGN(sizeof(MetricsShared)),
+					hash_estimate_size(Max(idem_metrics_max_scopes, 1),
+									   sizeof(MetricsEntry)));
+}
+
+static void
+init_counts(MetricsCounts *counts, TimestampTz now)
+{
+	int			i;
+
+	for (i = 0; i < IDEM_NOUTCOMES; i++)
+		pg_atomic_init_u64(&counts->counts[i], 0);
+	counts->reset_at = now;
+}
+
+static void
+reset_counts(MetricsCounts *counts, TimestampTz now)
+{
+	int			i;
+
+	for (i = 0; i < IDEM_NOUTCOMES; i++)
+		pg_atomic_write_u64(&counts->counts[i], 0);
+	counts->reset_at = now;
+}
+
+/*
+ * shmem_request_hook: reserve the shared memory and the lock.
+ */
+static void
+metrics_shmem_request(void)
+{
+	if (prev_shmem_request_hook)
+		prev_shmem_request_hook();
+	RequestAddinShmemSpace(metrics_shmem_size());
+	RequestNamedLWLockTranche(METRICS_NAME, 1);
+}
+
+/*
+ * shmem_startup_hook: create the shared state, or attach to it.
+ */
+static void
+metrics_shmem_startup(void)
+{
+	HASHCTL		ctl;
+	bool		found;
+
+	if (prev_shmem_startup_hook)
+		prev_shmem_startup_hook();
+
+	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+	metrics = ShmemInitStruct(METRICS_NAME, sizeof(MetricsShared), &found);
+	if (!found)
+	{
+		metrics->lock = &(GetNamedLWLockTranche(METRICS_NAME))->lock;
+		init_counts(&metrics->overflow, GetCurrentTimestamp());
+	}
+	ctl.keysize = sizeof(MetricsKey);
+	ctl.entrysize = sizeof(MetricsEntry);
+	ctl.hash = metrics_key_hash;
+	ctl.match = metrics_key_match;
+	metrics_table = ShmemInitHash(METRICS_NAME " table",
+								  Max(idem_metrics_max_scopes, 1),
+								  Max(idem_metrics_max_scopes, 1), &ctl,
+								  HASH_ELEM | HASH_FUNCTION | HASH_COMPARE |
+								  HASH_FIXED_SIZE);
+	LWLockRelease(AddinShmemInitLock);
+}
+
+/*
+ * Called by _PG_init while shared_preload_libraries are loaded.
+ */
+void
+idem_metrics_register(void)
+{
+	prev_shmem_request_hook = shmem_request_hook;
+	shmem_request_hook = metrics_shmem_request;
+	prev_shmem_startup_hook = shmem_startup_hook;
+	shmem_startup_hook = metrics_shmem_startup;
+}
+
+/*
+ * The counters of "scope" ("len" bytes, hashed to "hash") in this
+ * database: its row, added when the table has room, else the overflow
+ * row.
+ */
+static MetricsCounts *
+shared_counts(const char *scope, int len, uint32 hash)
+{
+	MetricsKey	key;
+	MetricsEntry *entry;
+	bool		found;
+
+	if (len >= SCOPE_BYTES)		/* longer than a scope can be */
+		return &metrics->overflow;
+	memset(&key, 0, sizeof(key));
+	key.dbid = MyDatabaseId;
+	memcpy(key.scope, scope, len);
+
+	LWLockAcquire(metrics->lock, LW_SHARED);
+	entry = hash_search_with_hash_value(metrics_table, &key, hash,
+										HASH_FIND, NULL);
+	LWLockRelease(metrics->lock);
+	if (entry != NULL)
+		return &entry->counts;
+
+	LWLockAcquire(metrics->lock, LW_EXCLUSIVE);
+	if (hash_get_num_entries(metrics_table) < idem_metrics_max_scopes)
+		entry = hash_search_with_hash_value(metrics_table, &key, hash,
+											HASH_ENTER_NULL, &found);
+	else
+	{
+		entry = hash_search_with_hash_value(metrics_table, &key, hash,
+											HASH_FIND, &found);
+	}
+	if (entry != NULL && !found)
+		init_counts(&entry->counts, GetCurrentTimestamp());
+	LWLockRelease(metrics->lock);
+	return entry != NULL ? &entry->counts : &metrics->overflow;
+}
+
+/*
+ * The counters of "scope" in this database, from the backend's cache
+ * when it holds them.  Rows are never removed, so a cached pointer stays
+ * good; a scope once counted in the overflow row stays there, since the
+ * table never gets emptier.
+ */
+static MetricsCounts *
+scope_counts(const char *scope, int len)
+{
+	uint32		hash = scope_hash(MyDatabaseId, scope, len);
+	LocalEntry *slot = &local_cache[hash & (LOCAL_CACHE_SIZE - 1)];
+
+	if (slot->scope != NULL && slot->hash == hash && slot->len == len &&
+		memcmp(slot->scope, scope, len) == 0)
+		return slot->counts;
+
+	if (slot->scope != NULL)
+		pfree(slot->scope);
+	slot->scope = NULL;
+	slot->counts = shared_counts(scope, len, hash);
+	slot->scope = MemoryContextAlloc(TopMemoryContext, Max(len, 1));
+	memcpy(slot->scope, scope, len);
+	slot->hash = hash;
+	slot->len = len;
+	return slot->counts;
+}
+
+/*
+ * Count "n" calls of "outcome" in "scope".  A no-op unless the library
+ * was preloaded.
+ */
+void
+idem_metrics_count(text *scope, IdemOutcome outcome, uint64 n)
+{
+	MetricsCounts *counts;
+
+	if (metrics == NULL || n == 0)
+		return;
+	counts = scope_counts(VARDATA_ANY(scope), VARSIZE_ANY_EXHDR(scope));
+	pg_atomic_fetch_add_u64(&counts->counts[outcome], n);
+}
+
+/*
+ * Count a claim (or execute()) by its outcome, as claim_result names it.
+ */
+void
+idem_metrics_count_claim(text *scope, const char *outcome)
+{
+	int			i;
+
+	if (metrics == NULL || outcome == NULL)
+		return;
+	for (i = 0; i < IDEM_OUTCOME_LEASE_LOST; i++)
+		if (strcmp(outcome, outcome_names[i]) == 0)
+		{
+			idem_metrics_count(scope, (IdemOutcome) i, 1);
+			return;
+		}
+}
+
+/*
+ * Count "outcome" once for each row of "rows", whose first column is a
+ * scope (the keys a purge deleted, RETURNING scope).  Runs of the same
+ * scope are added at once.
+ */
+void
+idem_metrics_count_scopes(SPITupleTable *rows, uint64 nrows,
+						  IdemOutcome outcome)
+{
+	text	   *run = NULL;
+	uint64		run_length = 0;
+	uint64		i;
+
+	if (metrics == NULL || rows == NULL)
+		return;
+	for (i = 0; i < nrows; i++)
+	{
+		bool		isnull;
+		text	   *scope = DatumGetTextPP(SPI_getbinval(rows->vals[i],
+														 rows->tupdesc, 1,
+														 &isnull));
+
+		if (isnull)
+			continue;
+		if (run != NULL &&
+			VARSIZE_ANY_EXHDR(run) == VARSIZE_ANY_EXHDR(scope) &&
+			memcmp(VARDATA_ANY(run), VARDATA_ANY(scope),
+				   VARSIZE_ANY_EXHDR(scope)) == 0)
+		{
+			run_length++;
+			continue;
+		}
+		if (run != NULL)
+			idem_metrics_count(run, outcome, run_length);
+		run = scope;
+		run_length = 1;
+	}
+	if (run != NULL)
+		idem_metrics_count(run, outcome, run_length);
+}
+
+/*
+ * Raise 55000 unless the library was preloaded.
+ */
+static void
+require_metrics(void)
+{
+	if (metrics == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("idempotency metrics are not enabled"),
+				 errdetail("The counts live in shared memory, which the idempotency library sets up only when the server loads it at start."),
+				 errhint("Add idempotency to shared_preload_libraries and restart the server.")));
+}
+
+/* One row of metrics(), copied out of shared memory. */
+typedef struct MetricsRow
+{
+	char	   *scope;			/* NULL: the overflow row */
+	uint64		counts[IDEM_NOUTCOMES];
+	TimestampTz reset_at;
+} MetricsRow;
+
+static void
+copy_counts(MetricsRow *row, MetricsCounts *counts)
+{
+	int			i;
+
+	for (i = 0; i < IDEM_NOUTCOMES; i++)
+		row->counts[i] = pg_atomic_read_u64(&counts->counts[i]);
+	row->reset_at = counts->reset_at;
+}
+
+static int
+row_order(const void *a, const void *b)
+{
+	const MetricsRow *x = (const MetricsRow *) a;
+	const MetricsRow *y = (const MetricsRow *) b;
+
+	return strcmp(x->scope, y->scope);
+}
+
+/*
+ * metrics() RETURNS TABLE (scope, claimed, replay, mismatch, in_progress,
+ * resumed, gone, lease_lost, purged, reset_at): a row per scope of this
+ * database in byte order, then the overflow row (scope NULL).
+ */
+Datum
+idempotency_metrics(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	HASH_SEQ_STATUS status;
+	MetricsEntry *entry;
+	MetricsRow *rows;
+	int			nrows = 0;
+	int			i;
+
+	require_metrics();
+	InitMaterializedSRF(fcinfo, 0);
+
+	LWLockAcquire(metrics->lock, LW_SHARED);
+	rows = palloc(sizeof(MetricsRow) *
+				  (hash_get_num_entries(metrics_table) + 1));
+	hash_seq_init(&status, metrics_table);
+	while ((entry = hash_seq_search(&status)) != NULL)
+	{
+		if (entry->key.dbid != MyDatabaseId)
+			continue;
+		rows[nrows].scope = pstrdup(entry->key.scope);
+		copy_counts(&rows[nrows], &entry->counts);
+		nrows++;
+	}
+	copy_counts(&rows[nrows], &metrics->overflow);
+	rows[nrows].scope = NULL;
+	LWLockRelease(metrics->lock);
+	qsort(rows, nrows, sizeof(MetricsRow), row_order);
+
+	for (i = 0; i <= nrows; i++)
+	{
+		Datum		values[IDEM_NOUTCOMES + 2];
+		bool		nulls[IDEM_NOUTCOMES + 2] = {0};
+		int			j;
+
+		if (rows[i].scope != NULL)
+			values[0] = CStringGetTextDatum(rows[i].scope);
+		else
+			nulls[0] = true;
+		for (j = 0; j < IDEM_NOUTCOMES; j++)
+			values[j + 1] = Int64GetDatum((int64) rows[i].counts[j]);
+		values[IDEM_NOUTCOMES + 1] = TimestampTzGetDatum(rows[i].reset_at);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values,
+							 nulls);
+	}
+	return (Datum) 0;
+}
+
+/*
+ * metrics_reset(scope text DEFAULT NULL) RETURNS void: zero the counts of
+ * one scope of this database, or with NULL of all its scopes and of the
+ * overflow row, and set their reset_at to now.  A scope without a row has
+ * nothing to reset.
+ */
+Datum
+idempotency_metrics_reset(PG_FUNCTION_ARGS)
+{
+	text	   *scope = PG_ARGISNULL(0) ? NULL : idem_arg_scope(fcinfo, 0);
+	TimestampTz now = GetCurrentTimestamp();
+	HASH_SEQ_STATUS status;
+	MetricsEntry *entry;
+
+	require_metrics();
+	LWLockAcquire(metrics->lock, LW_EXCLUSIVE);
+	if (scope != NULL)
+	{
+		MetricsKey	key;
+		int			len = VARSIZE_ANY_EXHDR(scope);
+
+		memset(&key, 0, sizeof(key));
+		key.dbid = MyDatabaseId;
+		memcpy(key.scope, VARDATA_ANY(scope), Min(len, SCOPE_BYTES - 1));
+		entry = hash_search(metrics_table, &key, HASH_FIND, NULL);
+		if (entry != NULL)
+			reset_counts(&entry->counts, now);
+	}
+	else
+	{
+		hash_seq_init(&status, metrics_table);
+		while ((entry = hash_seq_search(&status)) != NULL)
+			if (entry->key.dbid == MyDatabaseId)
+				reset_counts(&entry->counts, now);
+		reset_counts(&metrics->overflow, now);
+	}
+	LWLockRelease(metrics->lock);
+	PG_RETURN_VOID();
+}
