@@ -207,7 +207,7 @@ typedef enum IdemOutcome
 
 /* metrics.c; the counts are no-ops unless the library was preloaded */
 extern void idem_metrics_register(void);
-extern void idem_metrics_count(text *scope, IdemOutcome outcome, uint64 n);
+extern void idem_metrics_count(text *scope, IdemOutcome outcome, int64 n);
 extern void idem_metrics_count_claim(text *scope, const char *outcome);
 extern void idem_metrics_count_scopes(SPITupleTable *rows, uint64 nrows,
 									  IdemOutcome outcome);

@@ -145,23 +145,20 @@ metrics_shmem_size(void)
 									   sizeof(MetricsEntry)));
 }
 
+/*
+ * Set the counts to zero and reset_at to "now"; "first": the counts are
+ * new, not yet initialized.
+ */
 static void
-init_counts(MetricsCounts *counts, TimestampTz now)
+zero_counts(MetricsCounts *counts, TimestampTz now, bool first)
 {
 	int			i;
 
 	for (i = 0; i < IDEM_NOUTCOMES; i++)
-		pg_atomic_init_u64(&counts->counts[i], 0);
-	counts->reset_at = now;
-}
-
-static void
-reset_counts(MetricsCounts *counts, TimestampTz now)
-{
-	int			i;
-
-	for (i = 0; i < IDEM_NOUTCOMES; i++)
-		pg_atomic_write_u64(&counts->counts[i], 0);
+		if (first)
+			pg_atomic_init_u64(&counts->counts[i], 0);
+		else
+			pg_atomic_write_u64(&counts->counts[i], 0);
 	counts->reset_at = now;
 }
 
@@ -194,7 +191,7 @@ metrics_shmem_startup(void)
 	if (!found)
 	{
 		metrics->lock = &(GetNamedLWLockTranche(METRICS_NAME))->lock;
-		init_counts(&metrics->overflow, GetCurrentTimestamp());
+		zero_counts(&metrics->overflow, GetCurrentTimestamp(), true);
 	}
 	ctl.keysize = sizeof(MetricsKey);
 	ctl.entrysize = sizeof(MetricsEntry);
@@ -250,12 +247,10 @@ shared_counts(const char *scope, int len, uint32 hash)
 		entry = hash_search_with_hash_value(metrics_table, &key, hash,
 											HASH_ENTER_NULL, &found);
 	else
-	{
 		entry = hash_search_with_hash_value(metrics_table, &key, hash,
 											HASH_FIND, &found);
-	}
 	if (entry != NULL && !found)
-		init_counts(&entry->counts, GetCurrentTimestamp());
+		zero_counts(&entry->counts, GetCurrentTimestamp(), true);
 	LWLockRelease(metrics->lock);
 	return entry != NULL ? &entry->counts : &metrics->overflow;
 }
@@ -292,7 +287,7 @@ scope_counts(const char *scope, int len)
  * was preloaded.
  */
 void
-idem_metrics_count(text *scope, IdemOutcome outcome, uint64 n)
+idem_metrics_count(text *scope, IdemOutcome outcome, int64 n)
 {
 	MetricsCounts *counts;
 
@@ -330,7 +325,7 @@ idem_metrics_count_scopes(SPITupleTable *rows, uint64 nrows,
 						  IdemOutcome outcome)
 {
 	text	   *run = NULL;
-	uint64		run_length = 0;
+	int64		run_length = 0;
 	uint64		i;
 
 	if (metrics == NULL || rows == NULL)
@@ -482,15 +477,15 @@ idempotency_metrics_reset(PG_FUNCTION_ARGS)
 		memcpy(key.scope, VARDATA_ANY(scope), Min(len, SCOPE_BYTES - 1));
 		entry = hash_search(metrics_table, &key, HASH_FIND, NULL);
 		if (entry != NULL)
-			reset_counts(&entry->counts, now);
+			zero_counts(&entry->counts, now, false);
 	}
 	else
 	{
 		hash_seq_init(&status, metrics_table);
 		while ((entry = hash_seq_search(&status)) != NULL)
 			if (entry->key.dbid == MyDatabaseId)
-				reset_counts(&entry->counts, now);
-		reset_counts(&metrics->overflow, now);
+				zero_counts(&entry->counts, now, false);
+		zero_counts(&metrics->overflow, now, false);
 	}
 	LWLockRelease(metrics->lock);
 	PG_RETURN_VOID();
