@@ -20,6 +20,19 @@
  * consumed, an outbox event not yet published.  The cut-off is one
  * reading of the clock per call, taken when it starts.
  *
+ * Since 1.6 a batch also drops the answers whose response_expires_at has
+ * come, of keys that have not expired (those go whole), with one more
+ * walk of the same shape over the table of keys:
+ *
+ *	  UPDATE idempotency_keys SET response_body = NULL,
+ *		response_expires_at = '-infinity' WHERE ctid = ANY (ARRAY(...))
+ *
+ * which its partial index finds, oldest first; '-infinity' takes the row
+ * out of that index and, for claims, still means gone.  An UPDATE keeps
+ * every reference to the key, so no <not referenced> applies.  The symbol
+ * of 1.5 (idempotency_purge_expired_batch) leaves answers alone, and
+ * reports the relations only.
+ *
  * <not referenced> leaves out the rows that an application table's
  * foreign key without ON DELETE CASCADE, SET NULL or SET DEFAULT (NO
  * ACTION or RESTRICT, deferrable or not) references: one NOT EXISTS per
@@ -71,15 +84,22 @@
 
 #include "idempotency.h"
 
-/* The relations purge_expired_batch() reports on, in its output order. */
+/*
+ * The relations purge_expired_batch() reports on, in its output order,
+ * then (1.6) the answers it drops: the rows it returns.
+ */
 enum
 {
 	REL_KEYS,
 	REL_TOKENS,
 	REL_PROCESSED,
 	REL_OUTBOX,
-	REL_COUNT
+	REL_COUNT,
+	ROW_ANSWERS = REL_COUNT,
+	NROWS
 };
+
+#define ANSWERS_ROW_NAME "idempotency_keys.response_body"
 
 /*
  * A purged relation and what its statements were built for: the foreign
@@ -105,31 +125,40 @@ static PurgedRelation relations[REL_COUNT] = {
 	{.name = "outbox_events"},
 };
 
-/* Shorthand for the qualified operator of the conditions below. */
+/* Shorthands for the qualified operators of the conditions below. */
 #define LE " OPERATOR(pg_catalog.<=) "
+#define GT " OPERATOR(pg_catalog.>) "
 #define PURGE_ARGTYPES {TIMESTAMPTZOID, INT8OID}
 
 /*
  * One walk: the rows "p" of "relation" that may go ("where"), up to the
  * cut-off $1 (now - retention; now when retention is NULL), oldest first
- * ("column"), at most $2 of them.  "batch" deletes them in one statement;
- * "candidates" lists them for the row-by-row fallback.  Both are built by
+ * ("column"), at most $2 of them, counted in row "row" of the result.
+ * They are deleted, or with "set" (dropping answers) updated: "batch" in
+ * one statement; "candidates" lists them for the row-by-row fallback,
+ * which "one_row" ($1 a ctid) writes one at a time.  All three are built by
  * build_statements().
  */
 typedef struct Purge
 {
 	int			relation;		/* REL_* */
+	int			row;			/* the relation's, or ROW_ANSWERS */
+	const char *set;			/* NULL: delete */
 	const Interval *retention;
 	const char *where;
 	const char *column;
 	IdemQuery	batch;
 	IdemQuery	candidates;
+	IdemQuery	one_row;
 } Purge;
 
-#define PURGE(relation, retention, where, column) \
-	{relation, retention, where, column, \
+#define WALK(relation, row, set, retention, where, column) \
+	{relation, row, set, retention, where, column, \
 	 {.nargs = 2, .argtypes = PURGE_ARGTYPES}, \
-	 {.nargs = 2, .argtypes = PURGE_ARGTYPES}}
+	 {.nargs = 2, .argtypes = PURGE_ARGTYPES}, \
+	 {.nargs = 1, .argtypes = {TIDOID}}}
+#define PURGE(relation, retention, where, column) \
+	WALK(relation, relation, NULL, retention, where, column)
 
 static Purge purges[] = {
 	PURGE(REL_KEYS, NULL,
@@ -142,6 +171,11 @@ static Purge purges[] = {
 		  "p.processed_at"),
 	PURGE(REL_OUTBOX, &idem_outbox_retention,
 		  "p.published_at IS NOT NULL AND p.published_at" LE "$1", "p.published_at"),
+	/* 1.6: answers past response_expires_at, of keys that live on */
+	WALK(REL_KEYS, ROW_ANSWERS,
+		 "response_body = NULL, response_expires_at = '-infinity'", NULL,
+		 "p.response_expires_at" GT "'-infinity' AND p.response_expires_at" LE "$1"
+		 " AND p.expires_at" GT "$1", "p.response_expires_at"),
 };
 
 /*
@@ -149,18 +183,7 @@ static Purge purges[] = {
  * the outcome counts of metrics.c add up per scope.
  */
 #define KEY_SCOPES " RETURNING scope"
-
-/* $1 the row's ctid, for the row-by-row fallback; one per relation */
-static IdemQuery delete_row[REL_COUNT] = {
-	{.sql = "DELETE FROM idempotency.idempotency_keys WHERE ctid OPERATOR(pg_catalog.=) $1" KEY_SCOPES,
-	.nargs = 1, .argtypes = {TIDOID}},
-	{.sql = "DELETE FROM idempotency.tokens WHERE ctid OPERATOR(pg_catalog.=) $1",
-	.nargs = 1, .argtypes = {TIDOID}},
-	{.sql = "DELETE FROM idempotency.processed_events WHERE ctid OPERATOR(pg_catalog.=) $1",
-	.nargs = 1, .argtypes = {TIDOID}},
-	{.sql = "DELETE FROM idempotency.outbox_events WHERE ctid OPERATOR(pg_catalog.=) $1",
-	.nargs = 1, .argtypes = {TIDOID}},
-};
+#define RETURNS_SCOPES(purge) ((purge)->row == REL_KEYS)
 
 /*
  * How deeply purge_expired_batch() is nested in itself (a DELETE trigger
@@ -363,8 +386,10 @@ build_statements(PurgedRelation *prel, Relation rel, int nkeys, Oid *keys)
 			SPI_freeplan(purge->batch.plan);
 		if (purge->candidates.plan != NULL)
 			SPI_freeplan(purge->candidates.plan);
-		purge->batch.plan = purge->candidates.plan = NULL;
-		purge->batch.sql = purge->candidates.sql = NULL;
+		if (purge->one_row.plan != NULL)
+			SPI_freeplan(purge->one_row.plan);
+		purge->batch.plan = purge->candidates.plan = purge->one_row.plan = NULL;
+		purge->batch.sql = purge->candidates.sql = purge->one_row.sql = NULL;
 	}
 	prel->built = false;
 	prel->ntables = 0;
@@ -379,19 +404,27 @@ build_statements(PurgedRelation *prel, Relation rel, int nkeys, Oid *keys)
 	for (i = 0; i < (int) lengthof(purges); i++)
 	{
 		Purge	   *purge = &purges[i];
+		const char *table = quote_identifier(prel->name);
+		const char *returning = RETURNS_SCOPES(purge) ? KEY_SCOPES : "";
+		char	   *write;
 
 		if (purge->relation != prel - relations)
 			continue;
+		/* an update keeps the row, and with it every reference to it */
 		purge->candidates.sql =
 			psprintf("SELECT p.ctid FROM idempotency.%s p WHERE %s%s ORDER BY %s"
 					 " LIMIT $2 FOR UPDATE OF p SKIP LOCKED",
-					 quote_identifier(prel->name), purge->where,
-					 unreferenced.data, purge->column);
+					 table, purge->where,
+					 purge->set ? "" : unreferenced.data, purge->column);
+		write = purge->set ?
+			psprintf("UPDATE idempotency.%s SET %s", table, purge->set) :
+			psprintf("DELETE FROM idempotency.%s", table);
 		purge->batch.sql =
-			psprintf("DELETE FROM idempotency.%s"
-					 " WHERE ctid OPERATOR(pg_catalog.=) ANY (ARRAY(%s))%s",
-					 quote_identifier(prel->name), purge->candidates.sql,
-					 purge->relation == REL_KEYS ? KEY_SCOPES : "");
+			psprintf("%s WHERE ctid OPERATOR(pg_catalog.=) ANY (ARRAY(%s))%s",
+					 write, purge->candidates.sql, returning);
+		purge->one_row.sql =
+			psprintf("%s WHERE ctid OPERATOR(pg_catalog.=) $1%s", write,
+					 returning);
 	}
 	prel->keys = palloc(sizeof(Oid) * Max(nkeys, 1));
 	if (nkeys > 0)
@@ -504,7 +537,7 @@ run_in_subtransaction(IdemQuery *query, Datum *args, ErrorData **error)
 static void
 count_purged(Purge *purge)
 {
-	if (purge->relation != REL_KEYS)
+	if (!RETURNS_SCOPES(purge))
 		return;
 	idem_metrics_count_scopes(SPI_tuptable, SPI_processed,
 							  IDEM_OUTCOME_PURGED);
@@ -546,8 +579,7 @@ purge_row_by_row(Purge *purge, Datum *args, int64 limit)
 											 &isnull);
 
 			CHECK_FOR_INTERRUPTS();
-			if (run_in_subtransaction(&delete_row[purge->relation], &ctid,
-									  &error) < 0)
+			if (run_in_subtransaction(&purge->one_row, &ctid, &error) < 0)
 				skipped++;
 			else
 			{
@@ -559,7 +591,15 @@ purge_row_by_row(Purge *purge, Datum *args, int64 limit)
 	}
 	SPI_cursor_close(portal);
 	/* every skipped row left its error; the first one is kept */
-	if (skipped > 0 && error != NULL)
+	if (skipped > 0 && error != NULL && purge->set != NULL)
+		ereport(WARNING,
+				(errmsg_plural("purge kept %lld answer past its response_expires_at that could not be dropped",
+							   "purge kept %lld answers past their response_expires_at that could not be dropped",
+							   skipped, (long long) skipped),
+				 errdetail("The first row failed with: %s", error->message),
+				 errhint("A trigger on \"idempotency.%s\" that raises an error keeps them; every later purge tries them again.",
+						 relations[purge->relation].name)));
+	else if (skipped > 0 && error != NULL)
 		ereport(WARNING,
 				(errmsg_plural("purge kept %lld row of \"idempotency.%s\" that could not be deleted",
 							   "purge kept %lld rows of \"idempotency.%s\" that could not be deleted",
@@ -573,7 +613,8 @@ purge_row_by_row(Purge *purge, Datum *args, int64 limit)
 }
 
 /*
- * Delete at most "limit" rows of one walk; returns how many went.
+ * Delete (or update) at most "limit" rows of one walk; returns how many
+ * went.
  */
 static int64
 purge_walk(Purge *purge, TimestampTz cutoff, int64 limit)
@@ -598,11 +639,12 @@ purge_walk(Purge *purge, TimestampTz cutoff, int64 limit)
 }
 
 /*
- * One batch: at most "batch_size" rows of each relation, up to the clock
- * reading "now"; how many went into deleted[].  Runs as the owner.
+ * One batch: at most "batch_size" rows of each of the first "nrows" rows
+ * of the result, up to the clock reading "now"; how many went into
+ * deleted[].  Runs as the owner.
  */
 static void
-purge_batch(TimestampTz now, int32 batch_size, int64 *deleted)
+purge_batch(TimestampTz now, int32 batch_size, int nrows, int64 *deleted)
 {
 	int			i;
 
@@ -611,34 +653,39 @@ purge_batch(TimestampTz now, int32 batch_size, int64 *deleted)
 	for (i = 0; i < (int) lengthof(purges); i++)
 	{
 		Purge	   *purge = &purges[i];
-		int64		room = batch_size - deleted[purge->relation];
+		int64		room;
 		TimestampTz cutoff = now;
 
+		if (purge->row >= nrows)
+			continue;
+		room = batch_size - deleted[purge->row];
 		if (room <= 0)
 			continue;
 		if (purge->retention != NULL)
 			cutoff = DatumGetTimestampTz(DirectFunctionCall2(timestamptz_mi_interval,
 															 TimestampTzGetDatum(now),
 															 IntervalPGetDatum(purge->retention)));
-		deleted[purge->relation] += purge_walk(purge, cutoff, room);
+		deleted[purge->row] += purge_walk(purge, cutoff, room);
 	}
 }
 
 /* SQL-callable functions */
 PG_FUNCTION_INFO_V1(idempotency_purge_expired_batch);
+PG_FUNCTION_INFO_V1(idempotency_purge_expired_batch_1_6);
 
 /*
  * purge_expired_batch(batch_size int) RETURNS TABLE(relation text,
  * deleted bigint): one batch in the caller's transaction, at most
- * batch_size rows per relation.
+ * batch_size rows per relation, then (1.6: "nrows" is NROWS) at most
+ * batch_size answers dropped.
  */
-Datum
-idempotency_purge_expired_batch(PG_FUNCTION_ARGS)
+static Datum
+purge_expired_batch(FunctionCallInfo fcinfo, int nrows)
 {
 	int32		batch_size = idem_arg_positive_int(fcinfo, 0, "batch_size");
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	TimestampTz now;
-	int64		deleted[REL_COUNT] = {0};
+	int64		deleted[NROWS] = {0};
 	IdemOwnerRights owner;
 	int			i;
 
@@ -650,7 +697,7 @@ idempotency_purge_expired_batch(PG_FUNCTION_ARGS)
 	purge_depth++;
 	PG_TRY();
 	{
-		purge_batch(now, batch_size, deleted);
+		purge_batch(now, batch_size, nrows, deleted);
 	}
 	PG_FINALLY();
 	{
@@ -665,19 +712,32 @@ idempotency_purge_expired_batch(PG_FUNCTION_ARGS)
 	 * last commit is made durable here, so that what the procedure deleted
 	 * stays deleted after a crash once it returns (a no-op when flushed).
 	 */
-	for (i = 0; i < REL_COUNT && deleted[i] == 0; i++)
+	for (i = 0; i < nrows && deleted[i] == 0; i++)
 		;
-	if (i == REL_COUNT && !XLogRecPtrIsInvalid(XactLastCommitEnd))
+	if (i == nrows && !XLogRecPtrIsInvalid(XactLastCommitEnd))
 		XLogFlush(XactLastCommitEnd);
 
-	for (i = 0; i < REL_COUNT; i++)
+	for (i = 0; i < nrows; i++)
 	{
 		Datum		row[2];
 		bool		nulls[2] = {false, false};
 
-		row[0] = CStringGetTextDatum(relations[i].name);
+		row[0] = CStringGetTextDatum(i == ROW_ANSWERS ? ANSWERS_ROW_NAME :
+									 relations[i].name);
 		row[1] = Int64GetDatum(deleted[i]);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, row, nulls);
 	}
 	return (Datum) 0;
+}
+
+Datum
+idempotency_purge_expired_batch(PG_FUNCTION_ARGS)
+{
+	return purge_expired_batch(fcinfo, REL_COUNT);
+}
+
+Datum
+idempotency_purge_expired_batch_1_6(PG_FUNCTION_ARGS)
+{
+	return purge_expired_batch(fcinfo, NROWS);
 }

@@ -67,6 +67,10 @@ static int	statements_running = 0;
 
 /* SQL-callable functions */
 PG_FUNCTION_INFO_V1(idempotency_execute);
+PG_FUNCTION_INFO_V1(idempotency_execute_1_6);
+
+/* The argument 1.6 added, last: the signatures before lack it. */
+#define RESPONSE_TTL_ARG 6
 
 static uint32
 statement_key_hash(const void *key, Size keysize pg_attribute_unused())
@@ -265,10 +269,13 @@ run_statement(StatementEntry *entry, Datum *params, const char *nulls)
 }
 
 /*
- * execute(key, request, statement, params, scope, ttl) RETURNS claim_result
+ * execute(key, request, statement, params, scope, ttl, response_ttl)
+ * RETURNS claim_result; idempotency_execute is the symbol of the
+ * signature before 1.6, without response_ttl, whose claims never answer
+ * gone.
  */
 Datum
-idempotency_execute(PG_FUNCTION_ARGS)
+idempotency_execute_1_6(PG_FUNCTION_ARGS)
 {
 	text	   *key = idem_arg_key(fcinfo, 0);
 	Jsonb	   *request = PG_ARGISNULL(1) ? NULL : PG_GETARG_JSONB_P(1);
@@ -278,6 +285,10 @@ idempotency_execute(PG_FUNCTION_ARGS)
 	int			nparams = 0;
 	text	   *scope = idem_arg_scope(fcinfo, 4);
 	Interval   *ttl = idem_arg_interval(fcinfo, 5, "ttl", &idem_default_ttl);
+	Interval   *response_ttl = idem_arg_answer_interval(fcinfo, RESPONSE_TTL_ARG,
+														"response_ttl", true,
+														idem_default_response_ttl);
+	int			flags = IDEM_CLAIM_CREATE_LATER;
 	MemoryContext caller_context = CurrentMemoryContext;
 	IdemOwnerRights owner;
 	IdemClaim	claim;
@@ -298,11 +309,13 @@ idempotency_execute(PG_FUNCTION_ARGS)
 						  &params, &param_nulls, &nparams);
 	}
 	idem_check_ttl_covers_lease(ttl, &idem_lease_timeout);
+	if (PG_NARGS() > RESPONSE_TTL_ARG)
+		flags |= IDEM_CLAIM_ANSWERS_EXPIRE;
 
 	SPI_connect();
 	entry = statement_plan(sql, nparams);
 	idem_become_owner(&owner);
-	idem_claim_key(key, scope, request, ttl, &idem_lease_timeout, true,
+	idem_claim_key(key, scope, request, ttl, &idem_lease_timeout, flags,
 				   &claim);
 	idem_restore_user(&owner);
 
@@ -330,13 +343,14 @@ idempotency_execute(PG_FUNCTION_ARGS)
 
 		idem_become_owner(&owner);
 		if (claim.outcome == NULL)
-			idem_insert_completed_key(key, scope, ttl, body, &claim);
+			idem_insert_completed_key(key, scope, ttl, response_ttl, body,
+									  &claim);
 		else
 		{
 			idem_finish_key(key, scope,
 							DatumGetInt64(claim.values[CLAIM_FENCE]),
 							true, JsonbPGetDatum(body), false, 200, false,
-							NULL);
+							NULL, response_ttl);
 			idem_claim_completed(&claim, body);
 		}
 		idem_restore_user(&owner);
@@ -347,4 +361,10 @@ idempotency_execute(PG_FUNCTION_ARGS)
 	result = idem_claim_datum(fcinfo, &claim);
 	SPI_finish();
 	PG_RETURN_DATUM(result);
+}
+
+Datum
+idempotency_execute(PG_FUNCTION_ARGS)
+{
+	return idempotency_execute_1_6(fcinfo);
 }

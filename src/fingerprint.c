@@ -347,7 +347,7 @@ static const Oid hashed_column_types[lengthof(hashed_column_names)] = {TEXTOID, 
 static AttrNumber hashed_attnums[lengthof(hashed_column_names)];
 static IdemColumns hashed_columns = {
 	lengthof(hashed_column_names), hashed_column_names, hashed_column_types,
-	hashed_attnums, InvalidOid
+	hashed_attnums, InvalidOid, 0
 };
 
 /*

@@ -32,6 +32,7 @@ Interval	idem_token_ttl;
 Interval	idem_outbox_retry_backoff;
 Interval	idem_processed_retention;
 Interval	idem_outbox_retention;
+Interval   *idem_default_response_ttl = NULL;
 int			idem_max_key_length = IDEM_MAX_NAME_CHARS;
 int			idem_max_response_bytes = 1024 * 1024;
 int			idem_outbox_max_attempts = 10;
@@ -46,14 +47,18 @@ static char *token_ttl_text;
 static char *outbox_retry_backoff_text;
 static char *processed_retention_text;
 static char *outbox_retention_text;
+static char *default_response_ttl_text;
+static Interval default_response_ttl;
 
 void		_PG_init(void);
 
 static bool check_interval_setting(char **newval, void **extra,
 								   GucSource source);
+static bool check_optional_interval_setting(char **newval, void **extra,
+											GucSource source);
 static void define_interval_setting(const char *name, const char *desc,
 									const char *default_value,
-									char **text_value,
+									char **text_value, bool optional,
 									GucStringAssignHook assign_hook);
 static void assign_default_ttl(const char *newval, void *extra);
 static void assign_lease_timeout(const char *newval, void *extra);
@@ -61,6 +66,7 @@ static void assign_token_ttl(const char *newval, void *extra);
 static void assign_outbox_retry_backoff(const char *newval, void *extra);
 static void assign_processed_retention(const char *newval, void *extra);
 static void assign_outbox_retention(const char *newval, void *extra);
+static void assign_default_response_ttl(const char *newval, void *extra);
 
 /*
  * Parse an interval without raising errors: the datetime decoder reports
@@ -131,6 +137,18 @@ check_interval_setting(char **newval, void **extra,
 	return true;
 }
 
+/*
+ * Check hook of an interval setting that may be unset: '' (no "extra"),
+ * or what check_interval_setting() accepts.
+ */
+static bool
+check_optional_interval_setting(char **newval, void **extra, GucSource source)
+{
+	if (*newval != NULL && **newval == '\0')
+		return true;
+	return check_interval_setting(newval, extra, source);
+}
+
 static void
 assign_default_ttl(const char *newval pg_attribute_unused(), void *extra)
 {
@@ -167,19 +185,36 @@ assign_outbox_retention(const char *newval pg_attribute_unused(), void *extra)
 	idem_outbox_retention = *(Interval *) extra;
 }
 
+/* unset ('') leaves idem_default_response_ttl NULL */
+static void
+assign_default_response_ttl(const char *newval pg_attribute_unused(), void *extra)
+{
+	if (extra == NULL)
+		idem_default_response_ttl = NULL;
+	else
+	{
+		default_response_ttl = *(Interval *) extra;
+		idem_default_response_ttl = &default_response_ttl;
+	}
+}
+
 /*
  * Define one interval setting; every user may SET it per session, role or
- * database.
+ * database.  An "optional" one may also be '', unset.
  */
 static void
 define_interval_setting(const char *name, const char *desc,
 						const char *default_value, char **text_value,
-						GucStringAssignHook assign_hook)
+						bool optional, GucStringAssignHook assign_hook)
 {
 	DefineCustomStringVariable(name, desc,
+							   optional ?
+							   "Any positive interval up to 100 years, or empty for none." :
 							   "Any positive interval up to 100 years.",
 							   text_value, default_value, PGC_USERSET, 0,
-							   check_interval_setting, assign_hook, NULL);
+							   optional ? check_optional_interval_setting :
+							   check_interval_setting,
+							   assign_hook, NULL);
 }
 
 /*
@@ -190,26 +225,30 @@ _PG_init(void)
 {
 	define_interval_setting("idempotency.default_ttl",
 							"Sets how long a request key is kept when claim() is given no ttl.",
-							"24 hours", &default_ttl_text, assign_default_ttl);
+							"24 hours", &default_ttl_text, false, assign_default_ttl);
 	define_interval_setting("idempotency.lease_timeout",
 							"Sets how long a claim holds its key when given no lease.",
-							"30 seconds", &lease_timeout_text,
+							"30 seconds", &lease_timeout_text, false,
 							assign_lease_timeout);
 	define_interval_setting("idempotency.token_ttl",
 							"Sets how long a one-time token lives when issue_token() is given no ttl.",
-							"10 minutes", &token_ttl_text, assign_token_ttl);
+							"10 minutes", &token_ttl_text, false, assign_token_ttl);
 	define_interval_setting("idempotency.outbox_retry_backoff",
 							"Sets the first retry delay of a failed outbox event; each further attempt doubles it, up to one hour.",
-							"1 second", &outbox_retry_backoff_text,
+							"1 second", &outbox_retry_backoff_text, false,
 							assign_outbox_retry_backoff);
 	define_interval_setting("idempotency.processed_retention",
 							"Sets how long purge_expired() keeps processed_events marks.",
-							"7 days", &processed_retention_text,
+							"7 days", &processed_retention_text, false,
 							assign_processed_retention);
 	define_interval_setting("idempotency.outbox_retention",
 							"Sets how long purge_expired() keeps published outbox events.",
-							"7 days", &outbox_retention_text,
+							"7 days", &outbox_retention_text, false,
 							assign_outbox_retention);
+	define_interval_setting("idempotency.default_response_ttl",
+							"Sets how long a stored answer is replayed when complete() or a final fail() is given no response_ttl; later claims of the key get gone.",
+							"", &default_response_ttl_text, true,
+							assign_default_response_ttl);
 
 	DefineCustomIntVariable("idempotency.max_key_length",
 							"Sets the longest accepted idempotency key, in characters.",

@@ -30,6 +30,7 @@ extern Interval idem_token_ttl;
 extern Interval idem_outbox_retry_backoff;
 extern Interval idem_processed_retention;
 extern Interval idem_outbox_retention;
+extern Interval *idem_default_response_ttl;	/* NULL: unset */
 extern int	idem_max_key_length;
 extern int	idem_max_response_bytes;
 extern int	idem_outbox_max_attempts;
@@ -71,7 +72,7 @@ extern AttrNumber idem_column_attnum(Oid relid, const char *colname);
  * Its SQL qualifies every name, operator and function with its schema, so
  * the caller's search_path can neither change nor hijack it.
  */
-#define IDEM_MAX_QUERY_ARGS 10
+#define IDEM_MAX_QUERY_ARGS 11
 
 typedef struct IdemQuery
 {
@@ -106,30 +107,38 @@ typedef enum ClaimResultColumn
 
 typedef struct IdemClaim
 {
-	const char *outcome;		/* claimed, resumed, replay, in_progress,
-								 * mismatch */
+	const char *outcome;		/* claimed, resumed, replay, gone,
+								 * in_progress, mismatch */
 	Datum		values[CLAIM_RESULT_NATTS];
 	bool		nulls[CLAIM_RESULT_NATTS];
 	bytea	   *request_hash;	/* fingerprint of the request, or NULL */
 	TimestampTz now;			/* the claim's clock reading */
 } IdemClaim;
 
+/* idem_claim_key()'s flags */
+#define IDEM_CLAIM_CREATE_LATER 0x01	/* execute(): see keys.c */
+#define IDEM_CLAIM_ANSWERS_EXPIRE 0x02	/* the SQL of 1.6: gone */
+
 /* keys.c; the caller is connected to SPI and runs as the owner. */
 extern void idem_claim_key(text *key, text *scope, Jsonb *request,
-						   Interval *ttl, Interval *lease, bool create_later,
+						   Interval *ttl, Interval *lease, int flags,
 						   IdemClaim *claim);
 extern void idem_finish_key(text *key, text *scope, int64 fence,
 							bool completed, Datum body, bool body_isnull,
 							int32 response_code, bool retryable,
-							Interval *ttl);
+							Interval *ttl, Interval *response_ttl);
 extern void idem_claim_completed(IdemClaim *claim, Jsonb *body);
 extern void idem_insert_completed_key(text *key, text *scope, Interval *ttl,
-									  Jsonb *body, IdemClaim *claim);
+									  Interval *response_ttl, Jsonb *body,
+									  IdemClaim *claim);
 extern bool idem_claim_runs_work(const IdemClaim *claim);
 extern Datum idem_claim_datum(FunctionCallInfo fcinfo, IdemClaim *claim);
 extern Jsonb *idem_arg_response(FunctionCallInfo fcinfo, int argno,
 								const char *argname);
 extern int32 idem_arg_response_code(FunctionCallInfo fcinfo, int argno);
+extern Interval *idem_arg_answer_interval(FunctionCallInfo fcinfo, int argno,
+										  const char *argname, bool final,
+										  Interval *default_value);
 
 /* fingerprint.c */
 extern bytea *idem_fingerprint(Jsonb *request);
@@ -161,7 +170,9 @@ extern void idem_index_scan_end(IdemIndexScan *scan);
  * Where the columns a C file reads are in one of the extension's tables
  * (relations.c).  idem_learn_columns() finds them by name and checks their
  * types (InvalidOid: any); "relid" is cleared by a relcache invalidation
- * of the table, so a changed table is learnt again.
+ * of the table, so a changed table is learnt again.  The last "noptional"
+ * columns are those of a later version: a table without them (a database
+ * not yet updated) leaves their attnums InvalidAttrNumber.
  */
 typedef struct IdemColumns
 {
@@ -170,6 +181,7 @@ typedef struct IdemColumns
 	const Oid  *types;
 	AttrNumber *attnums;		/* ncolumns entries */
 	Oid			relid;			/* InvalidOid until learnt */
+	int			noptional;		/* the last ones, of a later version */
 } IdemColumns;
 
 extern bool idem_learn_columns(IdemColumns *columns, Relation rel);

@@ -87,6 +87,7 @@
 
 /* Shorthands for the qualified operators of the statements below. */
 #define EQ " OPERATOR(pg_catalog.=) "
+#define LT " OPERATOR(pg_catalog.<) "
 #define LE " OPERATOR(pg_catalog.<=) "
 #define GT " OPERATOR(pg_catalog.>) "
 #define PLUS " OPERATOR(pg_catalog.+) "
@@ -99,22 +100,31 @@
  * the version it ships and of the versions before it back to 1.2, so that a
  * database keeps working between the installation of a new library and its
  * ALTER EXTENSION ... UPDATE:
- * - [KEYS_WRITE_HASH] 1.3 and 1.4: key_hash is a plain column, which every
+ * - [KEYS_EXPIRE_ANSWERS] 1.6: as 1.3 to 1.5, and an answer may go before
+ *   its key (response_expires_at): a claim that takes a key over sets it
+ *   back to NULL, and a key created completed may have one.  Only the
+ *   symbols of 1.6 use this layout (and claims of 1.6 answer gone), so
+ *   the older ones behave as they did for a database not yet updated;
+ * - [KEYS_WRITE_HASH] 1.3 to 1.5: key_hash is a plain column, which every
  *   INSERT writes (a trigger, a CHECK constraint in 1.3, holds it to the
  *   hash), so that logical replication sends it like any column;
  * - [KEYS_GENERATE_HASH] 1.2: key_hash is a stored generated column, which
  *   INSERTs leave out (pgoutput of 15 and 17 does not send it).
- * Only the INSERTs differ.  A table of 1.0 or 1.1, keyed by (scope,
- * idempotency_key), is refused until the database is updated.
+ * Only the statements that create or take over a key differ.  A table of
+ * 1.0 or 1.1, keyed by (scope, idempotency_key), is refused until the
+ * database is updated.
  */
 typedef enum KeyLayout
 {
+	KEYS_EXPIRE_ANSWERS,
 	KEYS_WRITE_HASH,
 	KEYS_GENERATE_HASH,
 	NLAYOUTS
 } KeyLayout;
 
 /* key_hash is $7 in the statements that create a key */
+#define HASH_COLUMN_KEYS_EXPIRE_ANSWERS "key_hash, "
+#define HASH_VALUE_KEYS_EXPIRE_ANSWERS "$7, "
 #define HASH_COLUMN_KEYS_WRITE_HASH "key_hash, "
 #define HASH_VALUE_KEYS_WRITE_HASH "$7, "
 #define HASH_COLUMN_KEYS_GENERATE_HASH ""
@@ -122,13 +132,38 @@ typedef enum KeyLayout
 #define HASH_COLUMN(layout) HASH_COLUMN_##layout
 #define HASH_VALUE(layout) HASH_VALUE_##layout
 
+/*
+ * When the answer stored at "at" goes: at that time, unless it is not
+ * before "key_expiry", when the key goes too: an answer never outlives
+ * its key, and then the column stays NULL (and out of its index).
+ */
+#define ANSWER_EXPIRY(at, key_expiry) \
+	"CASE WHEN " at LT key_expiry " THEN " at " END"
+
+/* 1.6: a claim that takes a key over leaves no answer expiry behind */
+#define RESET_ANSWER_EXPIRY_KEYS_EXPIRE_ANSWERS "  response_expires_at = NULL,"
+#define RESET_ANSWER_EXPIRY_KEYS_WRITE_HASH ""
+#define RESET_ANSWER_EXPIRY_KEYS_GENERATE_HASH ""
+#define RESET_ANSWER_EXPIRY(layout) RESET_ANSWER_EXPIRY_##layout
+
+/* 1.6: a key created completed, $10 the answer's expiry (or NULL) */
+#define EXPIRY_COLUMN_KEYS_EXPIRE_ANSWERS ", response_expires_at"
+#define EXPIRY_VALUE_KEYS_EXPIRE_ANSWERS ", " ANSWER_EXPIRY("$10", "$9")
+#define EXPIRY_COLUMN_KEYS_WRITE_HASH ""
+#define EXPIRY_VALUE_KEYS_WRITE_HASH ""
+#define EXPIRY_COLUMN_KEYS_GENERATE_HASH ""
+#define EXPIRY_VALUE_KEYS_GENERATE_HASH ""
+#define EXPIRY_COLUMN(layout) EXPIRY_COLUMN_##layout
+#define EXPIRY_VALUE(layout) EXPIRY_VALUE_##layout
+
 /* The key's row, with its key_hash in parameter $n */
 #define KEY_IS_ARG(n) "key_hash" EQ "$" #n \
 	" AND scope" EQ "$1 AND idempotency_key" EQ "$2"
 #define ON_KEY " ON CONFLICT (key_hash)"
 
-/* Both forms of a statement whose text is SQL(layout). */
-#define BOTH_LAYOUTS(SQL, n, ...) { \
+/* Every form of a statement whose text is SQL(layout). */
+#define ALL_LAYOUTS(SQL, n, ...) { \
+	{.sql = SQL(KEYS_EXPIRE_ANSWERS), .nargs = n, .argtypes = __VA_ARGS__}, \
 	{.sql = SQL(KEYS_WRITE_HASH), .nargs = n, .argtypes = __VA_ARGS__}, \
 	{.sql = SQL(KEYS_GENERATE_HASH), .nargs = n, .argtypes = __VA_ARGS__} \
 }
@@ -152,13 +187,15 @@ enum
 	COL_CREATED_AT,
 	COL_UPDATED_AT,
 	COL_EXPIRES_AT,
+	COL_RESPONSE_EXPIRES_AT,	/* 1.6; absent before */
 	KEY_NCOLUMNS
 };
 
 static const char *const key_column_names[KEY_NCOLUMNS] = {
 	"scope", "idempotency_key", "request_hash", "status", "fence", "attempts",
 	"recovery_point", "response_code", "response_body", "retryable",
-	"locked_until", "created_at", "updated_at", "expires_at"
+	"locked_until", "created_at", "updated_at", "expires_at",
+	"response_expires_at"
 };
 
 /* The values of idempotency.key_status. */
@@ -178,7 +215,8 @@ static const char *const status_names[NSTATUSES] = {
 static const Oid key_column_types[KEY_NCOLUMNS] = {
 	TEXTOID, TEXTOID, BYTEAOID, InvalidOid, INT8OID, INT4OID,
 	TEXTOID, INT4OID, JSONBOID, BOOLOID,
-	TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID
+	TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID,
+	TIMESTAMPTZOID
 };
 
 /*
@@ -187,7 +225,7 @@ static const Oid key_column_types[KEY_NCOLUMNS] = {
  */
 static AttrNumber key_attnums[KEY_NCOLUMNS];
 static IdemColumns key_table = {
-	.ncolumns = KEY_NCOLUMNS, .names = key_column_names,
+	.ncolumns = KEY_NCOLUMNS, .noptional = 1, .names = key_column_names,
 	.types = key_column_types, .attnums = key_attnums
 };
 static Datum key_statuses[NSTATUSES];
@@ -251,7 +289,7 @@ typedef struct KeyRow
  */
 #define INSERT_KEY(layout) "INSERT INTO idempotency.idempotency_keys" \
 	NEW_KEY_ROW(layout)
-static IdemQuery insert_key[NLAYOUTS] = BOTH_LAYOUTS(INSERT_KEY, CLAIM_NARGS, CLAIM_ARGTYPES);
+static IdemQuery insert_key[NLAYOUTS] = ALL_LAYOUTS(INSERT_KEY, CLAIM_NARGS, CLAIM_ARGTYPES);
 
 /*
  * The upsert may wait for the row lock of a holder in flight: the lease it
@@ -271,6 +309,7 @@ static IdemQuery insert_key[NLAYOUTS] = BOTH_LAYOUTS(INSERT_KEY, CLAIM_NARGS, CL
 	"  recovery_point = CASE WHEN " EXPIRED " THEN 'started'" \
 	"   ELSE k.recovery_point END," \
 	"  response_code = NULL, response_body = NULL, retryable = NULL," \
+	RESET_ANSWER_EXPIRY(layout) \
 	"  locked_until = " LEASE_END "," \
 	"  created_at = CASE WHEN " EXPIRED " THEN excluded.created_at" \
 	"   ELSE k.created_at END," \
@@ -283,7 +322,7 @@ static IdemQuery insert_key[NLAYOUTS] = BOTH_LAYOUTS(INSERT_KEY, CLAIM_NARGS, CL
 	"       AND ((k.status" EQ "'processing' AND k.locked_until" LE "$4)" \
 	"            OR (k.status" EQ "'failed' AND k.retryable))))" \
 	CLAIMED_COLUMNS
-static IdemQuery take_key[NLAYOUTS] = BOTH_LAYOUTS(TAKE_KEY, CLAIM_NARGS, CLAIM_ARGTYPES);
+static IdemQuery take_key[NLAYOUTS] = ALL_LAYOUTS(TAKE_KEY, CLAIM_NARGS, CLAIM_ARGTYPES);
 
 /*
  * The key, its key_hash in $n, is held by fence $3 at "now": an expired key
@@ -297,18 +336,28 @@ static IdemQuery take_key[NLAYOUTS] = BOTH_LAYOUTS(TAKE_KEY, CLAIM_NARGS, CLAIM_
 
 /*
  * $1 scope, $2 key, $3 fence, $4 code, $5 body, $6 now, $7 completed,
- * $8 retryable, $9 the new expires_at (NULL: keep it), $10 key_hash
+ * $8 retryable, $9 the new expires_at (NULL: keep it), $10 key_hash,
+ * $11 when the answer goes (1.6's response_ttl).  The first form leaves
+ * response_expires_at alone (NULL in a held row, the key's own expiry),
+ * so that a completion without response_ttl stays a HOT update; the
+ * second sets it (SET reads the row before the update: its expires_at
+ * there is the one before ttl).
  */
-static IdemQuery finish_key = {
-	.sql = "UPDATE idempotency.idempotency_keys SET"
-	" status = CASE WHEN $7 THEN 'completed'::idempotency.key_status"
-	"  ELSE 'failed'::idempotency.key_status END,"
-	" response_code = $4, response_body = $5, retryable = $8,"
-	" locked_until = NULL, updated_at = $6,"
-	" expires_at = COALESCE($9, expires_at)"
-	" WHERE " HELD_BY_FENCE(10, "$6"),
-	.nargs = 10, .argtypes = {TEXTOID, TEXTOID, INT8OID, INT4OID, JSONBOID,
-	TIMESTAMPTZOID, BOOLOID, BOOLOID, TIMESTAMPTZOID, UUIDOID}
+#define FINISH_KEY(answer_expiry) "UPDATE idempotency.idempotency_keys SET" \
+	" status = CASE WHEN $7 THEN 'completed'::idempotency.key_status" \
+	"  ELSE 'failed'::idempotency.key_status END," \
+	" response_code = $4, response_body = $5, retryable = $8," \
+	" locked_until = NULL, updated_at = $6," answer_expiry \
+	" expires_at = COALESCE($9, expires_at)" \
+	" WHERE " HELD_BY_FENCE(10, "$6")
+#define FINISH_NARGS 11
+#define FINISH_ARGTYPES {TEXTOID, TEXTOID, INT8OID, INT4OID, JSONBOID, \
+	TIMESTAMPTZOID, BOOLOID, BOOLOID, TIMESTAMPTZOID, UUIDOID, TIMESTAMPTZOID}
+static IdemQuery finish_key[2] = {
+	{.sql = FINISH_KEY(""), .nargs = FINISH_NARGS, .argtypes = FINISH_ARGTYPES},
+	{.sql = FINISH_KEY(" response_expires_at = "
+					   ANSWER_EXPIRY("$11", "COALESCE($9, expires_at)") ","),
+	.nargs = FINISH_NARGS, .argtypes = FINISH_ARGTYPES}
 };
 
 /*
@@ -334,18 +383,19 @@ static IdemQuery release_key = {
 
 /*
  * $1 scope, $2 key, $3 request hash, $4 now, $5 ttl, $6 the answer, $7
- * key_hash, $8 fence, $9 expires_at: a key created completed, in one row
+ * key_hash, $8 fence, $9 expires_at, $10 when the answer goes (1.6's
+ * response_ttl, NULL: with the key): a key created completed, in one row
  * version (execute() of a new key).
  */
 #define INSERT_COMPLETED_KEY(layout) "INSERT INTO idempotency.idempotency_keys" \
 	" (" HASH_COLUMN(layout) "scope, idempotency_key, request_hash, status," \
 	"  fence, attempts, recovery_point, response_code, response_body," \
-	"  created_at, updated_at, expires_at)" \
+	"  created_at, updated_at, expires_at" EXPIRY_COLUMN(layout) ")" \
 	" VALUES (" HASH_VALUE(layout) "$1, $2, $3, 'completed', $8, 1," \
-	"  'started', 200, $6, $4, $4, $9)"
-static IdemQuery insert_completed_key[NLAYOUTS] = BOTH_LAYOUTS(INSERT_COMPLETED_KEY, 9,
+	"  'started', 200, $6, $4, $4, $9" EXPIRY_VALUE(layout) ")"
+static IdemQuery insert_completed_key[NLAYOUTS] = ALL_LAYOUTS(INSERT_COMPLETED_KEY, 10,
 															  {TEXTOID, TEXTOID, BYTEAOID, TIMESTAMPTZOID,
-	INTERVALOID, JSONBOID, UUIDOID, INT8OID, TIMESTAMPTZOID});
+	INTERVALOID, JSONBOID, UUIDOID, INT8OID, TIMESTAMPTZOID, TIMESTAMPTZOID});
 
 /* $1 scope, $2 key, $3 now, $4 key_hash */
 static IdemQuery lookup_key = {
@@ -356,10 +406,13 @@ static IdemQuery lookup_key = {
 
 /* SQL-callable functions */
 PG_FUNCTION_INFO_V1(idempotency_claim);
+PG_FUNCTION_INFO_V1(idempotency_claim_1_6);
 PG_FUNCTION_INFO_V1(idempotency_complete);
 PG_FUNCTION_INFO_V1(idempotency_complete_1_1);
+PG_FUNCTION_INFO_V1(idempotency_complete_1_6);
 PG_FUNCTION_INFO_V1(idempotency_fail);
 PG_FUNCTION_INFO_V1(idempotency_fail_1_1);
+PG_FUNCTION_INFO_V1(idempotency_fail_1_6);
 PG_FUNCTION_INFO_V1(idempotency_checkpoint);
 PG_FUNCTION_INFO_V1(idempotency_release);
 PG_FUNCTION_INFO_V1(idempotency_lookup);
@@ -378,8 +431,8 @@ refuse_old_key_table(void)
 }
 
 /*
- * The layout of the table of keys: whether key_hash is written or
- * generated (one syscache probe).
+ * The layout of the table of keys before 1.6: whether key_hash is written
+ * or generated (one syscache probe).
  */
 static KeyLayout
 key_layout(void)
@@ -474,6 +527,13 @@ copy_key_row(IdemIndexScan *scan, KeyRow *row)
 	heap_deform_tuple(copy, tupdesc, values, nulls);
 	for (col = 0; col < KEY_NCOLUMNS; col++)
 	{
+		if (key_attnums[col] == InvalidAttrNumber)
+		{
+			/* a column of a later version (see key_table) */
+			row->values[col] = (Datum) 0;
+			row->nulls[col] = true;
+			continue;
+		}
 		row->values[col] = values[key_attnums[col] - 1];
 		row->nulls[col] = nulls[key_attnums[col] - 1];
 	}
@@ -539,12 +599,15 @@ read_key(KeyName *name, KeyRow *row)
 
 /*
  * Answer a claim from the key's row when the row decides it (replay,
- * in_progress, mismatch).  Returns false when the claim may take the key
- * over.
+ * gone, in_progress, mismatch).  Returns false when the claim may take the
+ * key over.  Only with "answers_expire" (1.6) does an answer stored with
+ * a response_expires_at that has come go: the claim learns the outcome of
+ * the request (status, response_code), not its answer, and nothing runs
+ * again while the key lives.
  */
 static bool
 answer_from_row(const KeyRow *row, bytea *request_hash, TimestampTz now,
-				IdemClaim *claim)
+				bool answers_expire, IdemClaim *claim)
 {
 	Datum		status = row->values[COL_STATUS];
 
@@ -570,11 +633,15 @@ answer_from_row(const KeyRow *row, bytea *request_hash, TimestampTz now,
 		(status == key_statuses[STATUS_FAILED] &&
 		 !DatumGetBool(row->values[COL_RETRYABLE])))
 	{
-		claim->outcome = "replay";
+		bool		gone = answers_expire &&
+			!row->nulls[COL_RESPONSE_EXPIRES_AT] &&
+			DatumGetTimestampTz(row->values[COL_RESPONSE_EXPIRES_AT]) <= now;
+
+		claim->outcome = gone ? "gone" : "replay";
 		claim->values[CLAIM_RESPONSE_CODE] = row->values[COL_RESPONSE_CODE];
 		claim->nulls[CLAIM_RESPONSE_CODE] = row->nulls[COL_RESPONSE_CODE];
 		claim->values[CLAIM_RESPONSE_BODY] = row->values[COL_RESPONSE_BODY];
-		claim->nulls[CLAIM_RESPONSE_BODY] = row->nulls[COL_RESPONSE_BODY];
+		claim->nulls[CLAIM_RESPONSE_BODY] = gone || row->nulls[COL_RESPONSE_BODY];
 		return true;
 	}
 
@@ -774,16 +841,23 @@ wait_for_key_creators(KeyName *name, bool *waited)
  * Claim a key: fill "claim" with the outcome and the columns it reveals.
  * Only the holder learns the fence.  Runs as the extension owner.
  *
- * With "create_later" (execute()), a key that is absent is not inserted:
- * the claim keeps the lock for creating it, so that no claim of it can
- * proceed until the key's row is written, and sets claim->outcome to NULL.
- * The caller runs its work and creates the key completed with
+ * With IDEM_CLAIM_CREATE_LATER (execute()), a key that is absent is not
+ * inserted: the claim keeps the lock for creating it, so that no claim of
+ * it can proceed until the key's row is written, and sets claim->outcome
+ * to NULL.  The caller runs its work and creates the key completed with
  * idem_insert_completed_key(): one row version instead of two.
+ *
+ * With IDEM_CLAIM_ANSWERS_EXPIRE (the SQL of 1.6) the claim answers gone
+ * for an answer past its response_expires_at, and a key it takes over has
+ * none (KEYS_EXPIRE_ANSWERS).
  */
 void
 idem_claim_key(text *key, text *scope, Jsonb *request, Interval *ttl,
-			   Interval *lease, bool create_later, IdemClaim *claim)
+			   Interval *lease, int flags, IdemClaim *claim)
 {
+	bool		create_later = (flags & IDEM_CLAIM_CREATE_LATER) != 0;
+	bool		answers_expire = (flags & IDEM_CLAIM_ANSWERS_EXPIRE) != 0;
+	KeyLayout	layout;
 	TimestampTz now = GetCurrentTimestamp();
 	bytea	   *request_hash = request ? idem_fingerprint(request) : NULL;
 	Datum		values[CLAIM_NARGS];
@@ -798,7 +872,7 @@ idem_claim_key(text *key, text *scope, Jsonb *request, Interval *ttl,
 	claim->request_hash = request_hash;
 
 	found = read_key(&name, &row);
-	if (found && answer_from_row(&row, request_hash, now, claim))
+	if (found && answer_from_row(&row, request_hash, now, answers_expire, claim))
 		return;
 
 	/* from here on the claim writes: not in a read-only transaction */
@@ -810,6 +884,7 @@ idem_claim_key(text *key, text *scope, Jsonb *request, Interval *ttl,
 	values[4] = IntervalPGetDatum(ttl);
 	values[5] = IntervalPGetDatum(lease);
 	values[6] = key_hash_of(&name);
+	layout = answers_expire ? KEYS_EXPIRE_ANSWERS : key_layout();
 
 	if (!found)
 	{
@@ -834,7 +909,7 @@ idem_claim_key(text *key, text *scope, Jsonb *request, Interval *ttl,
 				return;
 			}
 			new_key_row(values, now, ttl, lease);
-			took = run_insert_statement(&insert_key[key_layout()], values,
+			took = run_insert_statement(&insert_key[layout], values,
 										nulls, key_statuses[STATUS_PROCESSING],
 										claim);
 			unlock_key_creation(&name);
@@ -858,7 +933,7 @@ idem_claim_key(text *key, text *scope, Jsonb *request, Interval *ttl,
 						 errmsg("could not serialize access due to concurrent claim of idempotency key \"%s\"",
 								text_to_cstring(key)),
 						 errhint("Retry the request in a new transaction; it replays or resumes the other claim.")));
-			if (found && answer_from_row(&row, request_hash, now, claim))
+			if (found && answer_from_row(&row, request_hash, now, answers_expire, claim))
 				return;
 		}
 	}
@@ -877,10 +952,10 @@ idem_claim_key(text *key, text *scope, Jsonb *request, Interval *ttl,
 	for (attempt = 0; attempt < 3; attempt++)
 	{
 		new_key_row(values, now, ttl, lease);
-		if (run_claim_statement(&take_key[key_layout()], values, nulls, claim))
+		if (run_claim_statement(&take_key[layout], values, nulls, claim))
 			return;
 		if (read_key(&name, &row) &&
-			answer_from_row(&row, request_hash, now, claim))
+			answer_from_row(&row, request_hash, now, answers_expire, claim))
 			return;
 	}
 	ereport(ERROR,
@@ -891,24 +966,26 @@ idem_claim_key(text *key, text *scope, Jsonb *request, Interval *ttl,
 }
 
 /*
- * Create the key that idem_claim_key(..., create_later) found absent and
- * locked, completed with "body" as its answer (code 200), and fill "claim"
- * as a claim and completion of it would; then release the lock for
- * creating it.  Every creator of a key takes the lock, so the key is still
- * absent: a plain INSERT.  A row written around the functions meanwhile
- * makes the unique index refuse it (23505); a trigger of the user's that
- * skips the row, a serialization failure.  Either way the caller's work is
- * rolled back.
+ * Create the key that idem_claim_key(..., IDEM_CLAIM_CREATE_LATER) found
+ * absent and locked, completed with "body" as its answer (code 200), kept
+ * for "response_ttl" (NULL: as long as the key), and fill "claim" as a
+ * claim and completion of it would; then release the lock for creating
+ * it.  Every creator of a key takes the lock, so the key is still absent:
+ * a plain INSERT.  A row written around the functions meanwhile makes the
+ * unique index refuse it (23505); a trigger of the user's that skips the
+ * row, a serialization failure.  Either way the caller's work is rolled
+ * back.
  */
 void
-idem_insert_completed_key(text *key, text *scope, Interval *ttl, Jsonb *body,
+idem_insert_completed_key(text *key, text *scope, Interval *ttl,
+						  Interval *response_ttl, Jsonb *body,
 						  IdemClaim *claim)
 {
 	bytea	   *request_hash = claim->request_hash;
 	KeyName		name = {.scope = scope, .key = key};
-	Datum		values[9];
-	char		nulls[9] = {' ', ' ', request_hash ? ' ' : 'n', ' ', ' ', ' ', ' ',
-	' ', ' '};
+	Datum		values[10];
+	char		nulls[10] = {' ', ' ', request_hash ? ' ' : 'n', ' ', ' ', ' ', ' ',
+	' ', ' ', response_ttl ? ' ' : 'n'};
 
 	memset(claim->nulls, true, sizeof(claim->nulls));
 	values[0] = PointerGetDatum(scope);
@@ -920,8 +997,12 @@ idem_insert_completed_key(text *key, text *scope, Interval *ttl, Jsonb *body,
 	values[6] = key_hash_of(&name);
 	values[7] = next_fence();
 	values[8] = time_after(values[3], ttl);
-	if (!run_insert_statement(&insert_completed_key[key_layout()], values, nulls,
-							  key_statuses[STATUS_COMPLETED], claim))
+	values[9] = response_ttl ? time_after(values[3], response_ttl) : (Datum) 0;
+	/* response_ttl is an argument of 1.6 only */
+	if (!run_insert_statement(&insert_completed_key[response_ttl ? KEYS_EXPIRE_ANSWERS :
+													key_layout()],
+							  values, nulls, key_statuses[STATUS_COMPLETED],
+							  claim))
 		ereport(ERROR,
 				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
 				 errmsg("could not store idempotency key \"%s\" due to a concurrent claim",
@@ -999,18 +1080,20 @@ lease_lost(text *key, text *scope, int64 fence)
 }
 
 /*
- * Store the final or retryable outcome of a held key.  Runs as the
+ * Store the final or retryable outcome of a held key: a final answer is
+ * replayed for "ttl" from now (NULL: the claim's), until "response_ttl"
+ * from now (NULL: as long as the key; given by 1.6 only).  Runs as the
  * extension owner.
  */
 void
 idem_finish_key(text *key, text *scope, int64 fence, bool completed,
 				Datum body, bool body_isnull, int32 response_code,
-				bool retryable, Interval *ttl)
+				bool retryable, Interval *ttl, Interval *response_ttl)
 {
 	KeyName		name = {.scope = scope, .key = key};
-	Datum		values[10];
-	char		nulls[10] = {' ', ' ', ' ', ' ', body_isnull ? 'n' : ' ', ' ', ' ',
-	completed ? 'n' : ' ', ttl ? ' ' : 'n', ' '};
+	Datum		values[FINISH_NARGS];
+	char		nulls[FINISH_NARGS] = {' ', ' ', ' ', ' ', body_isnull ? 'n' : ' ', ' ', ' ',
+	completed ? 'n' : ' ', ttl ? ' ' : 'n', ' ', response_ttl ? ' ' : 'n'};
 	bool		held;
 
 	values[0] = PointerGetDatum(scope);
@@ -1023,10 +1106,11 @@ idem_finish_key(text *key, text *scope, int64 fence, bool completed,
 	values[7] = BoolGetDatum(retryable);
 	values[8] = ttl ? time_after(values[5], ttl) : (Datum) 0;
 	values[9] = key_hash_of(&name);
+	values[10] = response_ttl ? time_after(values[5], response_ttl) : (Datum) 0;
 
 	SPI_connect();
 	(void) key_layout();		/* refuses a table it does not serve */
-	held = idem_run(&finish_key, values, nulls, false, 0) == 1;
+	held = idem_run(&finish_key[response_ttl != NULL], values, nulls, false, 0) == 1;
 	SPI_finish();
 	if (!held)
 		lease_lost(key, scope, fence);
@@ -1073,6 +1157,31 @@ idem_arg_response_code(FunctionCallInfo fcinfo, int argno)
 }
 
 /*
+ * An interval argument that applies to a final answer only (ttl,
+ * response_ttl): NULL means "default_value" for a final answer, and
+ * must be NULL for a retryable failure.  NULL when the function's
+ * signature, of an older version, lacks it.
+ */
+Interval *
+idem_arg_answer_interval(FunctionCallInfo fcinfo, int argno,
+						 const char *argname, bool final,
+						 Interval *default_value)
+{
+	if (PG_NARGS() <= argno)
+		return NULL;
+	if (PG_ARGISNULL(argno))
+		return final ? default_value : NULL;
+	if (!final)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s applies only to a final answer", argname),
+				 errdetail("A retryable failure is resumed by the next claim, not replayed."),
+				 errhint("Pass retryable => false to replay the error for %s, or leave %s NULL.",
+						 argname, argname)));
+	return idem_arg_interval(fcinfo, argno, argname, NULL);
+}
+
+/*
  * The fence argument of a holder call.
  */
 static int64
@@ -1083,10 +1192,11 @@ arg_fence(FunctionCallInfo fcinfo, int argno)
 }
 
 /*
- * claim(key, request, scope, ttl, lease) RETURNS claim_result
+ * claim(key, request, scope, ttl, lease) RETURNS claim_result; the symbol
+ * of 1.6 (idempotency_claim_1_6) passes IDEM_CLAIM_ANSWERS_EXPIRE.
  */
-Datum
-idempotency_claim(PG_FUNCTION_ARGS)
+static Datum
+claim_call(FunctionCallInfo fcinfo, int flags)
 {
 	text	   *key = idem_arg_key(fcinfo, 0);
 	Jsonb	   *request = PG_ARGISNULL(1) ? NULL : PG_GETARG_JSONB_P(1);
@@ -1099,16 +1209,31 @@ idempotency_claim(PG_FUNCTION_ARGS)
 
 	idem_check_ttl_covers_lease(ttl, lease);
 	idem_become_owner(&owner);
-	idem_claim_key(key, scope, request, ttl, lease, false, &claim);
+	idem_claim_key(key, scope, request, ttl, lease, flags, &claim);
 	idem_restore_user(&owner);
 	idem_metrics_count_claim(scope, claim.outcome);
 	PG_RETURN_DATUM(idem_claim_datum(fcinfo, &claim));
 }
 
+Datum
+idempotency_claim(PG_FUNCTION_ARGS)
+{
+	return claim_call(fcinfo, 0);
+}
+
+Datum
+idempotency_claim_1_6(PG_FUNCTION_ARGS)
+{
+	return claim_call(fcinfo, IDEM_CLAIM_ANSWERS_EXPIRE);
+}
+
 /*
- * Shared body of complete() and fail().  The 1.1 signatures end with ttl,
- * the replay window of a final answer (NULL: the claim's); the 1.0 ones,
- * still bound to the old symbols until ALTER EXTENSION ... UPDATE, lack it.
+ * Shared body of complete() and fail().  The 1.6 signatures end with
+ * response_ttl, how long a final answer is replayed (NULL:
+ * idempotency.default_response_ttl; unset, as long as the key); the 1.1
+ * ones lack it and end with ttl, the replay window of a final answer
+ * (NULL: the claim's); the 1.0 ones lack both.  The older ones stay bound
+ * to the old symbols until ALTER EXTENSION ... UPDATE.
  */
 static void
 finish_held_key(FunctionCallInfo fcinfo, int body_arg, int code_arg,
@@ -1120,34 +1245,29 @@ finish_held_key(FunctionCallInfo fcinfo, int body_arg, int code_arg,
 										 completed ? "response_body" : "error");
 	int32		code = idem_arg_response_code(fcinfo, code_arg);
 	text	   *scope = idem_arg_scope(fcinfo, scope_arg);
-	int			ttl_arg = scope_arg + 1;
-	Interval   *ttl = NULL;
+	bool		final = completed || !retryable;
+	Interval   *ttl = idem_arg_answer_interval(fcinfo, scope_arg + 1, "ttl",
+											   final, NULL);
+	Interval   *response_ttl = idem_arg_answer_interval(fcinfo, scope_arg + 2,
+														"response_ttl", final,
+														idem_default_response_ttl);
 	IdemOwnerRights owner;
-
-	if (PG_NARGS() > ttl_arg && !PG_ARGISNULL(ttl_arg))
-	{
-		if (!completed && retryable)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("ttl applies only to a final answer"),
-					 errdetail("A retryable failure is resumed by the next claim, not replayed."),
-					 errhint("Pass retryable => false to replay the error for ttl, or leave ttl NULL.")));
-		ttl = idem_arg_interval(fcinfo, ttl_arg, "ttl", NULL);
-	}
 
 	PreventCommandIfReadOnly(completed ? "idempotency.complete()" : "idempotency.fail()");
 	idem_become_owner(&owner);
 	idem_finish_key(key, scope, fence, completed, JsonbPGetDatum(body),
-					body == NULL, code, retryable, ttl);
+					body == NULL, code, retryable, ttl, response_ttl);
 	idem_restore_user(&owner);
 }
 
 /*
- * complete(key, fence, response_body, response_code, scope, ttl) RETURNS
- * void; idempotency_complete is the 1.0 symbol, without ttl.
+ * complete(key, fence, response_body, response_code, scope, ttl,
+ * response_ttl) RETURNS void; idempotency_complete_1_1 is the 1.1 symbol,
+ * without response_ttl, and idempotency_complete the 1.0 one, without ttl
+ * either: finish_held_key() tells them apart by their arguments.
  */
 Datum
-idempotency_complete_1_1(PG_FUNCTION_ARGS)
+idempotency_complete_1_6(PG_FUNCTION_ARGS)
 {
 	idem_require_arg(fcinfo, 2, "response_body");
 	finish_held_key(fcinfo, 2, 3, 4, true, false);
@@ -1155,17 +1275,24 @@ idempotency_complete_1_1(PG_FUNCTION_ARGS)
 }
 
 Datum
+idempotency_complete_1_1(PG_FUNCTION_ARGS)
+{
+	return idempotency_complete_1_6(fcinfo);
+}
+
+Datum
 idempotency_complete(PG_FUNCTION_ARGS)
 {
-	return idempotency_complete_1_1(fcinfo);
+	return idempotency_complete_1_6(fcinfo);
 }
 
 /*
- * fail(key, fence, error, response_code, retryable, scope, ttl) RETURNS
- * void; idempotency_fail is the 1.0 symbol, without ttl.
+ * fail(key, fence, error, response_code, retryable, scope, ttl,
+ * response_ttl) RETURNS void; idempotency_fail_1_1 and idempotency_fail
+ * are the symbols of 1.1 and 1.0, as for complete().
  */
 Datum
-idempotency_fail_1_1(PG_FUNCTION_ARGS)
+idempotency_fail_1_6(PG_FUNCTION_ARGS)
 {
 	idem_require_arg(fcinfo, 4, "retryable");
 	finish_held_key(fcinfo, 2, 3, 5, false, PG_GETARG_BOOL(4));
@@ -1173,9 +1300,15 @@ idempotency_fail_1_1(PG_FUNCTION_ARGS)
 }
 
 Datum
+idempotency_fail_1_1(PG_FUNCTION_ARGS)
+{
+	return idempotency_fail_1_6(fcinfo);
+}
+
+Datum
 idempotency_fail(PG_FUNCTION_ARGS)
 {
-	return idempotency_fail_1_1(fcinfo);
+	return idempotency_fail_1_6(fcinfo);
 }
 
 /*

@@ -231,7 +231,8 @@ idem_learn_columns(IdemColumns *columns, Relation rel)
 				columns->attnums[col] = attr->attnum;
 			}
 		}
-		if (columns->attnums[col] == InvalidAttrNumber)
+		if (columns->attnums[col] == InvalidAttrNumber &&
+			col < columns->ncolumns - columns->noptional)
 		{
 			columns->relid = InvalidOid;
 			ereport(ERROR,

@@ -89,9 +89,11 @@ $$;
 CREATE TABLE null_allowed (fn text, argname text);
 INSERT INTO null_allowed VALUES
     ('claim', 'request'), ('claim', 'ttl'), ('claim', 'lease'),
-    ('complete', 'ttl'), ('fail', 'error'), ('fail', 'ttl'),
+    ('complete', 'ttl'), ('complete', 'response_ttl'),
+    ('fail', 'error'), ('fail', 'ttl'), ('fail', 'response_ttl'),
     ('checkpoint', 'recovery_point'), ('checkpoint', 'lease'),
     ('execute', 'request'), ('execute', 'params'), ('execute', 'ttl'),
+    ('execute', 'response_ttl'),
     ('issue_token', 'ttl'),
     ('enqueue_event', 'headers'), ('emit_event', 'headers'),
     ('mark_published', 'lease_token'), ('mark_failed', 'lease_token'),

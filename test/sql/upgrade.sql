@@ -1,4 +1,4 @@
--- Versions and upgrades (doc/operations.md, "Upgrades"): 1.5 is the
+-- Versions and upgrades (doc/operations.md, "Upgrades"): 1.6 is the
 -- default, reached from 1.0 by the update scripts in turn.  The library
 -- serves a database at 1.2 before it is updated (its key_hash is still a
 -- generated column) and refuses key calls in one at 1.0 or 1.1 until it
@@ -117,6 +117,25 @@ SELECT idempotency.lookup('released-before') IS NULL AS released,
 SELECT fence AS f FROM idempotency.claim('failed-before') \gset
 SELECT idempotency.fail('failed-before', :f, '{"declined": true}', 402, retryable => false);
 SELECT outcome, response_code FROM idempotency.claim('failed-before');
+-- at 1.5 the SQL is still bound to the older symbols, which behave as
+-- they did: no answer expiry (idempotency.default_response_ttl does not
+-- apply), and a purge that reports the relations only
+SET client_min_messages = warning;
+ALTER EXTENSION idempotency UPDATE TO '1.5';
+RESET client_min_messages;
+SET idempotency.default_response_ttl = '1 minute';
+SELECT fence AS f FROM idempotency.claim('done-at-1.5', '{"n": 3}') \gset
+SELECT idempotency.complete('done-at-1.5', :f, '{"at": "1.5"}');
+SELECT outcome FROM idempotency.execute('executed-at-1.5', NULL, 'SELECT 1');
+RESET idempotency.default_response_ttl;
+SELECT relation, deleted FROM idempotency.purge_expired_batch();
+-- a role granted EXECUTE on the holder calls by hand, before the update
+CREATE ROLE regress_upgrade_direct;
+GRANT USAGE ON SCHEMA idempotency TO regress_upgrade_direct;
+GRANT EXECUTE ON FUNCTION idempotency.complete(text, bigint, jsonb, integer, text, interval),
+      idempotency.fail(text, bigint, jsonb, integer, boolean, text, interval),
+      idempotency.execute(text, jsonb, text, text[], text, interval)
+   TO regress_upgrade_direct;
 SELECT pg_catalog.nextval('idempotency.fence_seq') AS fence_before \gset
 SET client_min_messages = warning;
 ALTER EXTENSION idempotency UPDATE;
@@ -132,7 +151,22 @@ SELECT outcome, response_code FROM idempotency.claim('failed-before');
 SELECT idempotency.complete('held-across', :held_fence, '{"paid": 2}', ttl => '1 hour');
 SELECT outcome, response_body FROM idempotency.claim('held-across', '{"n": 2}');
 SELECT outcome, fence > :fence_before AS fences_grow FROM idempotency.claim('after-update');
+SELECT outcome, response_body FROM idempotency.claim('done-at-1.5', '{"n": 3}');
 RESET ROLE;
+-- the answers stored at 1.5 live as long as their keys
+SELECT idempotency_key, response_expires_at FROM idempotency.idempotency_keys
+ WHERE idempotency_key LIKE '%-at-1.5' ORDER BY idempotency_key COLLATE "C";
+-- the role granted by hand holds EXECUTE on the new signatures, and the
+-- initial privileges of those hold only the owner's entry, so that
+-- pg_dump keeps the role's grant
+SELECT p.oid::regprocedure AS routine,
+       has_function_privilege('regress_upgrade_direct', p.oid, 'EXECUTE') AS direct_may_run,
+       (SELECT array_agg(a.grantee = p.proowner AND a.grantor = p.proowner)
+          FROM pg_init_privs i, aclexplode(i.initprivs) a
+         WHERE i.classoid = 'pg_proc'::regclass AND i.objoid = p.oid) AS initial_owner_only
+  FROM pg_proc p
+ WHERE p.pronamespace = 'idempotency'::regnamespace AND p.proname IN ('complete', 'fail', 'execute')
+ ORDER BY p.oid::regprocedure::text COLLATE "C";
 SELECT p.oid::regprocedure AS routine_app_lacks FROM pg_proc p
  WHERE p.pronamespace = 'idempotency'::regnamespace
    AND p.proname IN ('claim', 'complete', 'fail', 'checkpoint', 'release', 'lookup', 'execute',
@@ -144,10 +178,14 @@ SELECT idempotency_key, key_hash = idempotency.key_hash(scope, idempotency_key) 
 SELECT pg_get_constraintdef(oid) FROM pg_constraint
  WHERE conrelid = 'idempotency.idempotency_keys'::regclass AND contype = 'p';
 SELECT regress_catalog_summary() AS updated_catalog \gset
-SELECT :'updated_catalog' LIKE '%routine idempotency.complete(text,bigint,jsonb,integer,text,interval)%'
+SELECT :'updated_catalog' LIKE '%routine idempotency.complete(text,bigint,jsonb,integer,text,interval,interval)%'
        AND :'updated_catalog' LIKE '%column idempotency_keys.fence bigint%'
-       AND :'updated_catalog' LIKE '%initial privileges function idempotency.complete(text,bigint,jsonb,integer,text,interval) {%=X/%}%'
+       AND :'updated_catalog' LIKE '%column idempotency_keys.response_expires_at timestamp with time zone%'
+       AND :'updated_catalog' LIKE '%index CREATE INDEX idempotency_keys_response_expires_at_idx %WHERE (response_expires_at > ''-infinity''::timestamp with time zone)%'
+       AND :'updated_catalog' LIKE '%initial privileges function idempotency.complete(text,bigint,jsonb,integer,text,interval,interval) {%=X/%}%'
+       AND :'updated_catalog' LIKE '%routine idempotency.execute(text,jsonb,text,text[],text,interval,interval) %regress_upgrade_direct=X/%'
        AND :'updated_catalog' NOT LIKE '%complete(text,bigint,jsonb,integer,text) %'
+       AND :'updated_catalog' NOT LIKE '%complete(text,bigint,jsonb,integer,text,interval) %'
        AND :'updated_catalog' ~ 'relation idempotency_keys r acl=[^\n]* options=\{fillfactor=80,autovacuum_vacuum_scale_factor=0\.02,autovacuum_analyze_scale_factor=0\.05\} '
        AND :'updated_catalog' ~ 'relation processed_events r acl=[^\n]* options=\{autovacuum_vacuum_scale_factor=0\.02,autovacuum_analyze_scale_factor=0\.05\} '
        AS summary_covers_the_catalog;
@@ -155,6 +193,11 @@ SELECT :'updated_catalog' LIKE '%routine idempotency.complete(text,bigint,jsonb,
 DROP EXTENSION idempotency;
 CREATE EXTENSION idempotency;
 SELECT idempotency.grant_usage('regress_upgrade_app');
+GRANT USAGE ON SCHEMA idempotency TO regress_upgrade_direct;
+GRANT EXECUTE ON FUNCTION idempotency.complete(text, bigint, jsonb, integer, text, interval, interval),
+      idempotency.fail(text, bigint, jsonb, integer, boolean, text, interval, interval),
+      idempotency.execute(text, jsonb, text, text[], text, interval, interval)
+   TO regress_upgrade_direct;
 SELECT regress_catalog_summary() = :'updated_catalog' AS fresh_equals_updated;
 DROP EXTENSION idempotency;
 SELECT count(*) AS tables_left FROM pg_class
@@ -162,3 +205,4 @@ SELECT count(*) AS tables_left FROM pg_class
 \c contrib_regression
 DROP DATABASE regress_upgrade;
 DROP ROLE regress_upgrade_app;
+DROP ROLE regress_upgrade_direct;
