@@ -21,17 +21,7 @@ LANGUAGE sql AS $$
    WHERE m.scope = ANY (scopes)
    ORDER BY m.scope COLLATE "C"
 $$;
--- the WAL records a statement writes, as EXPLAIN (ANALYZE, WAL) counts
--- them in this backend
-CREATE FUNCTION pg_temp.wal_records(sql text) RETURNS bigint
-LANGUAGE plpgsql AS $$
-DECLARE
-  plan json;
-BEGIN
-  EXECUTE 'EXPLAIN (ANALYZE, WAL, COSTS OFF, TIMING OFF, SUMMARY OFF, FORMAT JSON) ' || sql
-     INTO plan;
-  RETURN (plan -> 0 -> 'Plan' ->> 'WAL Records')::bigint;
-END $$;
+\i test/sql/include/wal_records.sql
 
 -- a scope has no row until a call counts in it
 SELECT count(*) AS rows_before FROM idempotency.metrics
@@ -53,15 +43,28 @@ UPDATE idempotency.idempotency_keys SET locked_until = now() - interval '1 secon
  WHERE scope = 'metrics a' AND idempotency_key = 'k2';
 SELECT outcome, attempts FROM idempotency.claim('k2', NULL, 'metrics a'); -- resumed
 -- these should all fail with 55000: the old holder's fence lost the lease
+-- (lease_lost)
 SELECT idempotency.complete('k2', :k2_fence, '{}', scope => 'metrics a');
 SELECT idempotency.fail('k2', :k2_fence, scope => 'metrics a');
 SELECT idempotency.checkpoint('k2', :k2_fence, 'step', scope => 'metrics a');
 SELECT idempotency.release('k2', :k2_fence, 'metrics a');
+-- an answer past its response_ttl
+SELECT outcome FROM idempotency.claim('k4', NULL, 'metrics a');           -- claimed
+SELECT idempotency.complete('k4', fence, '{}', scope => 'metrics a', response_ttl => '1 hour')
+  FROM idempotency.idempotency_keys WHERE scope = 'metrics a' AND idempotency_key = 'k4';
+UPDATE idempotency.idempotency_keys SET response_expires_at = now() - interval '1 second'
+ WHERE scope = 'metrics a' AND idempotency_key = 'k4';
+SELECT outcome FROM idempotency.claim('k4', NULL, 'metrics a');           -- gone
 
--- execute() counts as a claim: a new key, then its replay; in scope "metrics b"
+-- execute() counts as a claim, in scope "metrics b"
 SELECT outcome FROM idempotency.execute('e1', '{}', 'SELECT 1', scope => 'metrics b');
 SELECT outcome FROM idempotency.execute('e1', '{}', 'SELECT 1', scope => 'metrics b');
 SELECT outcome FROM idempotency.execute('e1', '{"x": 1}', 'SELECT 1', scope => 'metrics b');
+SELECT outcome FROM idempotency.execute('e2', '{}', 'SELECT 1', scope => 'metrics b',
+                                        response_ttl => '1 hour');
+UPDATE idempotency.idempotency_keys SET response_expires_at = now() - interval '1 second'
+ WHERE scope = 'metrics b' AND idempotency_key = 'e2';
+SELECT outcome FROM idempotency.execute('e2', '{}', 'SELECT 1', scope => 'metrics b');
 
 SELECT * FROM pg_temp.counts('metrics a', 'metrics b');
 SELECT scope, reset_at >= :'started' AS counting_since_first_call
