@@ -176,14 +176,14 @@ RETURNS TABLE (
     reset_at    timestamptz)
 AS 'MODULE_PATHNAME', 'idempotency_metrics'
 LANGUAGE C VOLATILE PARALLEL SAFE;
-COMMENT ON FUNCTION idempotency.metrics() IS 'outcome counts per scope of this database since reset_at (the row with scope NULL: scopes beyond idempotency.metrics_max_scopes); needs idempotency in shared_preload_libraries';
+COMMENT ON FUNCTION idempotency.metrics() IS 'outcome counts per scope of this database since reset_at (the row with scope NULL: keys purged, and scopes beyond idempotency.metrics_max_scopes); needs idempotency in shared_preload_libraries';
 REVOKE ALL ON FUNCTION idempotency.metrics() FROM PUBLIC;
 
 CREATE FUNCTION idempotency.metrics_reset(scope text DEFAULT NULL)
 RETURNS void
 AS 'MODULE_PATHNAME', 'idempotency_metrics_reset'
 LANGUAGE C VOLATILE PARALLEL SAFE;
-COMMENT ON FUNCTION idempotency.metrics_reset(text) IS 'set the outcome counts of one scope, or with NULL of every scope and of the overflow row, back to zero';
+COMMENT ON FUNCTION idempotency.metrics_reset(text) IS 'set the outcome counts of one scope of this database, or with NULL of all its rows, back to zero';
 REVOKE ALL ON FUNCTION idempotency.metrics_reset(text) FROM PUBLIC;
 
 CREATE VIEW idempotency.metrics AS

@@ -179,13 +179,6 @@ static Purge purges[] = {
 };
 
 /*
- * The deletes of keys return the scopes of the keys they delete, which
- * the outcome counts of metrics.c add up per scope.
- */
-#define KEY_SCOPES " RETURNING scope"
-#define RETURNS_SCOPES(purge) ((purge)->row == REL_KEYS)
-
-/*
  * How deeply purge_expired_batch() is nested in itself (a DELETE trigger
  * that purges): statements are only built again at the outermost level,
  * where none of them runs.
@@ -405,7 +398,6 @@ build_statements(PurgedRelation *prel, Relation rel, int nkeys, Oid *keys)
 	{
 		Purge	   *purge = &purges[i];
 		const char *table = quote_identifier(prel->name);
-		const char *returning = RETURNS_SCOPES(purge) ? KEY_SCOPES : "";
 		char	   *write;
 
 		if (purge->relation != prel - relations)
@@ -420,11 +412,10 @@ build_statements(PurgedRelation *prel, Relation rel, int nkeys, Oid *keys)
 			psprintf("UPDATE idempotency.%s SET %s", table, purge->set) :
 			psprintf("DELETE FROM idempotency.%s", table);
 		purge->batch.sql =
-			psprintf("%s WHERE ctid OPERATOR(pg_catalog.=) ANY (ARRAY(%s))%s",
-					 write, purge->candidates.sql, returning);
+			psprintf("%s WHERE ctid OPERATOR(pg_catalog.=) ANY (ARRAY(%s))",
+					 write, purge->candidates.sql);
 		purge->one_row.sql =
-			psprintf("%s WHERE ctid OPERATOR(pg_catalog.=) $1%s", write,
-					 returning);
+			psprintf("%s WHERE ctid OPERATOR(pg_catalog.=) $1", write);
 	}
 	prel->keys = palloc(sizeof(Oid) * Max(nkeys, 1));
 	if (nkeys > 0)
@@ -531,20 +522,6 @@ run_in_subtransaction(IdemQuery *query, Datum *args, ErrorData **error)
 }
 
 /*
- * Count the keys that the delete just run deleted, by scope (metrics.c),
- * and free the scopes it returned.
- */
-static void
-count_purged(Purge *purge)
-{
-	if (!RETURNS_SCOPES(purge))
-		return;
-	idem_metrics_count_scopes(SPI_tuptable, SPI_processed,
-							  IDEM_OUTCOME_PURGED);
-	SPI_freetuptable(SPI_tuptable);
-}
-
-/*
  * Delete the rows of one walk one by one, each in a subtransaction, until
  * "limit" went or none is left; a row whose delete fails stays.  Returns
  * how many went.
@@ -582,10 +559,7 @@ purge_row_by_row(Purge *purge, Datum *args, int64 limit)
 			if (run_in_subtransaction(&purge->one_row, &ctid, &error) < 0)
 				skipped++;
 			else
-			{
 				deleted++;
-				count_purged(purge);
-			}
 		}
 		SPI_freetuptable(rows);
 	}
@@ -627,8 +601,6 @@ purge_walk(Purge *purge, TimestampTz cutoff, int64 limit)
 	args[1] = Int64GetDatum(limit);
 	SPI_connect();
 	deleted = run_in_subtransaction(&purge->batch, args, &error);
-	if (deleted > 0)
-		count_purged(purge);
 	if (deleted < 0)
 	{
 		FreeErrorData(error);
@@ -705,6 +677,8 @@ purge_expired_batch(FunctionCallInfo fcinfo, int nrows)
 	}
 	PG_END_TRY();
 	idem_restore_user(&owner);
+	/* in the row of scope NULL: the delete does not learn the scopes */
+	idem_metrics_count(NULL, IDEM_OUTCOME_PURGED, deleted[REL_KEYS]);
 
 	/*
 	 * Nothing to delete: purge_expired() is done, and it committed its

@@ -221,7 +221,5 @@ typedef enum IdemOutcome
 extern void idem_metrics_register(void);
 extern void idem_metrics_count(text *scope, IdemOutcome outcome, int64 n);
 extern void idem_metrics_count_claim(text *scope, const char *outcome);
-extern void idem_metrics_count_scopes(SPITupleTable *rows, uint64 nrows,
-									  IdemOutcome outcome);
 
 #endif							/* IDEMPOTENCY_H */

@@ -16,18 +16,24 @@
  * ends: a claim whose transaction then rolls back is still counted.
  *
  * Shared state: a hash table of at most idempotency.metrics_max_scopes
- * rows, one per (database, scope), and one overflow row for the scopes
- * that found the table full, shown with scope NULL in every database.
- * Rows are never removed (metrics_reset() zeroes them), so a pointer to
- * one's counters stays valid for the life of the server.
+ * rows, one per (database, scope), and a second one of a row per
+ * database, shown with scope NULL, for what is counted in no scope's row:
+ * the calls of scopes that found the first table full, and the keys that
+ * purge deleted (a purge deletes the keys of every scope at once; to learn
+ * their scopes its DELETE would need a RETURNING clause, which a DO
+ * INSTEAD rule on the table, which users may add, makes fail).  The
+ * second table has room for as many databases as the first has scopes,
+ * and at least 64; the counts of the databases beyond are lost.  Rows are
+ * never removed (metrics_reset() zeroes them), so a pointer to one's
+ * counters stays valid for the life of the server.
  *
- * Locking: the counters are atomics, added to without a lock.  The
- * table's LWLock is taken in shared mode to find a scope's row and to
- * read the rows, and in exclusive mode to add a row or to reset; reset_at
- * is only written under the exclusive lock.  Each backend keeps the rows
- * of the scopes it counted last in a small cache of its own, so a call
- * in a scope seen recently takes no lock: one hash of the scope, one
- * comparison and one atomic add.
+ * Locking: the counters are atomics, added to without a lock.  One
+ * LWLock, taken in shared mode to find a row and to read the rows, and in
+ * exclusive mode to add a row or to reset; reset_at is only written under
+ * the exclusive lock.  Each backend keeps the rows of the scopes it
+ * counted last in a small cache of its own, and its database's row of
+ * scope NULL, so a call in a scope seen recently takes no lock: one hash
+ * of the scope, one comparison and one atomic add.
  *
  *-------------------------------------------------------------------------
  */
@@ -53,6 +59,9 @@
 
 /* Size of each backend's cache of rows; a power of two. */
 #define LOCAL_CACHE_SIZE 16
+
+/* Rows of scope NULL: one per database, for this many databases at least. */
+#define MIN_DATABASES 64
 
 #define METRICS_NAME "idempotency metrics"
 
@@ -80,10 +89,16 @@ typedef struct MetricsEntry
 	MetricsCounts counts;
 } MetricsEntry;
 
+/* A database's row of scope NULL. */
+typedef struct OtherEntry
+{
+	Oid			dbid;
+	MetricsCounts counts;
+} OtherEntry;
+
 typedef struct MetricsShared
 {
 	LWLock	   *lock;
-	MetricsCounts overflow;		/* the scopes beyond the table */
 } MetricsShared;
 
 /* A scope this backend counted lately, and its row's counters. */
@@ -96,8 +111,10 @@ typedef struct LocalEntry
 } LocalEntry;
 
 static MetricsShared *metrics = NULL;
-static HTAB *metrics_table = NULL;
+static HTAB *metrics_table = NULL;	/* (database, scope) -> MetricsEntry */
+static HTAB *other_table = NULL;	/* database -> OtherEntry */
 static LocalEntry local_cache[LOCAL_CACHE_SIZE];
+static MetricsCounts *my_other_counts = NULL;	/* this database's */
 
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
@@ -137,12 +154,16 @@ metrics_key_match(const void *key1, const void *key2,
 	return strcmp(k1->scope, k2->scope);
 }
 
+/* Sizes of the two tables */
+#define SCOPE_ROWS Max(idem_metrics_max_scopes, 1)
+#define OTHER_ROWS Max(idem_metrics_max_scopes, MIN_DATABASES)
+
 static Size
 metrics_shmem_size(void)
 {
-	return add_size(MAXALIGN(sizeof(MetricsShared)),
-					hash_estimate_size(Max(idem_metrics_max_scopes, 1),
-									   sizeof(MetricsEntry)));
+	return add_size(add_size(MAXALIGN(sizeof(MetricsShared)),
+							 hash_estimate_size(SCOPE_ROWS, sizeof(MetricsEntry))),
+					hash_estimate_size(OTHER_ROWS, sizeof(OtherEntry)));
 }
 
 /*
@@ -189,19 +210,20 @@ metrics_shmem_startup(void)
 	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
 	metrics = ShmemInitStruct(METRICS_NAME, sizeof(MetricsShared), &found);
 	if (!found)
-	{
 		metrics->lock = &(GetNamedLWLockTranche(METRICS_NAME))->lock;
-		zero_counts(&metrics->overflow, GetCurrentTimestamp(), true);
-	}
 	ctl.keysize = sizeof(MetricsKey);
 	ctl.entrysize = sizeof(MetricsEntry);
 	ctl.hash = metrics_key_hash;
 	ctl.match = metrics_key_match;
-	metrics_table = ShmemInitHash(METRICS_NAME " table",
-								  Max(idem_metrics_max_scopes, 1),
-								  Max(idem_metrics_max_scopes, 1), &ctl,
+	metrics_table = ShmemInitHash(METRICS_NAME " of scopes",
+								  SCOPE_ROWS, SCOPE_ROWS, &ctl,
 								  HASH_ELEM | HASH_FUNCTION | HASH_COMPARE |
 								  HASH_FIXED_SIZE);
+	ctl.keysize = sizeof(Oid);
+	ctl.entrysize = sizeof(OtherEntry);
+	other_table = ShmemInitHash(METRICS_NAME " of databases",
+								OTHER_ROWS, OTHER_ROWS, &ctl,
+								HASH_ELEM | HASH_BLOBS | HASH_FIXED_SIZE);
 	LWLockRelease(AddinShmemInitLock);
 }
 
@@ -218,9 +240,52 @@ idem_metrics_register(void)
 }
 
 /*
+ * The row of scope NULL of this database, found or added; NULL when
+ * there is no room for it.  With "create" false, a missing row is not
+ * added.  The caller holds the lock, exclusively to add.
+ */
+static OtherEntry *
+other_entry(bool create)
+{
+	OtherEntry *entry;
+	bool		found;
+
+	entry = hash_search(other_table, &MyDatabaseId,
+						create ? HASH_ENTER_NULL : HASH_FIND, &found);
+	if (entry != NULL && !found)
+		zero_counts(&entry->counts, GetCurrentTimestamp(), true);
+	return entry;
+}
+
+/*
+ * The counters of this database's row of scope NULL; NULL when there is
+ * no room for it (the counts are lost).
+ */
+static MetricsCounts *
+other_counts(void)
+{
+	OtherEntry *entry;
+
+	if (my_other_counts != NULL)
+		return my_other_counts;
+	LWLockAcquire(metrics->lock, LW_SHARED);
+	entry = other_entry(false);
+	LWLockRelease(metrics->lock);
+	if (entry == NULL)
+	{
+		LWLockAcquire(metrics->lock, LW_EXCLUSIVE);
+		entry = other_entry(true);
+		LWLockRelease(metrics->lock);
+	}
+	if (entry != NULL)
+		my_other_counts = &entry->counts;
+	return my_other_counts;
+}
+
+/*
  * The counters of "scope" ("len" bytes, hashed to "hash") in this
- * database: its row, added when the table has room, else the overflow
- * row.
+ * database: its row, added when the table has room, else the row of
+ * scope NULL.
  */
 static MetricsCounts *
 shared_counts(const char *scope, int len, uint32 hash)
@@ -230,7 +295,7 @@ shared_counts(const char *scope, int len, uint32 hash)
 	bool		found;
 
 	if (len >= SCOPE_BYTES)		/* longer than a scope can be */
-		return &metrics->overflow;
+		return other_counts();
 	memset(&key, 0, sizeof(key));
 	key.dbid = MyDatabaseId;
 	memcpy(key.scope, scope, len);
@@ -252,14 +317,14 @@ shared_counts(const char *scope, int len, uint32 hash)
 	if (entry != NULL && !found)
 		zero_counts(&entry->counts, GetCurrentTimestamp(), true);
 	LWLockRelease(metrics->lock);
-	return entry != NULL ? &entry->counts : &metrics->overflow;
+	return entry != NULL ? &entry->counts : other_counts();
 }
 
 /*
  * The counters of "scope" in this database, from the backend's cache
  * when it holds them.  Rows are never removed, so a cached pointer stays
- * good; a scope once counted in the overflow row stays there, since the
- * table never gets emptier.
+ * good; a scope once counted in the row of scope NULL stays there, since
+ * the table never gets emptier.
  */
 static MetricsCounts *
 scope_counts(const char *scope, int len)
@@ -283,8 +348,8 @@ scope_counts(const char *scope, int len)
 }
 
 /*
- * Count "n" calls of "outcome" in "scope".  A no-op unless the library
- * was preloaded.
+ * Count "n" calls (or keys) of "outcome" in "scope", or with "scope" NULL
+ * in the row of scope NULL.  A no-op unless the library was preloaded.
  */
 void
 idem_metrics_count(text *scope, IdemOutcome outcome, int64 n)
@@ -293,8 +358,12 @@ idem_metrics_count(text *scope, IdemOutcome outcome, int64 n)
 
 	if (metrics == NULL || n == 0)
 		return;
-	counts = scope_counts(VARDATA_ANY(scope), VARSIZE_ANY_EXHDR(scope));
-	pg_atomic_fetch_add_u64(&counts->counts[outcome], n);
+	if (scope == NULL)
+		counts = other_counts();
+	else
+		counts = scope_counts(VARDATA_ANY(scope), VARSIZE_ANY_EXHDR(scope));
+	if (counts != NULL)
+		pg_atomic_fetch_add_u64(&counts->counts[outcome], n);
 }
 
 /*
@@ -316,47 +385,6 @@ idem_metrics_count_claim(text *scope, const char *outcome)
 }
 
 /*
- * Count "outcome" once for each row of "rows", whose first column is a
- * scope (the keys a purge deleted, RETURNING scope).  Runs of the same
- * scope are added at once.
- */
-void
-idem_metrics_count_scopes(SPITupleTable *rows, uint64 nrows,
-						  IdemOutcome outcome)
-{
-	text	   *run = NULL;
-	int64		run_length = 0;
-	uint64		i;
-
-	if (metrics == NULL || rows == NULL)
-		return;
-	for (i = 0; i < nrows; i++)
-	{
-		bool		isnull;
-		text	   *scope = DatumGetTextPP(SPI_getbinval(rows->vals[i],
-														 rows->tupdesc, 1,
-														 &isnull));
-
-		if (isnull)
-			continue;
-		if (run != NULL &&
-			VARSIZE_ANY_EXHDR(run) == VARSIZE_ANY_EXHDR(scope) &&
-			memcmp(VARDATA_ANY(run), VARDATA_ANY(scope),
-				   VARSIZE_ANY_EXHDR(scope)) == 0)
-		{
-			run_length++;
-			continue;
-		}
-		if (run != NULL)
-			idem_metrics_count(run, outcome, run_length);
-		run = scope;
-		run_length = 1;
-	}
-	if (run != NULL)
-		idem_metrics_count(run, outcome, run_length);
-}
-
-/*
  * Raise 55000 unless the library was preloaded.
  */
 static void
@@ -373,7 +401,7 @@ require_metrics(void)
 /* One row of metrics(), copied out of shared memory. */
 typedef struct MetricsRow
 {
-	char	   *scope;			/* NULL: the overflow row */
+	char	   *scope;			/* NULL: the row of scope NULL */
 	uint64		counts[IDEM_NOUTCOMES];
 	TimestampTz reset_at;
 } MetricsRow;
@@ -400,7 +428,7 @@ row_order(const void *a, const void *b)
 /*
  * metrics() RETURNS TABLE (scope, claimed, replay, mismatch, in_progress,
  * resumed, gone, lease_lost, purged, reset_at): a row per scope of this
- * database in byte order, then the overflow row (scope NULL).
+ * database in byte order, then its row of scope NULL.
  */
 Datum
 idempotency_metrics(PG_FUNCTION_ARGS)
@@ -408,6 +436,7 @@ idempotency_metrics(PG_FUNCTION_ARGS)
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	HASH_SEQ_STATUS status;
 	MetricsEntry *entry;
+	OtherEntry *other;
 	MetricsRow *rows;
 	int			nrows = 0;
 	int			i;
@@ -427,7 +456,15 @@ idempotency_metrics(PG_FUNCTION_ARGS)
 		copy_counts(&rows[nrows], &entry->counts);
 		nrows++;
 	}
-	copy_counts(&rows[nrows], &metrics->overflow);
+	/* the row of scope NULL; before it counts anything, zeros since start */
+	other = other_entry(false);
+	if (other != NULL)
+		copy_counts(&rows[nrows], &other->counts);
+	else
+	{
+		memset(rows[nrows].counts, 0, sizeof(rows[nrows].counts));
+		rows[nrows].reset_at = PgStartTime;
+	}
 	rows[nrows].scope = NULL;
 	LWLockRelease(metrics->lock);
 	qsort(rows, nrows, sizeof(MetricsRow), row_order);
@@ -453,9 +490,9 @@ idempotency_metrics(PG_FUNCTION_ARGS)
 
 /*
  * metrics_reset(scope text DEFAULT NULL) RETURNS void: zero the counts of
- * one scope of this database, or with NULL of all its scopes and of the
- * overflow row, and set their reset_at to now.  A scope without a row has
- * nothing to reset.
+ * one scope of this database, or with NULL of all its scopes and of its
+ * row of scope NULL, and set their reset_at to now.  A scope without a
+ * row has nothing to reset.
  */
 Datum
 idempotency_metrics_reset(PG_FUNCTION_ARGS)
@@ -464,6 +501,7 @@ idempotency_metrics_reset(PG_FUNCTION_ARGS)
 	TimestampTz now = GetCurrentTimestamp();
 	HASH_SEQ_STATUS status;
 	MetricsEntry *entry;
+	OtherEntry *other;
 
 	require_metrics();
 	LWLockAcquire(metrics->lock, LW_EXCLUSIVE);
@@ -485,7 +523,10 @@ idempotency_metrics_reset(PG_FUNCTION_ARGS)
 		while ((entry = hash_seq_search(&status)) != NULL)
 			if (entry->key.dbid == MyDatabaseId)
 				zero_counts(&entry->counts, now, false);
-		zero_counts(&metrics->overflow, now, false);
+		/* added if missing, for its reset_at */
+		other = other_entry(true);
+		if (other != NULL)
+			zero_counts(&other->counts, now, false);
 	}
 	LWLockRelease(metrics->lock);
 	PG_RETURN_VOID();

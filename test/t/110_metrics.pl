@@ -52,7 +52,7 @@ is($primary->safe_psql('postgres', 'SHOW idempotency.metrics_max_scopes'), '2',
 	'metrics_max_scopes is set at start');
 is( $primary->safe_psql('postgres',
 		q(SELECT count(*) || ' ' || coalesce(sum(claimed), 0) FROM idempotency.metrics)),
-	'1 0', 'after a restart only the overflow row, at zero');
+	'1 0', 'after a restart only the row of scope NULL, at zero');
 
 $primary->safe_psql('postgres', q{
 SELECT idempotency.claim('k' || g, scope => s, lease => '1 hour')
@@ -67,19 +67,19 @@ is( $primary->safe_psql('postgres',
 	's1 3 1, s2 3 0, NULL 6 1',
 	'two scopes have rows, the others count in the row whose scope is NULL');
 
-# Another database: its scopes find the table full; the overflow row is
-# the cluster's, its own scopes are its own.
+# Another database: its scopes find the table full too, and go to its
+# own row of scope NULL; it sees none of the other database's rows.
 $primary->safe_psql('postgres', 'CREATE DATABASE other');
 idem_install($primary, 'other');
 $primary->safe_psql('other', q(SELECT idempotency.claim('k1', scope => 's1')));
 is( $primary->safe_psql('other',
 		q(SELECT string_agg(coalesce(scope, 'NULL') || ' ' || claimed, ', ') FROM idempotency.metrics)),
-	'NULL 7', 'another database shows no scope of this one, and shares the overflow row');
+	'NULL 1', 'another database has its own rows');
 $primary->safe_psql('other', 'SELECT idempotency.metrics_reset()');
 is( $primary->safe_psql('postgres',
 		q(SELECT string_agg(coalesce(scope, 'NULL') || ' ' || claimed, ', ') FROM idempotency.metrics)),
-	's1 3, s2 3, NULL 0',
-	'a reset of all in another database resets the overflow row, not this database\'s scopes');
+	's1 3, s2 3, NULL 6',
+	'a reset of all in another database leaves this one\'s rows');
 
 # A hot standby counts its own replays; the primary's counts stay.
 $primary->backup('base');
