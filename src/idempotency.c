@@ -276,15 +276,20 @@ _PG_init(void)
 							&idem_outbox_notify_interval, 10, 0, 60000,
 							PGC_USERSET, GUC_UNIT_MS, NULL, NULL, NULL);
 
-	DefineCustomIntVariable("idempotency.metrics_max_scopes",
-							"Sets how many scopes idempotency.metrics() counts apart; calls in further scopes are counted in its row whose scope is NULL.",
-							"Takes effect with idempotency in shared_preload_libraries, at server start; a scope uses about 1.1 kB of shared memory.",
-							&idem_metrics_max_scopes, 1000, 0, 100000,
-							PGC_POSTMASTER, 0, NULL, NULL, NULL);
+	/*
+	 * The outcome counts (metrics.c) need shared memory, which only a
+	 * preloaded library has; their setting is read then, and can only be
+	 * defined then.
+	 */
+	if (process_shared_preload_libraries_in_progress)
+	{
+		DefineCustomIntVariable("idempotency.metrics_max_scopes",
+								"Sets how many scopes idempotency.metrics() counts apart; calls in further scopes are counted in its row whose scope is NULL.",
+								"A scope takes about 1.1 kB of shared memory.",
+								&idem_metrics_max_scopes, 1000, 0, 100000,
+								PGC_POSTMASTER, 0, NULL, NULL, NULL);
+		idem_metrics_register();
+	}
 
 	MarkGUCPrefixReserved("idempotency");
-
-	/* the outcome counts (metrics.c) need shared memory */
-	if (process_shared_preload_libraries_in_progress)
-		idem_metrics_register();
 }
