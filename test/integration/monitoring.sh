@@ -32,7 +32,7 @@ fi
 q -d postgres -c "DROP DATABASE IF EXISTS $DB" -c "DROP ROLE IF EXISTS $ROLE" \
   -c "CREATE DATABASE $DB" -c "CREATE ROLE $ROLE"
 trap 'q -d postgres -c "DROP DATABASE IF EXISTS $DB" -c "DROP ROLE IF EXISTS $ROLE" || true' EXIT
-q -d "$DB" <<SQL
+q -d "$DB" >/dev/null <<SQL
 CREATE EXTENSION idempotency;
 GRANT USAGE ON SCHEMA idempotency TO $ROLE;
 GRANT EXECUTE ON FUNCTION idempotency.metrics() TO $ROLE;
