@@ -48,7 +48,9 @@ COMMENT ON FUNCTION idempotency.purge_expired_batch(integer) IS 'one batch of pu
 -- them may run the new ones (move_execute_grants, below).
 --
 -- Grant EXECUTE on routine "to" to every role that holds it on "from",
--- then drop "from".  A GRANT that an extension script makes is recorded
+-- then drop "from".  (A regrole's text is its name quoted where needed,
+-- as 1.2--1.3 uses it: quote_ident() of it, as in 1.0--1.1, would quote
+-- a name such as "App Role" twice.)  A GRANT that an extension script makes is recorded
 -- in pg_init_privs as an initial privilege, which pg_dump leaves out of a
 -- dump (see the initial privileges in 1.2--1.3), so "to"'s initial
 -- privileges are set back to its owner's own.  That needs a superuser:
@@ -73,7 +75,7 @@ BEGIN
     LOOP
         EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO %s', to_routine,
             CASE WHEN grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
-                 ELSE pg_catalog.quote_ident(grantee::regrole::text) END);
+                 ELSE grantee::pg_catalog.regrole::pg_catalog.text END);
     END LOOP;
     EXECUTE pg_catalog.format('DROP FUNCTION %s', from_routine);
     IF NOT (SELECT r.rolsuper FROM pg_catalog.pg_roles r

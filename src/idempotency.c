@@ -8,7 +8,8 @@
  * Interval settings are string GUCs holding any interval PostgreSQL accepts
  * ('30 seconds', '2 min', 'PT30S'); the check hook parses and bounds them
  * without throwing, and the assign hook keeps the parsed value, so the hot
- * paths read an Interval and never parse text.
+ * paths read an Interval and never parse text.  An optional one
+ * (idempotency.default_response_ttl) may also be '', unset.
  *
  *-------------------------------------------------------------------------
  */

@@ -9,7 +9,8 @@
  *
  *	1. a read of the key, a direct probe of the primary key index (every
  *	   claim takes this step, so it skips the executor).  A completed key
- *	   (replay), another request under the key (mismatch) or a live lease
+ *	   (replay, or gone once its answer's response_expires_at has come),
+ *	   another request under the key (mismatch) or a live lease
  *	   (in_progress) is answered from it, writing nothing.  Those answers
  *	   cannot be made stale by a concurrent transaction: completed keys only
  *	   change once they expire, and a live lease is only taken over once it
@@ -337,11 +338,11 @@ static IdemQuery take_key[NLAYOUTS] = ALL_LAYOUTS(TAKE_KEY, CLAIM_NARGS, CLAIM_A
 /*
  * $1 scope, $2 key, $3 fence, $4 code, $5 body, $6 now, $7 completed,
  * $8 retryable, $9 the new expires_at (NULL: keep it), $10 key_hash,
- * $11 when the answer goes (1.6's response_ttl).  The first form leaves
- * response_expires_at alone (NULL in a held row, the key's own expiry),
- * so that a completion without response_ttl stays a HOT update; the
- * second sets it (SET reads the row before the update: its expires_at
- * there is the one before ttl).
+ * $11 when the answer goes (now + 1.6's response_ttl).  The first form
+ * leaves response_expires_at alone (NULL in a held row: the answer lives
+ * as long as the key), so that a completion without response_ttl stays a
+ * HOT update; the second sets it, unless the key goes first: before $9,
+ * or the expires_at the row keeps.
  */
 #define FINISH_KEY(answer_expiry) "UPDATE idempotency.idempotency_keys SET" \
 	" status = CASE WHEN $7 THEN 'completed'::idempotency.key_status" \

@@ -231,8 +231,8 @@ idem_learn_columns(IdemColumns *columns, Relation rel)
 				columns->attnums[col] = attr->attnum;
 			}
 		}
-		if (columns->attnums[col] == InvalidAttrNumber &&
-			col < columns->ncolumns - columns->noptional)
+		if (col < columns->ncolumns - columns->noptional &&
+			columns->attnums[col] == InvalidAttrNumber)
 		{
 			columns->relid = InvalidOid;
 			ereport(ERROR,

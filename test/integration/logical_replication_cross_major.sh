@@ -279,7 +279,7 @@ old "SELECT idempotency.complete('takeover', $f2, '{\"taken\": \"over\"}')" >/de
 check "purge_expired_batch" "$(old "SET idempotency.outbox_retention = '1 second';
 SET idempotency.processed_retention = '1 second';
 SELECT string_agg(relation || ' ' || deleted, ', ' ORDER BY relation) FROM idempotency.purge_expired_batch()")" \
-  'idempotency_keys 5, outbox_events 2, processed_events 4, tokens 2'
+  'idempotency_keys 5, idempotency_keys.response_body 0, outbox_events 2, processed_events 4, tokens 2'
 catch_up 'the take-over and the purge'
 same_rows 'take-over and purge'
 

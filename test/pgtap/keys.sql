@@ -16,12 +16,12 @@ SELECT has_table('idempotency', 'tokens', 'tokens table');
 
 SELECT has_function('idempotency', 'fingerprint', ARRAY['jsonb']);
 SELECT has_function('idempotency', 'claim', ARRAY['text', 'jsonb', 'text', 'interval', 'interval']);
-SELECT has_function('idempotency', 'complete', ARRAY['text', 'bigint', 'jsonb', 'integer', 'text', 'interval']);
-SELECT has_function('idempotency', 'fail', ARRAY['text', 'bigint', 'jsonb', 'integer', 'boolean', 'text', 'interval']);
+SELECT has_function('idempotency', 'complete', ARRAY['text', 'bigint', 'jsonb', 'integer', 'text', 'interval', 'interval']);
+SELECT has_function('idempotency', 'fail', ARRAY['text', 'bigint', 'jsonb', 'integer', 'boolean', 'text', 'interval', 'interval']);
 SELECT has_function('idempotency', 'checkpoint', ARRAY['text', 'bigint', 'text', 'interval', 'text']);
 SELECT has_function('idempotency', 'release', ARRAY['text', 'bigint', 'text']);
 SELECT has_function('idempotency', 'lookup', ARRAY['text', 'text']);
-SELECT has_function('idempotency', 'execute', ARRAY['text', 'jsonb', 'text', 'text[]', 'text', 'interval']);
+SELECT has_function('idempotency', 'execute', ARRAY['text', 'jsonb', 'text', 'text[]', 'text', 'interval', 'interval']);
 SELECT has_function('idempotency', 'issue_token', ARRAY['text', 'interval']);
 SELECT has_function('idempotency', 'consume_token', ARRAY['uuid', 'text']);
 SELECT has_function('idempotency', 'lock_key', ARRAY['text']);

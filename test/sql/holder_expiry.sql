@@ -2,9 +2,7 @@
 -- answer is stored (doc/reference.md, "Holder functions").
 \set VERBOSITY terse
 \i test/sql/include/error_of.sql
-CREATE FUNCTION pg_temp.fence_of(k text) RETURNS bigint LANGUAGE sql AS $$
-  SELECT fence FROM idempotency.idempotency_keys WHERE idempotency_key = k AND scope = ''
-$$;
+\i test/sql/include/fence_of.sql
 -- make a key's ttl run out now, with its holder still holding its fence
 CREATE FUNCTION pg_temp.expire(k text) RETURNS void LANGUAGE sql AS $$
   UPDATE idempotency.idempotency_keys

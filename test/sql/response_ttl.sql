@@ -4,9 +4,7 @@
 -- times stored in rows, as holder_expiry and cleanup do.
 \set VERBOSITY terse
 \i test/sql/include/error_of.sql
-CREATE FUNCTION pg_temp.fence_of(k text) RETURNS bigint LANGUAGE sql AS $$
-  SELECT fence FROM idempotency.idempotency_keys WHERE idempotency_key = k AND scope = ''
-$$;
+\i test/sql/include/fence_of.sql
 -- the key's answer expiry, as an offset from when the answer was stored
 -- (NULL: none)
 CREATE FUNCTION pg_temp.answer_for(k text) RETURNS interval LANGUAGE sql AS $$

@@ -130,12 +130,13 @@ SELECT outcome FROM idempotency.execute('executed-at-1.5', NULL, 'SELECT 1');
 RESET idempotency.default_response_ttl;
 SELECT relation, deleted FROM idempotency.purge_expired_batch();
 -- a role granted EXECUTE on the holder calls by hand, before the update
-CREATE ROLE regress_upgrade_direct;
-GRANT USAGE ON SCHEMA idempotency TO regress_upgrade_direct;
+-- (its name needs quoting)
+CREATE ROLE "regress_upgrade direct";
+GRANT USAGE ON SCHEMA idempotency TO "regress_upgrade direct";
 GRANT EXECUTE ON FUNCTION idempotency.complete(text, bigint, jsonb, integer, text, interval),
       idempotency.fail(text, bigint, jsonb, integer, boolean, text, interval),
       idempotency.execute(text, jsonb, text, text[], text, interval)
-   TO regress_upgrade_direct;
+   TO "regress_upgrade direct";
 SELECT pg_catalog.nextval('idempotency.fence_seq') AS fence_before \gset
 SET client_min_messages = warning;
 ALTER EXTENSION idempotency UPDATE;
@@ -160,7 +161,7 @@ SELECT idempotency_key, response_expires_at FROM idempotency.idempotency_keys
 -- initial privileges of those hold only the owner's entry, so that
 -- pg_dump keeps the role's grant
 SELECT p.oid::regprocedure AS routine,
-       has_function_privilege('regress_upgrade_direct', p.oid, 'EXECUTE') AS direct_may_run,
+       has_function_privilege('regress_upgrade direct', p.oid, 'EXECUTE') AS direct_may_run,
        (SELECT array_agg(a.grantee = p.proowner AND a.grantor = p.proowner)
           FROM pg_init_privs i, aclexplode(i.initprivs) a
          WHERE i.classoid = 'pg_proc'::regclass AND i.objoid = p.oid) AS initial_owner_only
@@ -183,7 +184,7 @@ SELECT :'updated_catalog' LIKE '%routine idempotency.complete(text,bigint,jsonb,
        AND :'updated_catalog' LIKE '%column idempotency_keys.response_expires_at timestamp with time zone%'
        AND :'updated_catalog' LIKE '%index CREATE INDEX idempotency_keys_response_expires_at_idx %WHERE (response_expires_at > ''-infinity''::timestamp with time zone)%'
        AND :'updated_catalog' LIKE '%initial privileges function idempotency.complete(text,bigint,jsonb,integer,text,interval,interval) {%=X/%}%'
-       AND :'updated_catalog' LIKE '%routine idempotency.execute(text,jsonb,text,text[],text,interval,interval) %regress_upgrade_direct=X/%'
+       AND :'updated_catalog' LIKE '%routine idempotency.execute(text,jsonb,text,text[],text,interval,interval) %regress_upgrade direct\\"=X/%'
        AND :'updated_catalog' NOT LIKE '%complete(text,bigint,jsonb,integer,text) %'
        AND :'updated_catalog' NOT LIKE '%complete(text,bigint,jsonb,integer,text,interval) %'
        AND :'updated_catalog' ~ 'relation idempotency_keys r acl=[^\n]* options=\{fillfactor=80,autovacuum_vacuum_scale_factor=0\.02,autovacuum_analyze_scale_factor=0\.05\} '
@@ -193,11 +194,11 @@ SELECT :'updated_catalog' LIKE '%routine idempotency.complete(text,bigint,jsonb,
 DROP EXTENSION idempotency;
 CREATE EXTENSION idempotency;
 SELECT idempotency.grant_usage('regress_upgrade_app');
-GRANT USAGE ON SCHEMA idempotency TO regress_upgrade_direct;
+GRANT USAGE ON SCHEMA idempotency TO "regress_upgrade direct";
 GRANT EXECUTE ON FUNCTION idempotency.complete(text, bigint, jsonb, integer, text, interval, interval),
       idempotency.fail(text, bigint, jsonb, integer, boolean, text, interval, interval),
       idempotency.execute(text, jsonb, text, text[], text, interval, interval)
-   TO regress_upgrade_direct;
+   TO "regress_upgrade direct";
 SELECT regress_catalog_summary() = :'updated_catalog' AS fresh_equals_updated;
 DROP EXTENSION idempotency;
 SELECT count(*) AS tables_left FROM pg_class
@@ -205,4 +206,4 @@ SELECT count(*) AS tables_left FROM pg_class
 \c contrib_regression
 DROP DATABASE regress_upgrade;
 DROP ROLE regress_upgrade_app;
-DROP ROLE regress_upgrade_direct;
+DROP ROLE "regress_upgrade direct";
