@@ -79,10 +79,11 @@ idem_private_install() {
   echo "$dir/inst$PG_BIN"
 }
 
-# idem_start_cluster BINDIR DIR PORT [LISTEN]: initdb and start a cluster in
-# DIR/data, owned by postgres, with its socket in DIR and pg_cron preloaded.
+# idem_start_cluster BINDIR DIR PORT [LISTEN [PRELOAD]]: initdb and start a
+# cluster in DIR/data, owned by postgres, with its socket in DIR and the
+# libraries PRELOAD (default pg_cron) in shared_preload_libraries.
 idem_start_cluster() {
-  local bin=$1 dir=$2 port=$3 listen=${4:-}
+  local bin=$1 dir=$2 port=$3 listen=${4:-} preload=${5:-pg_cron}
   mkdir -p "$dir"
   chown postgres: "$dir"
   runuser -u postgres -- "$bin/initdb" -D "$dir/data" -A trust -U postgres \
@@ -91,7 +92,7 @@ idem_start_cluster() {
 listen_addresses = '$listen'
 port = $port
 unix_socket_directories = '$dir'
-shared_preload_libraries = 'pg_cron'
+shared_preload_libraries = '$preload'
 cron.database_name = 'postgres'
 cron.host = '$dir'
 max_connections = 100

@@ -162,3 +162,46 @@ SELECT idempotency.move_execute_grants('idempotency.execute(text,jsonb,text,text
                                        'idempotency.execute(text,jsonb,text,text[],text,interval,interval,interval)');
 
 DROP FUNCTION idempotency.move_execute_grants(regprocedure, regprocedure);
+
+-- [section: metrics] ---------------------------------------------------------
+
+--
+-- Outcome counts per scope since a reset (src/metrics.c): claims by
+-- outcome, holder calls that found their lease lost, keys purged.  They
+-- live in shared memory, so they need the library in
+-- shared_preload_libraries (else both functions raise 55000), cost no
+-- write, and count on hot standbys too.  Monitoring is for operators:
+-- nothing here is granted, grant_usage() leaves them out, and a monitoring
+-- role needs USAGE on the schema, EXECUTE on metrics() and SELECT on the
+-- view (doc/operations.md, "Metrics").
+--
+CREATE FUNCTION idempotency.metrics()
+RETURNS TABLE (
+    scope       text,
+    claimed     bigint,
+    replay      bigint,
+    mismatch    bigint,
+    in_progress bigint,
+    resumed     bigint,
+    gone        bigint,
+    lease_lost  bigint,
+    purged      bigint,
+    reset_at    timestamptz)
+AS 'MODULE_PATHNAME', 'idempotency_metrics'
+LANGUAGE C VOLATILE PARALLEL SAFE;
+COMMENT ON FUNCTION idempotency.metrics() IS 'outcome counts per scope of this database since reset_at (the row with scope NULL: keys purged, and scopes beyond idempotency.metrics_max_scopes); needs idempotency in shared_preload_libraries';
+REVOKE ALL ON FUNCTION idempotency.metrics() FROM PUBLIC;
+
+CREATE FUNCTION idempotency.metrics_reset(scope text DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'idempotency_metrics_reset'
+LANGUAGE C VOLATILE PARALLEL SAFE;
+COMMENT ON FUNCTION idempotency.metrics_reset(text) IS 'set the outcome counts of one scope of this database, or with NULL of all its rows, back to zero';
+REVOKE ALL ON FUNCTION idempotency.metrics_reset(text) FROM PUBLIC;
+
+CREATE VIEW idempotency.metrics AS
+SELECT m.scope, m.claimed, m.replay, m.mismatch, m.in_progress, m.resumed,
+       m.gone, m.lease_lost, m.purged, m.reset_at
+  FROM idempotency.metrics() m;
+COMMENT ON VIEW idempotency.metrics IS 'outcome counts per scope since reset_at (idempotency.metrics()); selecting needs EXECUTE on that function too';
+REVOKE ALL ON idempotency.metrics FROM PUBLIC;

@@ -677,6 +677,8 @@ purge_expired_batch(FunctionCallInfo fcinfo, int nrows)
 	}
 	PG_END_TRY();
 	idem_restore_user(&owner);
+	/* in the row of scope NULL: the delete does not learn the scopes */
+	idem_metrics_count(NULL, IDEM_OUTCOME_PURGED, deleted[REL_KEYS]);
 
 	/*
 	 * Nothing to delete: purge_expired() is done, and it committed its

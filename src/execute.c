@@ -358,6 +358,7 @@ idempotency_execute_1_6(PG_FUNCTION_ARGS)
 		idem_restore_user(&owner);
 	}
 
+	idem_metrics_count_claim(scope, claim.outcome);
 	MemoryContextSwitchTo(caller_context);
 	result = idem_claim_datum(fcinfo, &claim);
 	SPI_finish();

@@ -2,7 +2,8 @@
  *
  * idempotency.c
  *	  Module entry point of the idempotency extension: the module magic and
- *	  the settings (GUCs), nothing else.
+ *	  the settings (GUCs), and when preloaded the shared memory of the
+ *	  outcome counts (metrics.c).
  *
  * Interval settings are string GUCs holding any interval PostgreSQL accepts
  * ('30 seconds', '2 min', 'PT30S'); the check hook parses and bounds them
@@ -14,6 +15,7 @@
  */
 #include "postgres.h"
 
+#include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/datetime.h"
 #include "utils/guc.h"
@@ -37,6 +39,7 @@ int			idem_max_response_bytes = 1024 * 1024;
 int			idem_outbox_max_attempts = 10;
 bool		idem_outbox_notify = true;
 int			idem_outbox_notify_interval = 10;
+int			idem_metrics_max_scopes = 1000;
 
 /* The text values behind the interval settings; the GUC machinery owns them. */
 static char *default_ttl_text;
@@ -273,6 +276,21 @@ _PG_init(void)
 							"A relay woken by that notification drains the outbox and looks again after twice this interval, so it finds their events; 0 notifies at every commit.",
 							&idem_outbox_notify_interval, 10, 0, 60000,
 							PGC_USERSET, GUC_UNIT_MS, NULL, NULL, NULL);
+
+	/*
+	 * The outcome counts (metrics.c) need shared memory, which only a
+	 * preloaded library has; their setting is read then, and can only be
+	 * defined then.
+	 */
+	if (process_shared_preload_libraries_in_progress)
+	{
+		DefineCustomIntVariable("idempotency.metrics_max_scopes",
+								"Sets how many scopes idempotency.metrics() counts apart; calls in further scopes are counted in its row whose scope is NULL.",
+								"A scope takes about 1.1 kB of shared memory.",
+								&idem_metrics_max_scopes, 1000, 0, 100000,
+								PGC_POSTMASTER, 0, NULL, NULL, NULL);
+		idem_metrics_register();
+	}
 
 	MarkGUCPrefixReserved("idempotency");
 }

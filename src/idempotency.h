@@ -36,6 +36,7 @@ extern int	idem_max_response_bytes;
 extern int	idem_outbox_max_attempts;
 extern bool idem_outbox_notify;
 extern int	idem_outbox_notify_interval;
+extern int	idem_metrics_max_scopes;
 
 /* Argument checks, in arguments.c; each raises 22023 with a useful hint. */
 extern void idem_require_arg(FunctionCallInfo fcinfo, int argno,
@@ -210,5 +211,28 @@ extern void idem_restore_user(const IdemOwnerRights *saved);
 extern Datum idem_get_row_column(uint64 row, int colno, bool *isnull);
 extern Datum idem_get_column(int colno, bool *isnull);
 extern Datum idem_null_jsonb(void);
+
+/*
+ * The outcomes metrics.c counts, in the order of idempotency.metrics()'s
+ * columns: the outcomes of a claim, then lease_lost (a holder call whose
+ * fence no longer holds its key) and purged (keys purge deleted).
+ */
+typedef enum IdemOutcome
+{
+	IDEM_OUTCOME_CLAIMED,
+	IDEM_OUTCOME_REPLAY,
+	IDEM_OUTCOME_MISMATCH,
+	IDEM_OUTCOME_IN_PROGRESS,
+	IDEM_OUTCOME_RESUMED,
+	IDEM_OUTCOME_GONE,
+	IDEM_OUTCOME_LEASE_LOST,
+	IDEM_OUTCOME_PURGED,
+	IDEM_NOUTCOMES
+} IdemOutcome;
+
+/* metrics.c; the counts are no-ops unless the library was preloaded */
+extern void idem_metrics_register(void);
+extern void idem_metrics_count(text *scope, IdemOutcome outcome, int64 n);
+extern void idem_metrics_count_claim(text *scope, const char *outcome);
 
 #endif							/* IDEMPOTENCY_H */

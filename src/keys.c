@@ -1131,6 +1131,7 @@ idem_claim_datum(FunctionCallInfo fcinfo, IdemClaim *claim)
 static void
 lease_lost(text *key, text *scope, int64 fence)
 {
+	idem_metrics_count(scope, IDEM_OUTCOME_LEASE_LOST, 1);
 	ereport(ERROR,
 			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 			 errmsg("idempotency lease lost for key \"%s\"",
@@ -1276,6 +1277,7 @@ claim_call(FunctionCallInfo fcinfo, int flags)
 	idem_claim_key_waiting(key, scope, request, ttl, lease, flags, wait,
 						   &claim);
 	idem_restore_user(&owner);
+	idem_metrics_count_claim(scope, claim.outcome);
 	PG_RETURN_DATUM(idem_claim_datum(fcinfo, &claim));
 }
 

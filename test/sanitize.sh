@@ -58,7 +58,7 @@ start() {
 listen_addresses = ''
 port = 5432
 unix_socket_directories = '$CLUSTER'
-shared_preload_libraries = 'pg_cron'
+shared_preload_libraries = 'pg_cron, idempotency'
 cron.database_name = 'postgres'
 wal_level = logical
 max_replication_slots = 8

@@ -5,8 +5,8 @@
 # a Debian 12 chroot that has no source tree (only the .deb and the
 # regression tests are copied in), installs it with apt, checks that
 # dpkg -L lists the module, the control file, every SQL script and the
-# manual, creates a fresh cluster as postgres (pg_cron preloaded and
-# wal_level = logical, as test/run.sh's clusters have), runs CREATE
+# manual, creates a fresh cluster as postgres (pg_cron and the library
+# preloaded, wal_level = logical, as test/run.sh's clusters have), runs CREATE
 # EXTENSION and the regression and isolation tests (test/sql, test/specs,
 # expected/) against the installed files, stops the cluster, purges the
 # package and checks that its files are gone.
@@ -189,7 +189,7 @@ set -u
 BIN=/usr/lib/postgresql/$M/bin
 PGXS=/usr/lib/postgresql/$M/lib/pgxs
 export PGHOST=/pkgtest/cluster PGPORT=5432 PGUSER=postgres
-idem_start_cluster "\$BIN" /pkgtest/cluster 5432 '' || { cat /pkgtest/cluster/server.log; exit 1; }
+idem_start_cluster "\$BIN" /pkgtest/cluster 5432 '' 'pg_cron, idempotency' || { cat /pkgtest/cluster/server.log; exit 1; }
 as_pg() { runuser -u postgres -- env PGHOST=\$PGHOST PGPORT=\$PGPORT PGUSER=postgres "\$@"; }
 rc=0
 as_pg "\$BIN/psql" -X -q -v ON_ERROR_STOP=1 -d postgres -c 'CREATE DATABASE pkgtest' || rc=1

@@ -17,15 +17,7 @@ CREATE FUNCTION pg_temp.answer_goes(k text) RETURNS void LANGUAGE sql AS $$
      SET response_expires_at = now() - interval '1 second'
    WHERE idempotency_key = k AND scope = ''
 $$;
--- the WAL records a statement writes, counted in this backend only
-CREATE FUNCTION pg_temp.wal_records(sql text) RETURNS bigint LANGUAGE plpgsql AS $$
-DECLARE
-  plan json;
-BEGIN
-  EXECUTE 'EXPLAIN (ANALYZE, WAL, FORMAT JSON, COSTS OFF, TIMING OFF, SUMMARY OFF) ' || sql
-     INTO plan;
-  RETURN (plan -> 0 -> 'Plan' ->> 'WAL Records')::bigint;
-END $$;
+\i test/sql/include/wal_records.sql
 
 -- complete() with response_ttl: the answer is replayed for response_ttl
 -- from now, the key lives on for its ttl

@@ -1,0 +1,533 @@
+/*-------------------------------------------------------------------------
+ *
+ * metrics.c
+ *	  Outcome counts per scope (claimed, replay, mismatch, in_progress,
+ *	  resumed, gone, lease_lost, purged), kept in shared memory and read
+ *	  by idempotency.metrics(); metrics_reset() sets them back to zero.
+ *
+ * The counts need the library in shared_preload_libraries: _PG_init then
+ * asks for the shared memory (shmem_request_hook) and sets it up
+ * (shmem_startup_hook).  Otherwise every count is a no-op and the SQL
+ * functions raise 55000.  Counting writes nothing to any table or to the
+ * WAL, so it works in read-only transactions and on hot standbys (each
+ * server counts its own calls); the counts live until the server stops.
+ *
+ * A call is counted when it decides its outcome, before its transaction
+ * ends: a claim whose transaction then rolls back is still counted.
+ *
+ * Shared state: a hash table of at most idempotency.metrics_max_scopes
+ * rows, one per (database, scope), and a second one of a row per
+ * database, shown with scope NULL, for what is counted in no scope's row:
+ * the calls of scopes that found the first table full, and the keys that
+ * purge deleted (a purge deletes the keys of every scope at once; to learn
+ * their scopes its DELETE would need a RETURNING clause, which a DO
+ * INSTEAD rule on the table, which users may add, makes fail).  The
+ * second table has room for as many databases as the first has scopes,
+ * and at least 64; the counts of the databases beyond are lost.  Rows are
+ * never removed (metrics_reset() zeroes them), so a pointer to one's
+ * counters stays valid for the life of the server.
+ *
+ * Locking: the counters are atomics, added to without a lock.  One
+ * LWLock, taken in shared mode to find a row and to read the rows, and in
+ * exclusive mode to add a row or to reset; reset_at is only written under
+ * the exclusive lock.  Each backend keeps the rows of the scopes it
+ * counted last in a small cache of its own, and its database's row of
+ * scope NULL, so a call in a scope seen recently takes no lock: one hash
+ * of the scope, one comparison and one atomic add.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "common/hashfn.h"
+#include "funcapi.h"
+#include "mb/pg_wchar.h"
+#include "miscadmin.h"
+#include "port/atomics.h"
+#include "storage/ipc.h"
+#include "storage/lwlock.h"
+#include "storage/shmem.h"
+#include "utils/builtins.h"
+#include "utils/hsearch.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+
+#include "idempotency.h"
+
+/* Longest scope in bytes, with its terminating zero. */
+#define SCOPE_BYTES (IDEM_MAX_NAME_CHARS * MAX_MULTIBYTE_CHAR_LEN + 1)
+
+/* Size of each backend's cache of rows; a power of two. */
+#define LOCAL_CACHE_SIZE 16
+
+/* Rows of scope NULL: one per database, for this many databases at least. */
+#define MIN_DATABASES 64
+
+#define METRICS_NAME "idempotency metrics"
+
+/* The outcomes in the order of metrics()'s columns; see IdemOutcome. */
+static const char *const outcome_names[IDEM_NOUTCOMES] = {
+	"claimed", "replay", "mismatch", "in_progress", "resumed", "gone",
+	"lease_lost", "purged"
+};
+
+typedef struct MetricsKey
+{
+	Oid			dbid;
+	char		scope[SCOPE_BYTES];
+} MetricsKey;
+
+typedef struct MetricsCounts
+{
+	pg_atomic_uint64 counts[IDEM_NOUTCOMES];
+	TimestampTz reset_at;		/* under the exclusive lock */
+} MetricsCounts;
+
+typedef struct MetricsEntry
+{
+	MetricsKey	key;
+	MetricsCounts counts;
+} MetricsEntry;
+
+/* A database's row of scope NULL. */
+typedef struct OtherEntry
+{
+	Oid			dbid;
+	MetricsCounts counts;
+} OtherEntry;
+
+typedef struct MetricsShared
+{
+	LWLock	   *lock;
+} MetricsShared;
+
+/* A scope this backend counted lately, and its row's counters. */
+typedef struct LocalEntry
+{
+	uint32		hash;
+	int			len;
+	char	   *scope;			/* in TopMemoryContext; NULL: slot unused */
+	MetricsCounts *counts;
+} LocalEntry;
+
+static MetricsShared *metrics = NULL;
+static HTAB *metrics_table = NULL;	/* (database, scope) -> MetricsEntry */
+static HTAB *other_table = NULL;	/* database -> OtherEntry */
+static LocalEntry local_cache[LOCAL_CACHE_SIZE];
+static MetricsCounts *my_other_counts = NULL;	/* this database's */
+
+static shmem_request_hook_type prev_shmem_request_hook = NULL;
+static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
+
+/* SQL-callable functions */
+PG_FUNCTION_INFO_V1(idempotency_metrics);
+PG_FUNCTION_INFO_V1(idempotency_metrics_reset);
+
+/*
+ * The table's hash and equality: the scope up to its end, not the whole
+ * key, whose buffer is much longer than most scopes.
+ */
+static uint32
+scope_hash(Oid dbid, const char *scope, int len)
+{
+	return hash_bytes((const unsigned char *) scope, len) ^
+		murmurhash32((uint32) dbid);
+}
+
+static uint32
+metrics_key_hash(const void *key, Size keysize pg_attribute_unused())
+{
+	const MetricsKey *k = (const MetricsKey *) key;
+
+	return scope_hash(k->dbid, k->scope, (int) strlen(k->scope));
+}
+
+static int
+metrics_key_match(const void *key1, const void *key2,
+				  Size keysize pg_attribute_unused())
+{
+	const MetricsKey *k1 = (const MetricsKey *) key1;
+	const MetricsKey *k2 = (const MetricsKey *) key2;
+
+	if (k1->dbid != k2->dbid)
+		return 1;
+	return strcmp(k1->scope, k2->scope);
+}
+
+/* Sizes of the two tables */
+#define SCOPE_ROWS Max(idem_metrics_max_scopes, 1)
+#define OTHER_ROWS Max(idem_metrics_max_scopes, MIN_DATABASES)
+
+static Size
+metrics_shmem_size(void)
+{
+	return add_size(add_size(MAXALIGN(sizeof(MetricsShared)),
+							 hash_estimate_size(SCOPE_ROWS, sizeof(MetricsEntry))),
+					hash_estimate_size(OTHER_ROWS, sizeof(OtherEntry)));
+}
+
+/*
+ * Set the counts to zero and reset_at to "now"; "first": the counts are
+ * new, not yet initialized.
+ */
+static void
+zero_counts(MetricsCounts *counts, TimestampTz now, bool first)
+{
+	int			i;
+
+	for (i = 0; i < IDEM_NOUTCOMES; i++)
+		if (first)
+			pg_atomic_init_u64(&counts->counts[i], 0);
+		else
+			pg_atomic_write_u64(&counts->counts[i], 0);
+	counts->reset_at = now;
+}
+
+/*
+ * shmem_request_hook: reserve the shared memory and the lock.
+ */
+static void
+metrics_shmem_request(void)
+{
+	if (prev_shmem_request_hook)
+		prev_shmem_request_hook();
+	RequestAddinShmemSpace(metrics_shmem_size());
+	RequestNamedLWLockTranche(METRICS_NAME, 1);
+}
+
+/*
+ * shmem_startup_hook: create the shared state, or attach to it.
+ */
+static void
+metrics_shmem_startup(void)
+{
+	HASHCTL		ctl;
+	bool		found;
+
+	if (prev_shmem_startup_hook)
+		prev_shmem_startup_hook();
+
+	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+	metrics = ShmemInitStruct(METRICS_NAME, sizeof(MetricsShared), &found);
+	if (!found)
+		metrics->lock = &(GetNamedLWLockTranche(METRICS_NAME))->lock;
+	ctl.keysize = sizeof(MetricsKey);
+	ctl.entrysize = sizeof(MetricsEntry);
+	ctl.hash = metrics_key_hash;
+	ctl.match = metrics_key_match;
+	metrics_table = ShmemInitHash(METRICS_NAME " of scopes",
+								  SCOPE_ROWS, SCOPE_ROWS, &ctl,
+								  HASH_ELEM | HASH_FUNCTION | HASH_COMPARE |
+								  HASH_FIXED_SIZE);
+	ctl.keysize = sizeof(Oid);
+	ctl.entrysize = sizeof(OtherEntry);
+	other_table = ShmemInitHash(METRICS_NAME " of databases",
+								OTHER_ROWS, OTHER_ROWS, &ctl,
+								HASH_ELEM | HASH_BLOBS | HASH_FIXED_SIZE);
+	LWLockRelease(AddinShmemInitLock);
+}
+
+/*
+ * Called by _PG_init while shared_preload_libraries are loaded.
+ */
+void
+idem_metrics_register(void)
+{
+	prev_shmem_request_hook = shmem_request_hook;
+	shmem_request_hook = metrics_shmem_request;
+	prev_shmem_startup_hook = shmem_startup_hook;
+	shmem_startup_hook = metrics_shmem_startup;
+}
+
+/*
+ * The row of scope NULL of this database, found or added; NULL when
+ * there is no room for it.  With "create" false, a missing row is not
+ * added.  The caller holds the lock, exclusively to add.
+ */
+static OtherEntry *
+other_entry(bool create)
+{
+	OtherEntry *entry;
+	bool		found;
+
+	entry = hash_search(other_table, &MyDatabaseId,
+						create ? HASH_ENTER_NULL : HASH_FIND, &found);
+	if (entry != NULL && !found)
+		zero_counts(&entry->counts, GetCurrentTimestamp(), true);
+	return entry;
+}
+
+/*
+ * The counters of this database's row of scope NULL; NULL when there is
+ * no room for it (the counts are lost).
+ */
+static MetricsCounts *
+other_counts(void)
+{
+	OtherEntry *entry;
+
+	if (my_other_counts != NULL)
+		return my_other_counts;
+	LWLockAcquire(metrics->lock, LW_SHARED);
+	entry = other_entry(false);
+	LWLockRelease(metrics->lock);
+	if (entry == NULL)
+	{
+		LWLockAcquire(metrics->lock, LW_EXCLUSIVE);
+		entry = other_entry(true);
+		LWLockRelease(metrics->lock);
+	}
+	if (entry != NULL)
+		my_other_counts = &entry->counts;
+	return my_other_counts;
+}
+
+/*
+ * The counters of "scope" ("len" bytes, hashed to "hash") in this
+ * database: its row, added when the table has room, else the row of
+ * scope NULL.
+ */
+static MetricsCounts *
+shared_counts(const char *scope, int len, uint32 hash)
+{
+	MetricsKey	key;
+	MetricsEntry *entry;
+	bool		found;
+
+	if (len >= SCOPE_BYTES)		/* longer than a scope can be */
+		return other_counts();
+	memset(&key, 0, sizeof(key));
+	key.dbid = MyDatabaseId;
+	memcpy(key.scope, scope, len);
+
+	LWLockAcquire(metrics->lock, LW_SHARED);
+	entry = hash_search_with_hash_value(metrics_table, &key, hash,
+										HASH_FIND, NULL);
+	LWLockRelease(metrics->lock);
+	if (entry != NULL)
+		return &entry->counts;
+
+	LWLockAcquire(metrics->lock, LW_EXCLUSIVE);
+	if (hash_get_num_entries(metrics_table) < idem_metrics_max_scopes)
+		entry = hash_search_with_hash_value(metrics_table, &key, hash,
+											HASH_ENTER_NULL, &found);
+	else
+		entry = hash_search_with_hash_value(metrics_table, &key, hash,
+											HASH_FIND, &found);
+	if (entry != NULL && !found)
+		zero_counts(&entry->counts, GetCurrentTimestamp(), true);
+	LWLockRelease(metrics->lock);
+	return entry != NULL ? &entry->counts : other_counts();
+}
+
+/*
+ * The counters of "scope" in this database, from the backend's cache
+ * when it holds them.  Rows are never removed, so a cached pointer stays
+ * good; a scope once counted in the row of scope NULL stays there, since
+ * the table never gets emptier.
+ */
+static MetricsCounts *
+scope_counts(const char *scope, int len)
+{
+	uint32		hash = scope_hash(MyDatabaseId, scope, len);
+	LocalEntry *slot = &local_cache[hash & (LOCAL_CACHE_SIZE - 1)];
+
+	if (slot->scope != NULL && slot->hash == hash && slot->len == len &&
+		memcmp(slot->scope, scope, len) == 0)
+		return slot->counts;
+
+	if (slot->scope != NULL)
+		pfree(slot->scope);
+	slot->scope = NULL;
+	slot->counts = shared_counts(scope, len, hash);
+	slot->scope = MemoryContextAlloc(TopMemoryContext, Max(len, 1));
+	memcpy(slot->scope, scope, len);
+	slot->hash = hash;
+	slot->len = len;
+	return slot->counts;
+}
+
+/*
+ * Count "n" calls (or keys) of "outcome" in "scope", or with "scope" NULL
+ * in the row of scope NULL.  A no-op unless the library was preloaded.
+ */
+void
+idem_metrics_count(text *scope, IdemOutcome outcome, int64 n)
+{
+	MetricsCounts *counts;
+
+	if (metrics == NULL || n == 0)
+		return;
+	if (scope == NULL)
+		counts = other_counts();
+	else
+		counts = scope_counts(VARDATA_ANY(scope), VARSIZE_ANY_EXHDR(scope));
+	if (counts != NULL)
+		pg_atomic_fetch_add_u64(&counts->counts[outcome], n);
+}
+
+/*
+ * Count a claim (or execute()) by its outcome, as claim_result names it.
+ */
+void
+idem_metrics_count_claim(text *scope, const char *outcome)
+{
+	int			i;
+
+	if (metrics == NULL || outcome == NULL)
+		return;
+	for (i = 0; i < IDEM_OUTCOME_LEASE_LOST; i++)
+		if (strcmp(outcome, outcome_names[i]) == 0)
+		{
+			idem_metrics_count(scope, (IdemOutcome) i, 1);
+			return;
+		}
+}
+
+/*
+ * Raise 55000 unless the library was preloaded.
+ */
+static void
+require_metrics(void)
+{
+	if (metrics == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("idempotency metrics are not enabled"),
+				 errdetail("The counts live in shared memory, which the idempotency library sets up only when the server loads it at start."),
+				 errhint("Add idempotency to shared_preload_libraries and restart the server.")));
+}
+
+/* One row of metrics(), copied out of shared memory. */
+typedef struct MetricsRow
+{
+	char	   *scope;			/* NULL: the row of scope NULL */
+	uint64		counts[IDEM_NOUTCOMES];
+	TimestampTz reset_at;
+} MetricsRow;
+
+static void
+copy_counts(MetricsRow *row, MetricsCounts *counts)
+{
+	int			i;
+
+	for (i = 0; i < IDEM_NOUTCOMES; i++)
+		row->counts[i] = pg_atomic_read_u64(&counts->counts[i]);
+	row->reset_at = counts->reset_at;
+}
+
+static int
+row_order(const void *a, const void *b)
+{
+	const MetricsRow *x = (const MetricsRow *) a;
+	const MetricsRow *y = (const MetricsRow *) b;
+
+	return strcmp(x->scope, y->scope);
+}
+
+/*
+ * metrics() RETURNS TABLE (scope, claimed, replay, mismatch, in_progress,
+ * resumed, gone, lease_lost, purged, reset_at): a row per scope of this
+ * database in byte order, then its row of scope NULL.
+ */
+Datum
+idempotency_metrics(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	HASH_SEQ_STATUS status;
+	MetricsEntry *entry;
+	OtherEntry *other;
+	MetricsRow *rows;
+	int			nrows = 0;
+	int			i;
+
+	require_metrics();
+	InitMaterializedSRF(fcinfo, 0);
+
+	LWLockAcquire(metrics->lock, LW_SHARED);
+	rows = palloc(sizeof(MetricsRow) *
+				  (hash_get_num_entries(metrics_table) + 1));
+	hash_seq_init(&status, metrics_table);
+	while ((entry = hash_seq_search(&status)) != NULL)
+	{
+		if (entry->key.dbid != MyDatabaseId)
+			continue;
+		rows[nrows].scope = pstrdup(entry->key.scope);
+		copy_counts(&rows[nrows], &entry->counts);
+		nrows++;
+	}
+	/* the row of scope NULL; before it counts anything, zeros since start */
+	other = other_entry(false);
+	if (other != NULL)
+		copy_counts(&rows[nrows], &other->counts);
+	else
+	{
+		memset(rows[nrows].counts, 0, sizeof(rows[nrows].counts));
+		rows[nrows].reset_at = PgStartTime;
+	}
+	rows[nrows].scope = NULL;
+	LWLockRelease(metrics->lock);
+	qsort(rows, nrows, sizeof(MetricsRow), row_order);
+
+	for (i = 0; i <= nrows; i++)
+	{
+		Datum		values[IDEM_NOUTCOMES + 2];
+		bool		nulls[IDEM_NOUTCOMES + 2] = {0};
+		int			j;
+
+		if (rows[i].scope != NULL)
+			values[0] = CStringGetTextDatum(rows[i].scope);
+		else
+			nulls[0] = true;
+		for (j = 0; j < IDEM_NOUTCOMES; j++)
+			values[j + 1] = Int64GetDatum((int64) rows[i].counts[j]);
+		values[IDEM_NOUTCOMES + 1] = TimestampTzGetDatum(rows[i].reset_at);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values,
+							 nulls);
+	}
+	return (Datum) 0;
+}
+
+/*
+ * metrics_reset(scope text DEFAULT NULL) RETURNS void: zero the counts of
+ * one scope of this database, or with NULL of all its scopes and of its
+ * row of scope NULL, and set their reset_at to now.  A scope without a
+ * row has nothing to reset.
+ */
+Datum
+idempotency_metrics_reset(PG_FUNCTION_ARGS)
+{
+	text	   *scope = PG_ARGISNULL(0) ? NULL : idem_arg_scope(fcinfo, 0);
+	TimestampTz now = GetCurrentTimestamp();
+	HASH_SEQ_STATUS status;
+	MetricsEntry *entry;
+	OtherEntry *other;
+
+	require_metrics();
+	LWLockAcquire(metrics->lock, LW_EXCLUSIVE);
+	if (scope != NULL)
+	{
+		MetricsKey	key;
+		int			len = VARSIZE_ANY_EXHDR(scope);
+
+		memset(&key, 0, sizeof(key));
+		key.dbid = MyDatabaseId;
+		memcpy(key.scope, VARDATA_ANY(scope), Min(len, SCOPE_BYTES - 1));
+		entry = hash_search(metrics_table, &key, HASH_FIND, NULL);
+		if (entry != NULL)
+			zero_counts(&entry->counts, now, false);
+	}
+	else
+	{
+		hash_seq_init(&status, metrics_table);
+		while ((entry = hash_seq_search(&status)) != NULL)
+			if (entry->key.dbid == MyDatabaseId)
+				zero_counts(&entry->counts, now, false);
+		/* added if missing, for its reset_at */
+		other = other_entry(true);
+		if (other != NULL)
+			zero_counts(&other->counts, now, false);
+	}
+	LWLockRelease(metrics->lock);
+	PG_RETURN_VOID();
+}
