@@ -35,7 +35,9 @@ CREATE TYPE idempotency.idempotency_keys AS (
     locked_until    timestamptz,
     created_at      timestamptz,
     updated_at      timestamptz,
-    expires_at      timestamptz
+    expires_at      timestamptz,
+    key_hash        uuid,
+    response_expires_at timestamptz
 );
 
 CREATE FUNCTION idempotency.claim(
@@ -43,13 +45,14 @@ CREATE FUNCTION idempotency.claim(
     request jsonb    DEFAULT NULL,
     scope   text     DEFAULT '',
     ttl     interval DEFAULT NULL,
-    lease   interval DEFAULT NULL)
+    lease   interval DEFAULT NULL,
+    wait    interval DEFAULT NULL)
 RETURNS idempotency.claim_result
 LANGUAGE plproxy AS $$
     CLUSTER 'idempotency';
     RUN ON idempotency_shard.route(scope, key);
 $$;
-COMMENT ON FUNCTION idempotency.claim(text, jsonb, text, interval, interval) IS 'claim() on the partition of (scope, key)';
+COMMENT ON FUNCTION idempotency.claim(text, jsonb, text, interval, interval, interval) IS 'claim() on the partition of (scope, key)';
 
 CREATE FUNCTION idempotency.complete(
     key           text,
@@ -57,13 +60,14 @@ CREATE FUNCTION idempotency.complete(
     response_body jsonb,
     response_code integer  DEFAULT 200,
     scope         text     DEFAULT '',
-    ttl           interval DEFAULT NULL)
+    ttl           interval DEFAULT NULL,
+    response_ttl  interval DEFAULT NULL)
 RETURNS void
 LANGUAGE plproxy AS $$
     CLUSTER 'idempotency';
     RUN ON idempotency_shard.route(scope, key);
 $$;
-COMMENT ON FUNCTION idempotency.complete(text, bigint, jsonb, integer, text, interval) IS 'complete() on the partition of (scope, key)';
+COMMENT ON FUNCTION idempotency.complete(text, bigint, jsonb, integer, text, interval, interval) IS 'complete() on the partition of (scope, key)';
 
 CREATE FUNCTION idempotency.fail(
     key           text,
@@ -72,13 +76,14 @@ CREATE FUNCTION idempotency.fail(
     response_code integer DEFAULT 500,
     retryable     boolean  DEFAULT true,
     scope         text     DEFAULT '',
-    ttl           interval DEFAULT NULL)
+    ttl           interval DEFAULT NULL,
+    response_ttl  interval DEFAULT NULL)
 RETURNS void
 LANGUAGE plproxy AS $$
     CLUSTER 'idempotency';
     RUN ON idempotency_shard.route(scope, key);
 $$;
-COMMENT ON FUNCTION idempotency.fail(text, bigint, jsonb, integer, boolean, text, interval) IS 'fail() on the partition of (scope, key)';
+COMMENT ON FUNCTION idempotency.fail(text, bigint, jsonb, integer, boolean, text, interval, interval) IS 'fail() on the partition of (scope, key)';
 
 CREATE FUNCTION idempotency.checkpoint(
     key            text,

@@ -3,7 +3,7 @@
  * idempotency.c
  *	  Module entry point of the idempotency extension: the module magic and
  *	  the settings (GUCs), and when preloaded the shared memory of the
- *	  outcome counts (metrics.c).
+ *	  outcome counts (metrics.c) and of the waits for a holder (waits.c).
  *
  * Interval settings are string GUCs holding any interval PostgreSQL accepts
  * ('30 seconds', '2 min', 'PT30S'); the check hook parses and bounds them
@@ -16,6 +16,9 @@
 #include "postgres.h"
 
 #include "miscadmin.h"
+#include "storage/ipc.h"
+#include "storage/lwlock.h"
+#include "storage/shmem.h"
 #include "utils/builtins.h"
 #include "utils/datetime.h"
 #include "utils/guc.h"
@@ -52,6 +55,9 @@ static char *default_response_ttl_text;
 static Interval default_response_ttl;
 
 void		_PG_init(void);
+
+static shmem_request_hook_type prev_shmem_request_hook = NULL;
+static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 
 static bool check_interval_setting(char **newval, void **extra,
 								   GucSource source);
@@ -219,6 +225,33 @@ define_interval_setting(const char *name, const char *desc,
 }
 
 /*
+ * shmem_request_hook of a preloaded library: the shared memory of the
+ * outcome counts and of the wait slots.
+ */
+static void
+request_shared_memory(void)
+{
+	if (prev_shmem_request_hook)
+		prev_shmem_request_hook();
+	idem_metrics_shmem_request();
+	RequestAddinShmemSpace(idem_wait_shmem_size());
+}
+
+/*
+ * shmem_startup_hook: create the shared state, or attach to it.
+ */
+static void
+start_shared_memory(void)
+{
+	if (prev_shmem_startup_hook)
+		prev_shmem_startup_hook();
+	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+	idem_metrics_shmem_init();
+	idem_wait_shmem_init();
+	LWLockRelease(AddinShmemInitLock);
+}
+
+/*
  * Module load: define the settings.
  */
 void
@@ -278,9 +311,9 @@ _PG_init(void)
 							PGC_USERSET, GUC_UNIT_MS, NULL, NULL, NULL);
 
 	/*
-	 * The outcome counts (metrics.c) need shared memory, which only a
-	 * preloaded library has; their setting is read then, and can only be
-	 * defined then.
+	 * The outcome counts (metrics.c) and the waits for a key's holder
+	 * (waits.c) need shared memory, which only a preloaded library has;
+	 * the counts' setting is read then, and can only be defined then.
 	 */
 	if (process_shared_preload_libraries_in_progress)
 	{
@@ -289,7 +322,10 @@ _PG_init(void)
 								"A scope takes about 1.1 kB of shared memory.",
 								&idem_metrics_max_scopes, 1000, 0, 100000,
 								PGC_POSTMASTER, 0, NULL, NULL, NULL);
-		idem_metrics_register();
+		prev_shmem_request_hook = shmem_request_hook;
+		shmem_request_hook = request_shared_memory;
+		prev_shmem_startup_hook = shmem_startup_hook;
+		shmem_startup_hook = start_shared_memory;
 	}
 
 	MarkGUCPrefixReserved("idempotency");

@@ -968,7 +968,7 @@ idem_claim_key(text *key, text *scope, Jsonb *request, Interval *ttl,
 
 /*
  * idem_claim_key(), waiting for the holder: while the answer is in_progress
- * and "wait" (NULL: none) has not run out since the first claim, sleep
+ * and "wait" (NULL: none) has not run out since the call began, sleep
  * until a holder call of the key commits (waits.c) or the holder's lease
  * ends, whichever comes first, and claim again, as a claim made then
  * would.  Each claim reads the clock and takes its snapshots anew, so it
@@ -985,7 +985,11 @@ idem_claim_key_waiting(text *key, text *scope, Jsonb *request, Interval *ttl,
 	TimestampTz deadline = 0;
 
 	if (wait != NULL)
+	{
 		idem_key_hash(scope, key, &hash);
+		deadline = DatumGetTimestampTz(time_after(TimestampTzGetDatum(GetCurrentTimestamp()),
+												  wait));
+	}
 	for (;;)
 	{
 		TimestampTz now;
@@ -997,9 +1001,6 @@ idem_claim_key_waiting(text *key, text *scope, Jsonb *request, Interval *ttl,
 		if (wait == NULL || claim->outcome == NULL ||
 			strcmp(claim->outcome, "in_progress") != 0)
 			return;
-		if (deadline == 0)
-			deadline = DatumGetTimestampTz(time_after(TimestampTzGetDatum(claim->now),
-													  wait));
 		now = GetCurrentTimestamp();
 		if (now >= deadline)
 			return;

@@ -5,9 +5,8 @@
  *	  resumed, gone, lease_lost, purged), kept in shared memory and read
  *	  by idempotency.metrics(); metrics_reset() sets them back to zero.
  *
- * The counts need the library in shared_preload_libraries: _PG_init then
- * asks for the shared memory (shmem_request_hook) and sets it up
- * (shmem_startup_hook).  Otherwise every count is a no-op and the SQL
+ * The counts need the library in shared_preload_libraries: its hooks
+ * (idempotency.c) then ask for the shared memory and set it up.  Otherwise every count is a no-op and the SQL
  * functions raise 55000.  Counting writes nothing to any table or to the
  * WAL, so it works in read-only transactions and on hot standbys (each
  * server counts its own calls); the counts live until the server stops.
@@ -116,8 +115,6 @@ static HTAB *other_table = NULL;	/* database -> OtherEntry */
 static LocalEntry local_cache[LOCAL_CACHE_SIZE];
 static MetricsCounts *my_other_counts = NULL;	/* this database's */
 
-static shmem_request_hook_type prev_shmem_request_hook = NULL;
-static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 
 /* SQL-callable functions */
 PG_FUNCTION_INFO_V1(idempotency_metrics);
@@ -184,30 +181,26 @@ zero_counts(MetricsCounts *counts, TimestampTz now, bool first)
 }
 
 /*
- * shmem_request_hook: reserve the shared memory and the lock.
+ * Reserve the shared memory and the lock (idempotency.c's
+ * shmem_request_hook).
  */
-static void
-metrics_shmem_request(void)
+void
+idem_metrics_shmem_request(void)
 {
-	if (prev_shmem_request_hook)
-		prev_shmem_request_hook();
 	RequestAddinShmemSpace(metrics_shmem_size());
 	RequestNamedLWLockTranche(METRICS_NAME, 1);
 }
 
 /*
- * shmem_startup_hook: create the shared state, or attach to it.
+ * Create the shared state, or attach to it (idempotency.c's
+ * shmem_startup_hook, under AddinShmemInitLock).
  */
-static void
-metrics_shmem_startup(void)
+void
+idem_metrics_shmem_init(void)
 {
 	HASHCTL		ctl;
 	bool		found;
 
-	if (prev_shmem_startup_hook)
-		prev_shmem_startup_hook();
-
-	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
 	metrics = ShmemInitStruct(METRICS_NAME, sizeof(MetricsShared), &found);
 	if (!found)
 		metrics->lock = &(GetNamedLWLockTranche(METRICS_NAME))->lock;
@@ -224,19 +217,6 @@ metrics_shmem_startup(void)
 	other_table = ShmemInitHash(METRICS_NAME " of databases",
 								OTHER_ROWS, OTHER_ROWS, &ctl,
 								HASH_ELEM | HASH_BLOBS | HASH_FIXED_SIZE);
-	LWLockRelease(AddinShmemInitLock);
-}
-
-/*
- * Called by _PG_init while shared_preload_libraries are loaded.
- */
-void
-idem_metrics_register(void)
-{
-	prev_shmem_request_hook = shmem_request_hook;
-	shmem_request_hook = metrics_shmem_request;
-	prev_shmem_startup_hook = shmem_startup_hook;
-	shmem_startup_hook = metrics_shmem_startup;
 }
 
 /*

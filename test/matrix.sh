@@ -10,7 +10,7 @@
 # Every line of a major's run is prefixed with [pgN].  The last lines are a
 # summary per major (timings included) and one total, "N passed, M failed";
 # the exit status is nonzero if anything failed.  TEST_GROUPS,
-# INTEGRATION_TESTS, STRESS_SECONDS,
+# INTEGRATION_TESTS, TAP_TESTS, STRESS_SECONDS,
 # KEEP_WORK and PORTABLE_MODES are passed on to test/run.sh.
 set -uo pipefail
 IDEM_TOP=$(cd "$(dirname "$0")/.." && pwd)
@@ -18,7 +18,7 @@ IDEM_TOP=$(cd "$(dirname "$0")/.." && pwd)
 . "$IDEM_TOP/scripts/chroot.sh"
 
 majors=${*:-15 17 18}
-IDEM_CHROOT_ENV="PG_MAJOR TEST_GROUPS INTEGRATION_TESTS STRESS_SECONDS KEEP_WORK CI PORTABLE_MODES PORTABLE_TAP_MAJORS"
+IDEM_CHROOT_ENV="PG_MAJOR TEST_GROUPS INTEGRATION_TESTS TAP_TESTS STRESS_SECONDS KEEP_WORK CI PORTABLE_MODES PORTABLE_TAP_MAJORS"
 OUT=$(mktemp -d /tmp/idempotency-matrix.XXXXXX)
 trap 'rm -rf "$OUT"' EXIT
 

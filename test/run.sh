@@ -19,7 +19,8 @@
 #                 when it exists, each counted by its closing line
 # The last line is "N passed, M failed", counting test files.
 # TEST_GROUPS="regress isolation" limits the run to some groups;
-# INTEGRATION_TESTS="test/integration/docs.sh" to some integration scripts.
+# INTEGRATION_TESTS="test/integration/docs.sh" to some integration scripts,
+# TAP_TESTS="test/t/120_claim_wait.pl" to some TAP tests.
 # PG_MAJOR (default 15) picks the PostgreSQL major.  A major that is not
 # this system's own (17 or 18 on Debian 12) is run by test/matrix.sh in
 # its Debian chroot, where this script then runs natively; `make test`
@@ -151,7 +152,7 @@ for group in $TEST_GROUPS; do
     # PostgreSQL::Test::Utils creates TESTDIR/tmp_check, but not TESTDIR
     mkdir -p "$WORK/tap" && chown postgres: "$WORK/tap"
     as_postgres env TESTDIR="$WORK/tap" PG_REGRESS="$PGXS_DIR/src/test/regress/pg_regress" \
-      prove -I "$PGXS_DIR/src/test/perl" test/t/*.pl >"$WORK/tap.log" 2>&1
+      prove -I "$PGXS_DIR/src/test/perl" ${TAP_TESTS:-test/t/*.pl} >"$WORK/tap.log" 2>&1
     rc=$?
     cat "$WORK/tap.log"
     count "$WORK/tap.log" '\.\. ok$' '\.\. (Failed|Dubious|skipped)|\.\. No subtests' $rc

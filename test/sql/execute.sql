@@ -81,7 +81,7 @@ SELECT idempotency.lookup('x-22') IS NULL AS rolled_back,
 -- the statement runs with the caller's rights, the bookkeeping with the owner's
 CREATE ROLE regress_exec_app;
 GRANT USAGE ON SCHEMA idempotency TO regress_exec_app;
-GRANT EXECUTE ON FUNCTION idempotency.execute(text, jsonb, text, text[], text, interval, interval)
+GRANT EXECUTE ON FUNCTION idempotency.execute(text, jsonb, text, text[], text, interval, interval, interval)
    TO regress_exec_app;
 GRANT SELECT ON payments TO regress_exec_app;
 SET ROLE regress_exec_app;

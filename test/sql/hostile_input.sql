@@ -68,7 +68,9 @@ SELECT CASE typ
     WHEN 'jsonb'::regtype THEN CASE
         WHEN argname = 'transitions' THEN quote_literal('{"PENDING": ["PAID"]}') || '::jsonb'
         ELSE quote_literal('{"a": 1}') || '::jsonb' END
-    WHEN 'interval'::regtype THEN quote_literal('1 hour') || '::interval'
+    WHEN 'interval'::regtype THEN CASE
+        WHEN argname = 'wait' THEN quote_literal('10 milliseconds') || '::interval'
+        ELSE quote_literal('1 hour') || '::interval' END
     WHEN 'integer'::regtype THEN CASE
         WHEN argname = 'response_code' THEN '200' ELSE '1' END
     WHEN 'bigint'::regtype THEN '1::bigint'
@@ -88,12 +90,12 @@ $$;
 -- compared", "keeps it", "none").
 CREATE TABLE null_allowed (fn text, argname text);
 INSERT INTO null_allowed VALUES
-    ('claim', 'request'), ('claim', 'ttl'), ('claim', 'lease'),
+    ('claim', 'request'), ('claim', 'ttl'), ('claim', 'lease'), ('claim', 'wait'),
     ('complete', 'ttl'), ('complete', 'response_ttl'),
     ('fail', 'error'), ('fail', 'ttl'), ('fail', 'response_ttl'),
     ('checkpoint', 'recovery_point'), ('checkpoint', 'lease'),
     ('execute', 'request'), ('execute', 'params'), ('execute', 'ttl'),
-    ('execute', 'response_ttl'),
+    ('execute', 'response_ttl'), ('execute', 'wait'),
     ('issue_token', 'ttl'),
     ('enqueue_event', 'headers'), ('emit_event', 'headers'),
     ('mark_published', 'lease_token'), ('mark_failed', 'lease_token'),

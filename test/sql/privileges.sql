@@ -122,7 +122,7 @@ RESET ROLE;
 -- a role name that needs quoting
 CREATE ROLE "regress Odd-Name";
 SELECT idempotency.grant_usage('"regress Odd-Name"');
-SELECT has_function_privilege('regress Odd-Name', 'idempotency.claim(text,jsonb,text,interval,interval)', 'EXECUTE')
+SELECT has_function_privilege('regress Odd-Name', 'idempotency.claim(text,jsonb,text,interval,interval,interval)', 'EXECUTE')
        AS odd_name_may_claim;
 DROP OWNED BY "regress Odd-Name";
 DROP ROLE "regress Odd-Name";

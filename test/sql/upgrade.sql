@@ -133,7 +133,8 @@ SELECT relation, deleted FROM idempotency.purge_expired_batch();
 -- (its name needs quoting)
 CREATE ROLE "regress_upgrade direct";
 GRANT USAGE ON SCHEMA idempotency TO "regress_upgrade direct";
-GRANT EXECUTE ON FUNCTION idempotency.complete(text, bigint, jsonb, integer, text, interval),
+GRANT EXECUTE ON FUNCTION idempotency.claim(text, jsonb, text, interval, interval),
+      idempotency.complete(text, bigint, jsonb, integer, text, interval),
       idempotency.fail(text, bigint, jsonb, integer, boolean, text, interval),
       idempotency.execute(text, jsonb, text, text[], text, interval)
    TO "regress_upgrade direct";
@@ -166,7 +167,7 @@ SELECT p.oid::regprocedure AS routine,
           FROM pg_init_privs i, aclexplode(i.initprivs) a
          WHERE i.classoid = 'pg_proc'::regclass AND i.objoid = p.oid) AS initial_owner_only
   FROM pg_proc p
- WHERE p.pronamespace = 'idempotency'::regnamespace AND p.proname IN ('complete', 'fail', 'execute')
+ WHERE p.pronamespace = 'idempotency'::regnamespace AND p.proname IN ('claim', 'complete', 'fail', 'execute')
  ORDER BY p.oid::regprocedure::text COLLATE "C";
 SELECT p.oid::regprocedure AS routine_app_lacks FROM pg_proc p
  WHERE p.pronamespace = 'idempotency'::regnamespace
@@ -184,7 +185,8 @@ SELECT :'updated_catalog' LIKE '%routine idempotency.complete(text,bigint,jsonb,
        AND :'updated_catalog' LIKE '%column idempotency_keys.response_expires_at timestamp with time zone%'
        AND :'updated_catalog' LIKE '%index CREATE INDEX idempotency_keys_response_expires_at_idx %WHERE (response_expires_at > ''-infinity''::timestamp with time zone)%'
        AND :'updated_catalog' LIKE '%initial privileges function idempotency.complete(text,bigint,jsonb,integer,text,interval,interval) {%=X/%}%'
-       AND :'updated_catalog' LIKE '%routine idempotency.execute(text,jsonb,text,text[],text,interval,interval) %regress_upgrade direct\\"=X/%'
+       AND :'updated_catalog' LIKE '%routine idempotency.execute(text,jsonb,text,text[],text,interval,interval,interval) %regress_upgrade direct\\"=X/%'
+       AND :'updated_catalog' LIKE '%routine idempotency.claim(text,jsonb,text,interval,interval,interval) %regress_upgrade direct\\"=X/%'
        AND :'updated_catalog' NOT LIKE '%complete(text,bigint,jsonb,integer,text) %'
        AND :'updated_catalog' NOT LIKE '%complete(text,bigint,jsonb,integer,text,interval) %'
        AND :'updated_catalog' ~ 'relation idempotency_keys r acl=[^\n]* options=\{fillfactor=80,autovacuum_vacuum_scale_factor=0\.02,autovacuum_analyze_scale_factor=0\.05\} '
@@ -195,9 +197,10 @@ DROP EXTENSION idempotency;
 CREATE EXTENSION idempotency;
 SELECT idempotency.grant_usage('regress_upgrade_app');
 GRANT USAGE ON SCHEMA idempotency TO "regress_upgrade direct";
-GRANT EXECUTE ON FUNCTION idempotency.complete(text, bigint, jsonb, integer, text, interval, interval),
+GRANT EXECUTE ON FUNCTION idempotency.claim(text, jsonb, text, interval, interval, interval),
+      idempotency.complete(text, bigint, jsonb, integer, text, interval, interval),
       idempotency.fail(text, bigint, jsonb, integer, boolean, text, interval, interval),
-      idempotency.execute(text, jsonb, text, text[], text, interval, interval)
+      idempotency.execute(text, jsonb, text, text[], text, interval, interval, interval)
    TO "regress_upgrade direct";
 SELECT regress_catalog_summary() = :'updated_catalog' AS fresh_equals_updated;
 DROP EXTENSION idempotency;

@@ -1,0 +1,229 @@
+# claim(..., wait => ...) (doc/reference.md, "Waiting for the holder"),
+# where isolationtester cannot look: it sees a session wait only for a
+# lock, and a waiting claim sleeps on a condition variable.  Each waiter
+# runs in a session of its own and records its answer with the time it got
+# it; the test checks the answer and that it came when the holder's call
+# committed, long before the wait would have run out: a duplicate of a
+# phased holder that completes, fails (retryably, for good), releases, or
+# crashes (its lease runs out); many waiters of one key; a completion that
+# rolls back; a waiter blocks no other key; cancel and statement_timeout
+# end a wait; REPEATABLE READ refuses one; a server without the library
+# preloaded refuses one (55000).  The portable edition waits by claiming
+# again after naps (doc/portable.md), which the same answers and times
+# satisfy.
+use strict;
+use warnings;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use FindBin;
+use lib $FindBin::RealBin;
+use IdemEdition;
+use Test::More;
+
+my $node = PostgreSQL::Test::Cluster->new('claim_wait');
+idem_init($node);
+$node->start;
+idem_install($node, 'postgres');
+
+# Not preloaded: a claim that would wait is refused, one that need not
+# wait answers as usual.
+$node->safe_psql('postgres',
+	q{SELECT idempotency.claim('np', '{"a": 1}', lease => '1 hour')});
+my ($ret, $out, $err) = $node->psql('postgres',
+	qq{\\set VERBOSITY verbose\nSELECT outcome FROM idempotency.claim('np', '{"a": 1}', wait => '5s')});
+if (idem_portable())
+{
+	is($out, 'in_progress', 'portable, not preloaded: the wait runs out, in_progress');
+}
+else
+{
+	like($err, qr/ERROR:\s+55000: idempotency claims can wait only when the library is preloaded/,
+		'not preloaded: a claim that would wait raises 55000');
+	like($err, qr/HINT:\s+Add idempotency to shared_preload_libraries/, 'with the hint');
+}
+is($node->safe_psql('postgres',
+		q{SELECT outcome FROM idempotency.claim('np-free', wait => '5s')}),
+	'claimed', 'not preloaded: a claim that need not wait answers');
+
+unless (idem_portable())
+{
+	$node->append_conf('postgresql.conf',
+		'shared_preload_libraries = ' . idem_preload('idempotency'));
+	$node->restart;
+}
+$node->safe_psql('postgres', q{
+CREATE TABLE seen (waiter text, outcome text, fence bigint, body jsonb, at timestamptz);
+GRANT ALL ON seen TO PUBLIC;
+CREATE TABLE marks (what text, at timestamptz);
+});
+
+my $wait = '30s';
+
+# A waiter in its own session: its claim's answer and time go to "seen".
+sub start_waiter
+{
+	my ($name, $key, %opt) = @_;
+	my $psql = $node->background_psql('postgres', on_error_stop => 0);
+	my $w = $opt{wait} // $wait;
+	$psql->query_safe($opt{setup}) if $opt{setup};
+	$psql->query_until(qr/started/, qq{
+\\echo started
+INSERT INTO seen SELECT '$name', outcome, fence, response_body, clock_timestamp()
+  FROM idempotency.claim('$key', '{"a": 1}', wait => '$w');
+});
+	return $psql;
+}
+
+# Wait until waiter $name has answered; its row as "outcome|fence set|body".
+sub answer_of
+{
+	my ($name) = @_;
+	$node->poll_query_until('postgres', qq{SELECT count(*) = 1 FROM seen WHERE waiter = '$name'})
+	  or die "waiter $name never answered";
+	return $node->safe_psql('postgres', qq{
+SELECT outcome || '|' || (fence IS NOT NULL) || '|' || coalesce(body::text, '')
+  FROM seen WHERE waiter = '$name'});
+}
+
+# Seconds from mark $what to waiter $name's answer.
+sub delay
+{
+	my ($name, $what) = @_;
+	return $node->safe_psql('postgres', qq{
+SELECT extract(epoch FROM s.at - m.at) FROM seen s, marks m
+ WHERE s.waiter = '$name' AND m.what = '$what'});
+}
+
+# The backends of the waiting claims, once they sleep.
+sub wait_until_sleeping
+{
+	my ($count) = @_;
+	my $event = idem_portable() ? q{wait_event = 'PgSleep'} : q{wait_event_type = 'Extension'};
+	$node->poll_query_until('postgres', qq{
+SELECT count(*) >= $count FROM pg_stat_activity
+ WHERE query LIKE '%INSERT INTO seen%' AND state = 'active' AND $event})
+	  or die "the waiters never slept";
+	return;
+}
+
+sub hold
+{
+	my ($key, $lease) = @_;
+	$lease //= '1 hour';
+	return $node->safe_psql('postgres',
+		qq{SELECT fence FROM idempotency.claim('$key', '{"a": 1}', lease => '$lease')});
+}
+
+sub holder_call
+{
+	my ($what, $sql) = @_;
+	$node->safe_psql('postgres', qq{
+BEGIN;
+$sql;
+INSERT INTO marks VALUES ('$what', clock_timestamp());
+COMMIT;});
+	return;
+}
+
+my %cases = (
+	complete => ["SELECT idempotency.complete('%s', %d, '{\"paid\": 1}', 201)", 'replay|false|{"paid": 1}'],
+	fail_retry => ["SELECT idempotency.fail('%s', %d, '{\"e\": 1}', 504)", 'resumed|true|'],
+	fail_final => ["SELECT idempotency.fail('%s', %d, '{\"e\": 2}', 402, retryable => false)", 'replay|false|{"e": 2}'],
+	release => ["SELECT idempotency.release('%s', %d)", 'claimed|true|'],
+);
+for my $case (sort keys %cases)
+{
+	my ($sql, $want) = @{ $cases{$case} };
+	my $key = "w-$case";
+	my $fence = hold($key);
+	my $waiter = start_waiter($case, $key);
+	wait_until_sleeping(1);
+	holder_call($case, sprintf($sql, $key, $fence));
+	is(answer_of($case), $want, "the holder's $case: the waiter gets $want");
+	cmp_ok(delay($case, $case), '<', 5, "$case: the waiter answered at the holder's commit");
+	$waiter->quit;
+}
+
+# The holder crashed: its lease runs out, the waiter resumes the key.
+hold('w-crash', '2s');
+$node->safe_psql('postgres', q{INSERT INTO marks VALUES ('crash', clock_timestamp())});
+my $waiter = start_waiter('crash', 'w-crash');
+is(answer_of('crash'), 'resumed|true|', 'the holder crashed: resumed when its lease ran out');
+cmp_ok(delay('crash', 'crash'), '<', 10, 'crash: at the end of the lease, not of the wait');
+$waiter->quit;
+
+# Many waiters of one key all replay the answer; a rolled back completion
+# wakes none of them for good.
+my $fence = hold('w-many');
+my @waiters = map { start_waiter("many$_", 'w-many') } 1 .. 3;
+wait_until_sleeping(3);
+$node->safe_psql('postgres', qq{
+BEGIN;
+SELECT idempotency.complete('w-many', $fence, '{"paid": 0}');
+ROLLBACK;});
+# (a session that blocks no other key: another key is claimed meanwhile)
+is($node->safe_psql('postgres', q{SELECT outcome FROM idempotency.claim('w-other')}),
+	'claimed', 'the waiters block no other key');
+wait_until_sleeping(3);
+is($node->safe_psql('postgres', q{SELECT count(*) FROM seen WHERE waiter LIKE 'many%'}),
+	'0', 'a rolled back completion leaves the waiters waiting');
+holder_call('many', "SELECT idempotency.complete('w-many', $fence, '{\"paid\": 3}')");
+is(answer_of("many$_"), 'replay|false|{"paid": 3}', "waiter $_ of 3 replays the answer")
+  for 1 .. 3;
+$_->quit for @waiters;
+
+# The wait runs out: in_progress, with the time left on the lease.
+hold('w-short');
+is($node->safe_psql('postgres', q{
+SELECT outcome || ' ' || (retry_after > '50 minutes')
+  FROM idempotency.claim('w-short', '{"a": 1}', wait => '300ms')}),
+	'in_progress true', 'the wait runs out: in_progress with Retry-After');
+
+# statement_timeout and cancel end a wait.
+hold('w-cancel');
+($ret, $out, $err) = $node->psql('postgres', qq{
+\\set VERBOSITY verbose
+SET statement_timeout = '500ms';
+SELECT outcome FROM idempotency.claim('w-cancel', '{"a": 1}', wait => '$wait')});
+like($err, qr/ERROR:\s+57014/, 'statement_timeout ends a wait (57014)');
+$waiter = start_waiter('cancel', 'w-cancel');
+wait_until_sleeping(1);
+$node->safe_psql('postgres', q{
+SELECT pg_cancel_backend(pid) FROM pg_stat_activity
+ WHERE query LIKE '%INSERT INTO seen%' AND state = 'active'});
+$node->poll_query_until('postgres', q{
+SELECT count(*) = 0 FROM pg_stat_activity
+ WHERE query LIKE '%INSERT INTO seen%' AND state = 'active'})
+  or die 'the cancelled waiter still runs';
+is($node->safe_psql('postgres', q{SELECT count(*) FROM seen WHERE waiter = 'cancel'}),
+	'0', 'a cancelled wait answers nothing');
+$waiter->quit;
+
+# REPEATABLE READ cannot see the holder's commit: a claim that would wait
+# is refused.
+($ret, $out, $err) = $node->psql('postgres', qq{
+\\set VERBOSITY verbose
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT outcome FROM idempotency.claim('w-short', '{"a": 1}', wait => '$wait')});
+like($err, qr/ERROR:\s+0A000: idempotency claims can wait only under READ COMMITTED/,
+	'REPEATABLE READ: a claim that would wait raises 0A000');
+
+# execute() waits the same way.
+$fence = hold('w-exec');
+$node->safe_psql('postgres', q{CREATE TABLE paid (n int)});
+my $exec = $node->background_psql('postgres', on_error_stop => 0);
+$exec->query_until(qr/started/, qq{
+\\echo started
+INSERT INTO seen SELECT 'exec', outcome, fence, response_body, clock_timestamp()
+  FROM idempotency.execute('w-exec', '{"a": 1}', 'INSERT INTO paid VALUES (1) RETURNING n',
+                           wait => '$wait');
+});
+wait_until_sleeping(1);
+holder_call('exec', "SELECT idempotency.complete('w-exec', $fence, '7')");
+is(answer_of('exec'), 'replay|false|7', 'execute() waits and replays the answer');
+is($node->safe_psql('postgres', 'SELECT count(*) FROM paid'), '0',
+	'and runs nothing');
+$exec->quit;
+
+$node->stop;
+done_testing();
