@@ -101,7 +101,7 @@ sub wait_until_sleeping
 	my $event = idem_portable() ? q{wait_event = 'PgSleep'} : q{wait_event_type = 'Extension'};
 	$node->poll_query_until('postgres', qq{
 SELECT count(*) >= $count FROM pg_stat_activity
- WHERE query LIKE '%INSERT INTO seen%' AND state = 'active' AND $event})
+ WHERE query LIKE '%INSERT INTO seen%' AND state = 'active' AND pid <> pg_backend_pid() AND $event})
 	  or die "the waiters never slept";
 	return;
 }
@@ -190,10 +190,10 @@ $waiter = start_waiter('cancel', 'w-cancel');
 wait_until_sleeping(1);
 $node->safe_psql('postgres', q{
 SELECT pg_cancel_backend(pid) FROM pg_stat_activity
- WHERE query LIKE '%INSERT INTO seen%' AND state = 'active'});
+ WHERE query LIKE '%INSERT INTO seen%' AND state = 'active' AND pid <> pg_backend_pid()});
 $node->poll_query_until('postgres', q{
 SELECT count(*) = 0 FROM pg_stat_activity
- WHERE query LIKE '%INSERT INTO seen%' AND state = 'active'})
+ WHERE query LIKE '%INSERT INTO seen%' AND state = 'active' AND pid <> pg_backend_pid()})
   or die 'the cancelled waiter still runs';
 is($node->safe_psql('postgres', q{SELECT count(*) FROM seen WHERE waiter = 'cancel'}),
 	'0', 'a cancelled wait answers nothing');
