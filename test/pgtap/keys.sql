@@ -15,22 +15,22 @@ SELECT enum_has_labels('idempotency', 'key_status', ARRAY['processing', 'complet
 SELECT has_table('idempotency', 'tokens', 'tokens table');
 
 SELECT has_function('idempotency', 'fingerprint', ARRAY['jsonb']);
-SELECT has_function('idempotency', 'claim', ARRAY['text', 'jsonb', 'text', 'interval', 'interval']);
+SELECT has_function('idempotency', 'claim', ARRAY['text', 'jsonb', 'text', 'interval', 'interval', 'interval']);
 SELECT has_function('idempotency', 'complete', ARRAY['text', 'bigint', 'jsonb', 'integer', 'text', 'interval', 'interval']);
 SELECT has_function('idempotency', 'fail', ARRAY['text', 'bigint', 'jsonb', 'integer', 'boolean', 'text', 'interval', 'interval']);
 SELECT has_function('idempotency', 'checkpoint', ARRAY['text', 'bigint', 'text', 'interval', 'text']);
 SELECT has_function('idempotency', 'release', ARRAY['text', 'bigint', 'text']);
 SELECT has_function('idempotency', 'lookup', ARRAY['text', 'text']);
-SELECT has_function('idempotency', 'execute', ARRAY['text', 'jsonb', 'text', 'text[]', 'text', 'interval', 'interval']);
+SELECT has_function('idempotency', 'execute', ARRAY['text', 'jsonb', 'text', 'text[]', 'text', 'interval', 'interval', 'interval']);
 SELECT has_function('idempotency', 'issue_token', ARRAY['text', 'interval']);
 SELECT has_function('idempotency', 'consume_token', ARRAY['uuid', 'text']);
 SELECT has_function('idempotency', 'lock_key', ARRAY['text']);
 SELECT has_function('idempotency', 'try_lock', ARRAY['text']);
 SELECT volatility_is('idempotency', 'fingerprint', ARRAY['jsonb'], 'immutable');
-SELECT volatility_is('idempotency', 'claim', ARRAY['text', 'jsonb', 'text', 'interval', 'interval'], 'volatile');
+SELECT volatility_is('idempotency', 'claim', ARRAY['text', 'jsonb', 'text', 'interval', 'interval', 'interval'], 'volatile');
 
 -- nothing is usable by PUBLIC
-SELECT is(has_function_privilege('public', 'idempotency.claim(text,jsonb,text,interval,interval)', 'EXECUTE'),
+SELECT is(has_function_privilege('public', 'idempotency.claim(text,jsonb,text,interval,interval,interval)', 'EXECUTE'),
           false, 'PUBLIC cannot execute claim');
 SELECT is(has_table_privilege('public', 'idempotency.idempotency_keys', 'SELECT'),
           false, 'PUBLIC cannot read the keys');
