@@ -91,7 +91,8 @@ idem_wait_available(void)
 	return wait_slots != NULL;
 }
 
-static int
+/* The wait slot of a key: the low bits of the first bytes of its hash. */
+static uint32
 slot_of(const pg_uuid_t *key_hash)
 {
 	uint32		h;
@@ -135,7 +136,7 @@ wake_marked_slots(XactEvent event, void *arg pg_attribute_unused())
 void
 idem_wake_waiters_at_commit(const pg_uuid_t *key_hash)
 {
-	int			slot;
+	uint32		slot;
 
 	if (wait_slots == NULL)
 		return;
