@@ -233,7 +233,7 @@ write_doc() {
     echo
     echo "## Results"
     for g in $BENCH_GROUPS; do
-      case $g in wal | memory | purge | notify) continue ;; esac
+      case $g in wal | memory | purge | notify | wait) continue ;; esac
       table "$g" | sed 's/^### /### /'
       if [[ " $charts " == *" $g "* ]]; then
         printf '\n![%s: TPS at each client count](bench-%s.svg)\n' "${TITLE[$g]}" "$g"
@@ -241,6 +241,7 @@ write_doc() {
     done
     [ -s "$WORK/purge.md" ] && cat "$WORK/purge.md"
     [ -s "$WORK/notify.md" ] && cat "$WORK/notify.md"
+    [ -s "$WORK/wait.md" ] && cat "$WORK/wait.md"
     if [ -s "$TARGETS" ]; then
       printf '\n### Targets\n\nThe ratios the extension aims at, from this run.\n\n| target | measured | wanted | verdict |\n|---|---:|---:|---|\n'
       cat "$TARGETS"

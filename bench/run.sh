@@ -76,7 +76,7 @@ else	# the quick run, under 5 minutes
   BENCH_MEMORY_CALLS=${BENCH_MEMORY_CALLS:-10000}
 fi
 BENCH_CLIENTS=${BENCH_CLIENTS:-1 8}
-ALL_GROUPS="e2e bare syncoff replay hotkey inbox outbox inbox_batch outbox_batch transition relay notify wal memory purge"
+ALL_GROUPS="e2e bare syncoff replay hotkey inbox outbox inbox_batch outbox_batch transition relay notify wait wal memory purge"
 BENCH_GROUPS=${BENCH_GROUPS:-$ALL_GROUPS}
 BENCH_EDITIONS=${BENCH_EDITIONS:-c portable}
 for e in $BENCH_EDITIONS; do
@@ -114,7 +114,8 @@ cc -O2 -Wall -o "$WORK/redis_driver" "$IDEM_TOP/bench/redis_driver.c" \
 
 # --- the cluster: durable defaults, room for a million keys in memory,
 # no checkpoint in the middle of a run.
-idem_start_cluster "$BIN" "$CLUSTER" 5432 '' || { cat "$CLUSTER/server.log"; exit 1; }
+# the library preloaded, as for claim(..., wait) and the outcome counts
+idem_start_cluster "$BIN" "$CLUSTER" 5432 '' 'pg_cron, idempotency' || { cat "$CLUSTER/server.log"; exit 1; }
 cat >>"$CLUSTER/data/postgresql.conf" <<CONF
 fsync = on
 synchronous_commit = on
@@ -641,6 +642,40 @@ notify_probe() {
   [ -z "$pid" ] || wait "$pid"
 }
 
+# --- a duplicate request that waits for the first (claim's wait) against
+# a client's retry loop with backoff (bench/wait_latency.py): how long
+# after the holder's completion commits each gets the answer.
+wait_check() {
+  [ "$(qv "SELECT count(*) FROM pg_proc WHERE pronamespace = 'idempotency'::regnamespace
+             AND proname = 'claim' AND 'wait' = ANY (proargnames)")" = 1 ] || {
+    idem_log "wait: skipped (this build's claim() has no wait)"
+    return 0
+  }
+  local secs=$((BENCH_SECONDS * 5)) waited retried
+  local dsn="host=$CLUSTER user=postgres dbname=bench"
+  idem_log "wait: duplicates that wait for the holder"
+  waited=$(/usr/bin/python3 "$IDEM_TOP/bench/wait_latency.py" "$dsn" "$secs" wait 2>>"$WORK/errors.log" || echo "NA NA 0 NA")
+  idem_log "wait: duplicates that retry with backoff"
+  retried=$(/usr/bin/python3 "$IDEM_TOP/bench/wait_latency.py" "$dsn" "$secs" retry 2>>"$WORK/errors.log" || echo "NA NA 0 NA")
+  {
+    printf '\n### A duplicate request: waiting for the first, or retrying\n\n'
+    echo "A holder claims a new key, works 20 to 80 ms and completes it; just after its claim a"
+    echo "duplicate asks for the answer, either with one claim(..., wait => '10 seconds') or as a"
+    echo "client without it does: claim, and while in_progress sleep 25 ms, doubling up to 400 ms,"
+    echo "and claim again (bench/wait_latency.py, for $secs s each). Latency: from the holder's"
+    echo "completion's commit to the duplicate's replay."
+    echo
+    echo "| duplicate | p50 ms | p99 ms | duplicates | claims per duplicate |"
+    echo "|---|---:|---:|---:|---:|"
+    set -- $waited; echo "| waits (claim's wait) | $1 | $2 | $3 | $4 |"
+    set -- $retried; echo "| retries with backoff | $1 | $2 | $3 | $4 |"
+  } >>"$WORK/wait.md"
+  set -- $retried
+  local retry_p50=$1
+  set -- $waited
+  target "a waiting duplicate's answer after the holder's commit, p50 ms, vs the retry loop's ($retry_p50)" "$1" "$retry_p50" le
+}
+
 # tps_of NAME: the events per second of notify_probe NAME's pgbench.
 tps_of() {
   sed -n 's/^tps = \([0-9.]*\) .*/\1/p' "$WORK/notify-$1.log" | tail -1 | cut -d. -f1
@@ -650,6 +685,7 @@ START=$(date +%s)
 for g in $BENCH_GROUPS; do
   case $g in
   notify) notify_check ;;
+  wait) wait_check ;;
   wal) wal_check ;;
   memory) memory_check ;;
   purge) purge_check ;;
@@ -710,6 +746,7 @@ REPORT=$IDEM_TOP/bench/results/$(date -u +%Y%m%dT%H%M%SZ).md
   fi
   [ -s "$WORK/purge.md" ] && cat "$WORK/purge.md"
   [ -s "$WORK/notify.md" ] && cat "$WORK/notify.md"
+  [ -s "$WORK/wait.md" ] && cat "$WORK/wait.md"
   if [ -s "$TARGETS" ]; then
     printf '\n### Targets (TPS ratios, medians of the rounds)\n\n| target | measured | wanted | verdict |\n|---|---:|---:|---|\n'
     cat "$TARGETS"
