@@ -3,10 +3,12 @@
 #
 # Installs what is missing, builds, installs the extension into Debian's
 # PostgreSQL 15, starts a throwaway cluster (as the postgres OS user, on
-# 127.0.0.1 and a unix socket in $IDEM_DEMO_DIR, pg_cron preloaded), creates
-# the extension in database "demo" and walks a payment request through
-# claimed -> replay -> mismatch -> in_progress -> resumed.  The cluster keeps
-# running; the script ends by printing how to connect and how to stop it.
+# 127.0.0.1 and a unix socket in $IDEM_DEMO_DIR, pg_cron and the library
+# preloaded), creates the extension in database "demo" and walks a payment
+# request through claimed -> replay -> mismatch -> in_progress -> resumed,
+# then execute, a duplicate that waits for the first request, an answer
+# that expires before its key (gone) and the outcome counts.  The cluster
+# keeps running; the script ends by printing how to connect and stop it.
 set -euo pipefail
 IDEM_TOP=$(cd "$(dirname "$0")/.." && pwd)
 . "$IDEM_TOP/scripts/lib.sh"
@@ -23,7 +25,7 @@ make -s -C "$IDEM_TOP" PG_CONFIG=$PG_BIN/pg_config install >/dev/null
 idem_stop_cluster $PG_BIN "$DEMO_DIR"
 rm -rf "$DEMO_DIR"
 idem_log "starting a cluster in $DEMO_DIR on 127.0.0.1:$PORT"
-idem_start_cluster $PG_BIN "$DEMO_DIR" "$PORT" 127.0.0.1
+idem_start_cluster $PG_BIN "$DEMO_DIR" "$PORT" 127.0.0.1 'pg_cron, idempotency'
 
 psql_demo() {
   runuser -u postgres -- $PG_BIN/psql -X -q -h "$DEMO_DIR" -p "$PORT" "$@"
@@ -82,7 +84,32 @@ SELECT outcome, response_body FROM idempotency.execute('pay-a001', '{"order": "O
   'INSERT INTO payments (order_no, amount) VALUES ($1, $2::int) RETURNING to_jsonb(payments.*)',
   ARRAY['ORD-3', '500']);
 SELECT count(*) AS payments FROM payments;
+
+\echo
+\echo '-- 7. gone: an answer kept for less time than its key; a late retry is not run again (HTTP 410)'
+SELECT fence FROM idempotency.claim('pay-c003', '{"order": "ORD-5", "amount": 700}') \gset gone_
+SELECT idempotency.complete('pay-c003', :gone_fence, '{"payment_id": 5, "card": "4242"}', 201,
+                            response_ttl => '1 second');
+SELECT pg_sleep(1.1);
+SELECT outcome, status, response_code, response_body
+  FROM idempotency.claim('pay-c003', '{"order": "ORD-5", "amount": 700}');
 SQL
+
+idem_log "a duplicate that waits for the first request instead of getting 409"
+fence=$(psql_demo -d demo -At -c "SELECT fence FROM idempotency.claim('pay-d004', '{\"order\": \"ORD-6\"}')")
+echo "-- 8. the first request holds pay-d004 (fence $fence) and completes it one second from now;"
+echo "--    a duplicate claims with wait => '10 seconds' and gets the answer as soon as it commits"
+( sleep 1
+  psql_demo -d demo -c "SELECT idempotency.complete('pay-d004', $fence, '{\"payment_id\": 6}', 201)" >/dev/null ) &
+holder=$!
+psql_demo -d demo -e -c "SELECT outcome, response_code, response_body,
+       round(extract(epoch FROM clock_timestamp() - statement_timestamp())::numeric, 1) AS waited_s
+  FROM idempotency.claim('pay-d004', '{\"order\": \"ORD-6\"}', wait => '10 seconds')"
+wait $holder
+
+idem_log "what the layer did: the outcome counts (idempotency.metrics)"
+psql_demo -d demo -e -c "SELECT scope, claimed, replay, mismatch, in_progress, resumed, gone, lease_lost
+  FROM idempotency.metrics WHERE scope IS NOT NULL"
 
 cat <<MSG
 
