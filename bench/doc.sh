@@ -130,7 +130,7 @@ write_doc() {
   rm -f "$DOC_DIR"/bench-*.svg
   declare -A YLABEL=([relay]="events per second")
   for g in $BENCH_GROUPS; do
-    case $g in wal | memory | purge | notify) continue ;; esac
+    case $g in wal | memory | purge | notify | wait) continue ;; esac
     title=${TITLE[$g]}
     if chart "$g" "$DOC_DIR/bench-$g.svg" "$title" "${YLABEL[$g]:-transactions per second}"; then
       charts+=" $g"
