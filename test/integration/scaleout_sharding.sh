@@ -75,7 +75,7 @@ SELECT outcome, response_body FROM idempotency.claim('order-2', '{"n": 2}');
 SQL
 
 check "the partition's 55000 message reaches the client behind PL/Proxy's prefix" \
-'ERROR:  idempotency.complete(6): [idempotency] REMOTE ERROR: idempotency lease lost for key "order-2"' <<'SQL'
+'ERROR:  idempotency.complete(7): [idempotency] REMOTE ERROR: idempotency lease lost for key "order-2"' <<'SQL'
 \set VERBOSITY terse
 SELECT idempotency.complete('order-2', 1, '{}');
 SQL
