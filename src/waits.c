@@ -28,6 +28,7 @@
 #include "access/xact.h"
 #include "miscadmin.h"
 #include "port/atomics.h"
+#include "port/pg_bitutils.h"
 #include "storage/condition_variable.h"
 #include "storage/shmem.h"
 #include "utils/wait_event.h"
@@ -102,12 +103,13 @@ slot_of(const pg_uuid_t *key_hash)
 }
 
 /*
- * At commit, wake the waiters of the slots marked; at abort forget them.
+ * At commit, wake the waiters of the slots marked; at abort (or PREPARE)
+ * forget them.  Only the words of the bitmap that hold a mark are read.
  */
 static void
 wake_marked_slots(XactEvent event, void *arg pg_attribute_unused())
 {
-	int			i;
+	int			w;
 
 	if (!any_marked)
 		return;
@@ -115,12 +117,16 @@ wake_marked_slots(XactEvent event, void *arg pg_attribute_unused())
 		event != XACT_EVENT_ABORT && event != XACT_EVENT_PARALLEL_ABORT &&
 		event != XACT_EVENT_PREPARE)
 		return;
-	for (i = 0; i < WAIT_SLOTS; i++)
+	for (w = 0; w < WAIT_SLOTS / 64 &&
+		 (event == XACT_EVENT_COMMIT || event == XACT_EVENT_PARALLEL_COMMIT); w++)
 	{
-		if (!(marked_slots[i / 64] & (UINT64CONST(1) << (i % 64))))
-			continue;
-		if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_PARALLEL_COMMIT)
+		uint64		bits = marked_slots[w];
+
+		while (bits != 0)
 		{
+			int			i = w * 64 + pg_rightmost_one_pos64(bits);
+
+			bits &= bits - 1;
 			pg_atomic_fetch_add_u64(&wait_slots[i].generation, 1);
 			ConditionVariableBroadcast(&wait_slots[i].cv);
 		}
