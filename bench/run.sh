@@ -76,7 +76,7 @@ else	# the quick run, under 5 minutes
   BENCH_MEMORY_CALLS=${BENCH_MEMORY_CALLS:-10000}
 fi
 BENCH_CLIENTS=${BENCH_CLIENTS:-1 8}
-ALL_GROUPS="e2e bare syncoff replay hotkey inbox outbox inbox_batch outbox_batch transition relay notify wait wal memory purge"
+ALL_GROUPS="e2e bare syncoff replay hotkey inbox outbox inbox_batch outbox_batch transition metrics_claim metrics_replay relay notify wait wal memory purge"
 BENCH_GROUPS=${BENCH_GROUPS:-$ALL_GROUPS}
 BENCH_EDITIONS=${BENCH_EDITIONS:-c portable}
 for e in $BENCH_EDITIONS; do
@@ -269,6 +269,10 @@ outbox_batch outbox_multirow_100 base pgbench outbox_multirow_100.sql -
 outbox_batch outbox_multirow_arrays_100 base pgbench outbox_multirow_arrays_100.sql -
 transition transition ours pgbench transition.sql transition
 transition update_then_select base pgbench transition_raw.sql -
+metrics_claim counted ours pgbench phased.sql claim,complete,metrics
+metrics_claim uncounted base pgbench phased.sql claim,complete,metrics -c%20idempotency.track_outcomes=off
+metrics_replay counted ours pgbench replay.sql claim,metrics
+metrics_replay uncounted base pgbench replay.sql claim,metrics -c%20idempotency.track_outcomes=off
 relay batch_100 ours relay relay_100.sql claim_events,mark_published
 relay batch_1000 ours relay relay_1000.sql claim_events,mark_published
 "
@@ -284,6 +288,8 @@ declare -A TITLE=(
   [inbox_batch]="Inbox: batches of 100 event ids (TPS column = batches/s; events/s = 100 x)"
   [outbox_batch]="Outbox: batches of 100 events (TPS column = batches/s; events/s = 100 x)"
   [transition]="State machine: transition"
+  [metrics_claim]="Outcome counts: phased claim + complete, counted and not (idempotency.track_outcomes)"
+  [metrics_replay]="Outcome counts: replay of a completed key, counted and not (idempotency.track_outcomes)"
   [relay]="Outbox relay: claim_events + mark_published (TPS column = events/s)"
 )
 
@@ -323,7 +329,8 @@ run_group() {
         run+=("$name $role $runner $arg ${opts:-}")
       fi
     fi
-    if [ "$role" = ours ] && edition portable; then
+    # (the portable edition has no outcome counts)
+    if [ "$role" = ours ] && edition portable && [[ $group != metrics_* ]]; then
       if [ "$req" != - ] && ! has_in portable ${req//,/ }; then
         echo "- $group/portable_$name skipped: idempotency.${req//,/, idempotency.} not in the portable edition" >>"$NOTES"
       else
@@ -718,6 +725,8 @@ for c in $BENCH_CLIENTS; do
   ratio_target outbox_batch enqueue_events_100 outbox_multirow_100 "$c" 0.9 "enqueue_events, batch of 100 vs the bare multi-row INSERT"
   ratio_target outbox_batch enqueue_events_100 outbox_multirow_arrays_100 "$c" 0.9 "enqueue_events, batch of 100 vs the same INSERT from the same arrays"
   ratio_target transition transition update_then_select "$c" 1.3 "transition vs the guarded UPDATE + SELECT"
+  ratio_target metrics_claim counted uncounted "$c" 0.97 "phased claim + complete, counted vs not (idempotency.track_outcomes)"
+  ratio_target metrics_replay counted uncounted "$c" 0.97 "replay, counted vs not (idempotency.track_outcomes)"
 done
 [ -n "${REPLAY_WAL:-}" ] && target "WAL bytes per replay" "$REPLAY_WAL" 0 le
 

@@ -43,6 +43,7 @@ int			idem_outbox_max_attempts = 10;
 bool		idem_outbox_notify = true;
 int			idem_outbox_notify_interval = 10;
 int			idem_metrics_max_scopes = 1000;
+bool		idem_track_outcomes = true;
 
 /* The text values behind the interval settings; the GUC machinery owns them. */
 static char *default_ttl_text;
@@ -309,6 +310,12 @@ _PG_init(void)
 							"A relay woken by that notification drains the outbox and looks again after twice this interval, so it finds their events; 0 notifies at every commit.",
 							&idem_outbox_notify_interval, 10, 0, 60000,
 							PGC_USERSET, GUC_UNIT_MS, NULL, NULL, NULL);
+
+	DefineCustomBoolVariable("idempotency.track_outcomes",
+							 "Counts the outcomes of the calls in idempotency.metrics().",
+							 "Has an effect only with the library preloaded.  Only superusers and roles granted SET on it can change it, so a session cannot hide its calls from the counts.",
+							 &idem_track_outcomes, true,
+							 PGC_SUSET, 0, NULL, NULL, NULL);
 
 	/*
 	 * The outcome counts (metrics.c) and the waits for a key's holder

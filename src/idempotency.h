@@ -37,6 +37,7 @@ extern int	idem_outbox_max_attempts;
 extern bool idem_outbox_notify;
 extern int	idem_outbox_notify_interval;
 extern int	idem_metrics_max_scopes;
+extern bool idem_track_outcomes;
 
 /* Argument checks, in arguments.c; each raises 22023 with a useful hint. */
 extern void idem_require_arg(FunctionCallInfo fcinfo, int argno,

@@ -6,8 +6,9 @@
  *	  by idempotency.metrics(); metrics_reset() sets them back to zero.
  *
  * The counts need the library in shared_preload_libraries: its hooks
- * (idempotency.c) then ask for the shared memory and set it up.  Otherwise every count is a no-op and the SQL
- * functions raise 55000.  Counting writes nothing to any table or to the
+ * (idempotency.c) then ask for the shared memory and set it up.  Otherwise
+ * every count is a no-op and the SQL functions raise 55000; so is every
+ * count of a session with idempotency.track_outcomes off.  Counting writes nothing to any table or to the
  * WAL, so it works in read-only transactions and on hot standbys (each
  * server counts its own calls); the counts live until the server stops.
  *
@@ -329,14 +330,15 @@ scope_counts(const char *scope, int len)
 
 /*
  * Count "n" calls (or keys) of "outcome" in "scope", or with "scope" NULL
- * in the row of scope NULL.  A no-op unless the library was preloaded.
+ * in the row of scope NULL.  A no-op unless the library was preloaded and
+ * idempotency.track_outcomes is on.
  */
 void
 idem_metrics_count(text *scope, IdemOutcome outcome, int64 n)
 {
 	MetricsCounts *counts;
 
-	if (metrics == NULL || n == 0)
+	if (metrics == NULL || !idem_track_outcomes || n == 0)
 		return;
 	if (scope == NULL)
 		counts = other_counts();
@@ -354,7 +356,7 @@ idem_metrics_count_claim(text *scope, const char *outcome)
 {
 	int			i;
 
-	if (metrics == NULL || outcome == NULL)
+	if (metrics == NULL || !idem_track_outcomes || outcome == NULL)
 		return;
 	for (i = 0; i < IDEM_OUTCOME_LEASE_LOST; i++)
 		if (strcmp(outcome, outcome_names[i]) == 0)

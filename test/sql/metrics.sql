@@ -125,6 +125,30 @@ SELECT bool_and(claimed + replay + mismatch + in_progress + resumed + gone
 -- these should all fail with 22023
 SELECT idempotency.metrics_reset(repeat('s', 256));
 
+-- idempotency.track_outcomes = off: calls are not counted (the bench
+-- measures what counting costs this way); only a superuser, or a role
+-- granted SET on it, may turn it off
+SET idempotency.track_outcomes = off;
+SELECT outcome FROM idempotency.claim('k5', NULL, 'metrics b');           -- claimed
+SELECT outcome FROM idempotency.claim('k5', NULL, 'metrics b');           -- in_progress
+SELECT claimed, in_progress FROM pg_temp.counts('metrics b');
+RESET idempotency.track_outcomes;
+SELECT outcome FROM idempotency.claim('k5', NULL, 'metrics b');           -- in_progress
+SELECT claimed, in_progress FROM pg_temp.counts('metrics b');
+CREATE ROLE regress_metrics_hider;
+SET ROLE regress_metrics_hider;
+-- this should fail with 42501
+SET idempotency.track_outcomes = off;
+RESET ROLE;
+GRANT SET ON PARAMETER idempotency.track_outcomes TO regress_metrics_hider;
+SET ROLE regress_metrics_hider;
+SET idempotency.track_outcomes = off;
+SHOW idempotency.track_outcomes;
+RESET idempotency.track_outcomes;
+RESET ROLE;
+REVOKE SET ON PARAMETER idempotency.track_outcomes FROM regress_metrics_hider;
+DROP ROLE regress_metrics_hider;
+
 -- the view and the functions are for operators: not PUBLIC's, not in
 -- grant_usage(); a monitoring role needs the three grants of
 -- doc/operations.md
