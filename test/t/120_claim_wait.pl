@@ -1,6 +1,7 @@
 # claim(..., wait => ...) (doc/reference.md, "Waiting for the holder"),
-# where isolationtester cannot look: it sees a session wait only for a
-# lock, and a waiting claim sleeps on a condition variable.  Each waiter
+# with the times that test/specs/claim_wait.spec cannot check, and the
+# cases a spec cannot set up (isolationtester sees a session wait only for
+# a lock; a waiting claim sleeps on a condition variable).  Each waiter
 # runs in a session of its own and records its answer with the time it got
 # it; the test checks the answer and that it came when the holder's call
 # committed, long before the wait would have run out: a duplicate of a
