@@ -36,6 +36,7 @@ import platform
 import statistics
 import subprocess
 import sys
+import textwrap
 import time
 
 NEW = ("execute", "phased")
@@ -254,21 +255,22 @@ def outlive_section(w, recs, meta, shown):
     w("")
     w("## Keys that outlive their answers")
     w("")
-    w("How much a key takes once `response_ttl` has dropped its answer, and what")
-    w("dropping the answers costs. `SCALE_OUTLIVE=N make bench-scale` loads N")
-    w("completed keys on a fresh cluster as the runs above load theirs (the same")
-    w("keys and answers: the payment row for three in four, a small answer for")
-    w("the rest; the primary key built by sorting after the load, here at its")
-    w("default fill), with their answers already past `response_expires_at`")
-    w("(written by the loader, as `complete(..., response_ttl)` writes it) and the")
-    w("keys living on. It measures the keys' table after `VACUUM ANALYZE`, drops")
-    w("every answer with `CALL idempotency.purge_expired()` (batches of 10000, what")
-    w("the job of `schedule_cleanup` runs; autovacuum on), runs `VACUUM` and")
-    w("measures again, then `VACUUM FULL`, which writes the kept keys compactly.")
-    w("Bytes per key: the table, its TOAST and every index over the keys; free")
-    w("space and row sizes from pgstattuple, the fill of the indexes' leaf pages")
-    w("from pgstatindex. WAL: what the whole server wrote during each step")
-    w("(autovacuum included).")
+    w(textwrap.fill(
+        "How much a key takes once `response_ttl` has dropped its answer, and what "
+        "dropping the answers costs. `SCALE_OUTLIVE=N make bench-scale` loads N "
+        "completed keys on a fresh cluster as the steady-state runs load theirs (the "
+        "same keys and answers: the payment row for three in four, a small answer for "
+        "the rest; the primary key built by sorting after the load, here at its "
+        "default fill), with their answers already past `response_expires_at` "
+        "(written by the loader, as `complete(..., response_ttl)` writes it) and the "
+        "keys living on. It measures the keys' table after `VACUUM ANALYZE`, drops "
+        "every answer with `CALL idempotency.purge_expired()` (batches of 10000, what "
+        "the job of `schedule_cleanup` runs; autovacuum on), runs `VACUUM` and "
+        "measures again, then `VACUUM FULL`, which writes the kept keys compactly. "
+        "Bytes per key: the table, its TOAST and every index over the keys; free "
+        "space and row sizes from pgstattuple, the fill of the indexes' leaf pages "
+        "from pgstatindex. WAL: what the whole server wrote during each step "
+        "(autovacuum included).", 78, break_on_hyphens=False))
     for n in counts:
         v = {(r["phase"], r["item"]): r["value"] for r in recs if int(r["keys"]) == n}
 
@@ -293,7 +295,6 @@ def outlive_section(w, recs, meta, shown):
 
         row("heap (MB)", lambda s: mb(f(s, "heap")))
         row("of which free (MB)", lambda s: mb(f(s, "free_space")))
-        row("of which dead rows (MB)", lambda s: mb(f(s, "dead_tuple_len")))
         row("TOAST (MB)", lambda s: mb(f(s, "toast")))
         for i in indexes:
             row(f"`{i}` (MB)", lambda s: mb(f(s, "index:" + i)))
@@ -319,21 +320,28 @@ def outlive_section(w, recs, meta, shown):
         with_answer = per(f("loaded", "total"), f("loaded", "keys"))
         kept = per(f("compact", "total"), f("compact", "keys"))
         purged = per(f("purged", "total"), f("purged", "keys"))
-        w("")
-        w("The rows of the purge are the answers it dropped, those of the vacuums the")
-        w(f"keys; `wal_compression` was `{v.get(('server', 'wal_compression'), '?')}`.")
+        said = ["The rows of the purge are the answers it dropped, those of the vacuums "
+                f"the keys; `wal_compression` was `{v.get(('server', 'wal_compression'), '?')}`."]
         if with_answer and kept and purged:
-            w(f"A key with its answer took {fmt(with_answer, 0)} bytes; rewritten without it,")
-            w(f"a kept key takes {fmt(kept, 0)} bytes, {fmt((1 - kept / with_answer) * 100, 0)}% less.")
-            w(f"Between the two, after the purge and a `VACUUM`, the files hold")
-            w(f"{fmt(purged, 0)} bytes per key: the purge writes every row again without")
-            w("its answer, with a new entry in each index (it changes")
-            w("`response_expires_at`, which is indexed, so the update cannot be HOT), and")
-            w("`VACUUM` keeps the space it frees inside the files, for new keys, where")
-            w("`VACUUM FULL` (which locks the table out for its whole run) or `pg_repack`")
-            w("returns it to the disk.")
-            w(f"The purge dropped {fmt(per(dropped, f('purge', 'seconds')), 0)} answers per second and wrote")
-            w(f"{fmt(per(f('purge', 'wal_bytes'), dropped), 0)} bytes of WAL per answer dropped.")
+            said.append(f"A key with its answer took {fmt(with_answer, 0)} bytes; rewritten "
+                        f"without it, a kept key takes {fmt(kept, 0)} bytes, "
+                        f"{fmt((1 - kept / with_answer) * 100, 0)}% less.")
+            if purged > kept * 1.05:
+                more = ", more than with the answers" if purged > with_answer else ""
+                said.append(
+                    f"Until then, after the purge and a `VACUUM`, the files hold {fmt(purged, 0)} "
+                    f"bytes per key{more}: the purge writes every row again without its answer, "
+                    "with a new entry in each index but the partial one (it changes "
+                    "`response_expires_at`, which is indexed, so the update cannot be HOT), and "
+                    "`VACUUM` leaves the space it frees inside the files, for new keys; "
+                    "`VACUUM FULL` (which locks the table out for its whole run) or `pg_repack` "
+                    "gives it back to the disk.")
+        if dropped:
+            said.append(f"The purge dropped {fmt(per(dropped, f('purge', 'seconds')), 0)} answers "
+                        f"per second and wrote {fmt(per(f('purge', 'wal_bytes'), dropped), 0)} "
+                        "bytes of WAL per answer dropped.")
+        w("")
+        w(textwrap.fill(" ".join(said), 78, break_on_hyphens=False))
 
 
 def machine():
