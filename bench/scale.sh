@@ -248,13 +248,15 @@ outlive_space() {
     awk -F'|' -v n="$N" -v phase="$1" '{print n "\t" phase "\t" $1 "\t" $2}' >>"$OUTLIVE"
 }
 # outlive_step PHASE PSQL_ARG...: runs the step; its seconds, WAL bytes,
-# full-page images and the autovacuums of the keys' table meanwhile
+# full-page images, and the autovacuums of the keys' table and the
+# checkpoints that ended meanwhile
 outlive_step() {
   local phase=$1 before after t0 t1
   shift
   local now="SELECT pg_current_wal_insert_lsn() || ' ' || wal_fpi || ' ' ||
                     (SELECT autovacuum_count FROM pg_stat_user_tables
-                      WHERE relid = 'idempotency.idempotency_keys'::regclass) FROM pg_stat_wal"
+                      WHERE relid = 'idempotency.idempotency_keys'::regclass) || ' ' ||
+                    ($CHECKPOINTS) FROM pg_stat_wal"
   before=($(qv "$now")) || return 1
   t0=$(date +%s%N)
   q "$@" >/dev/null || return 1
@@ -262,8 +264,9 @@ outlive_step() {
   after=($(qv "$now")) || return 1
   printf "$N\t$phase\t%s\t%s\n" seconds "$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.1f", (b - a) / 1e9}')" \
     wal_bytes "$(qv "SELECT pg_wal_lsn_diff('${after[0]}', '${before[0]}')::bigint")" \
-    wal_fpi $((after[1] - before[1])) autovacuums $((after[2] - before[2])) >>"$OUTLIVE"
-  idem_log "$N keys: $phase $(tail -4 "$OUTLIVE" | cut -f3,4 | tr '\t\n' '  ')"
+    wal_fpi $((after[1] - before[1])) autovacuums $((after[2] - before[2])) \
+    checkpoints $((after[3] - before[3])) >>"$OUTLIVE"
+  idem_log "$N keys: $phase $(tail -5 "$OUTLIVE" | cut -f3,4 | tr '\t\n' '  ')"
 }
 # measure_outlive: keys that outlive their answers (SCALE_OUTLIVE), on a
 # fresh cluster of their own.  N completed keys as bench/scale/load.sql
@@ -279,7 +282,7 @@ outlive_step() {
 measure_outlive() {
   local left wc
   wc=$(set_wal_compression "${WAL_COMPRESSION[0]}") || return 1
-  printf '%s\tserver\twal_compression\t%s\n' "$N" "$wc" >>"$OUTLIVE"
+  printf "$N\tserver\t%s\t%s\n" wal_compression "$wc" max_wal_size "$(qv 'SHOW max_wal_size')" >>"$OUTLIVE"
   q -c 'CREATE EXTENSION pgstattuple' >/dev/null || return 1
   load_keys "idempotency.idempotency_keys idempotency_keys_pkey" "" -v ours_only=1 \
     -v t0="$(qv "SELECT now() + interval '1 day'")" -v ttl=$((30 * 86400)) \

@@ -310,13 +310,14 @@ def outlive_section(w, recs, meta, shown):
         dropped = (f("loaded", "answers") or 0) - (f("purged", "answers") or 0)
         w("")
         w("| step | seconds | rows per second | WAL (MB) | WAL bytes per row | "
-          "full-page images per row | autovacuums of the table meanwhile |")
-        w("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+          "full-page images per row | checkpoints meanwhile | autovacuums of the table meanwhile |")
+        w("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
         for step, name in OUTLIVE_STEPS:
             rows = dropped if step == "purge" else f("purged" if step == "vacuum" else "compact", "keys")
             w(f"| {name} | {fmt(f(step, 'seconds'), 1)} | {fmt(per(rows, f(step, 'seconds')), 0)} "
               f"| {mb(f(step, 'wal_bytes'))} | {fmt(per(f(step, 'wal_bytes'), rows), 0)} "
-              f"| {fmt(per(f(step, 'wal_fpi'), rows), 3)} | {fmt(f(step, 'autovacuums'), 0)} |")
+              f"| {fmt(per(f(step, 'wal_fpi'), rows), 3)} | {fmt(f(step, 'checkpoints'), 0)} "
+              f"| {fmt(f(step, 'autovacuums'), 0)} |")
         with_answer = per(f("loaded", "total"), f("loaded", "keys"))
         kept = per(f("compact", "total"), f("compact", "keys"))
         purged = per(f("purged", "total"), f("purged", "keys"))
@@ -340,6 +341,16 @@ def outlive_section(w, recs, meta, shown):
             said.append(f"The purge dropped {fmt(per(dropped, f('purge', 'seconds')), 0)} answers "
                         f"per second and wrote {fmt(per(f('purge', 'wal_bytes'), dropped), 0)} "
                         "bytes of WAL per answer dropped.")
+            if f("purge", "checkpoints"):
+                said.append(f"Of it, {fmt(per(f('purge', 'wal_fpi'), dropped), 2)} full-page "
+                            "images per answer: the first change to a page after a checkpoint "
+                            "writes the whole page, and a checkpoint came every "
+                            f"{fmt(f('purge', 'seconds') / f('purge', 'checkpoints'), 0)} seconds "
+                            f"(`max_wal_size` {v.get(('server', 'max_wal_size'), '?')}).")
+            if f("purge", "autovacuums") == 0 and f("purge", "seconds") > 60:
+                said.append("No autovacuum ran during the purge, for all its minutes: the "
+                            "server counts the dead rows of a `CALL` for autovacuum only when "
+                            "it returns.")
         w("")
         w(textwrap.fill(" ".join(said), 78, break_on_hyphens=False))
 
