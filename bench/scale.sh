@@ -257,11 +257,13 @@ outlive_step() {
                     (SELECT autovacuum_count FROM pg_stat_user_tables
                       WHERE relid = 'idempotency.idempotency_keys'::regclass) || ' ' ||
                     ($CHECKPOINTS) FROM pg_stat_wal"
-  before=($(qv "$now")) || return 1
+  before=$(qv "$now") || return 1
+  read -ra before <<<"$before"
   t0=$(date +%s%N)
   q "$@" >/dev/null || return 1
   t1=$(date +%s%N)
-  after=($(qv "$now")) || return 1
+  after=$(qv "$now") || return 1
+  read -ra after <<<"$after"
   printf "$N\t$phase\t%s\t%s\n" seconds "$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.1f", (b - a) / 1e9}')" \
     wal_bytes "$(qv "SELECT pg_wal_lsn_diff('${after[0]}', '${before[0]}')::bigint")" \
     wal_fpi $((after[1] - before[1])) autovacuums $((after[2] - before[2])) \

@@ -246,9 +246,10 @@ OUTLIVE_STEPS = (("purge", "the purge, `CALL idempotency.purge_expired()`"),
                  ("vacuum_full", "`VACUUM FULL`"))
 
 
-def outlive_section(w, recs, meta, shown):
+def outlive_section(w, recs, meta, shown, runs):
     """'Keys that outlive their answers' from the SCALE_OUTLIVE records of
-    each count; meta: {count: about}; shown: the abouts said above."""
+    each count; meta: {count: about}; shown: the abouts said above; runs:
+    the steady states' records, for the WAL of a new key."""
     counts = sorted({int(r["keys"]) for r in recs})
     if not counts:
         return
@@ -321,8 +322,10 @@ def outlive_section(w, recs, meta, shown):
         with_answer = per(f("loaded", "total"), f("loaded", "keys"))
         kept = per(f("compact", "total"), f("compact", "keys"))
         purged = per(f("purged", "total"), f("purged", "keys"))
+        wc = v.get(("server", "wal_compression"), "?")
+        new_key = wal_per_key(by_cycle(runs, n, wc), "execute")
         said = ["The rows of the purge are the answers it dropped, those of the vacuums "
-                f"the keys; `wal_compression` was `{v.get(('server', 'wal_compression'), '?')}`."]
+                f"the keys; `wal_compression` was `{wc}`."]
         if with_answer and kept and purged:
             said.append(f"A key with its answer took {fmt(with_answer, 0)} bytes; rewritten "
                         f"without it, a kept key takes {fmt(kept, 0)} bytes, "
@@ -340,9 +343,12 @@ def outlive_section(w, recs, meta, shown):
         if dropped:
             said.append(f"The purge dropped {fmt(per(dropped, f('purge', 'seconds')), 0)} answers "
                         f"per second and wrote {fmt(per(f('purge', 'wal_bytes'), dropped), 0)} "
-                        "bytes of WAL per answer dropped.")
+                        "bytes of WAL per answer dropped"
+                        + (f" (a new key wrote {fmt(new_key, 0)} in the steady state of "
+                           f"{human(n)} live keys above, in its cycles with the same "
+                           "`wal_compression`)." if new_key else "."))
             if f("purge", "checkpoints"):
-                said.append(f"Of it, {fmt(per(f('purge', 'wal_fpi'), dropped), 2)} full-page "
+                said.append(f"That WAL holds {fmt(per(f('purge', 'wal_fpi'), dropped), 2)} full-page "
                             "images per answer: the first change to a page after a checkpoint "
                             "writes the whole page, and a checkpoint came every "
                             f"{fmt(f('purge', 'seconds') / f('purge', 'checkpoints'), 0)} seconds "
@@ -570,7 +576,7 @@ def main():
             w("")
             for s in svgs:
                 w(f"![{s}]({s})")
-    outlive_section(w, outlive, outlive_meta, abouts)
+    outlive_section(w, outlive, outlive_meta, abouts, runs)
     upgrades = [a["upgrade"] for a in abouts if a.get("upgrade")]
     if upgrades:
         keys, seconds = upgrades[0].split()
