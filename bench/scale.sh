@@ -29,16 +29,27 @@
 #      in that time, autovacuum and the purge included), and per cycle the
 #      live keys, table + index size, dead tuples, rows purged, checkpoints,
 #      with the wal_compression the cycle ran with.
+# With SCALE_OUTLIVE=N, then, on a fresh cluster of their own, the space of
+# N keys that outlive their answers (response_ttl, since 1.6): N keys
+# loaded as above (the extension's table only, answers all past their
+# response_expires_at, keys that live on) and measured with pgstattuple,
+# the purge that drops the answers (timed, with its WAL), the space after a
+# VACUUM and after a VACUUM FULL (see measure_outlive below).
 # Writes bench/results/scale-<UTC time>.md, keeps the raw records in
 # bench/scale/runs/ (committed with the page) and, when every count ran for
-# at least 30 minutes, writes doc/performance-at-scale.md with its charts
+# at least 30 minutes (and SCALE_OUTLIVE, when given, is at least 1M keys),
+# writes doc/performance-at-scale.md with its charts
 # from the newest kept run of each count (bench/scale_doc.py --kept), so a
 # count run today joins those run before on the same page.
 #
 # Knobs (environment):
-#   SCALE_KEYS      live key counts (default "1000000 10000000 50000000");
-#                   a count whose data would not fit in the free disk space
-#                   (about 1.2 kB per key with the WAL) is skipped, and said so
+#   SCALE_KEYS      live key counts (default "1000000 10000000 50000000",
+#                   none when SCALE_OUTLIVE is given); a count whose data
+#                   would not fit in the free disk space (about 1.2 kB per
+#                   key with the WAL) is skipped, and said so
+#   SCALE_OUTLIVE   keys that outlive their answers to measure (e.g.
+#                   10000000; default none): the page's "Keys that outlive
+#                   their answers", from the newest kept run of each count
 #   SCALE_MINUTES   steady-state minutes per count (default 30), or one
 #                   figure per count of SCALE_KEYS ("30 60 30")
 #   SCALE_SEGMENT   seconds per pgbench run (default 10; a cycle is 6 runs)
@@ -59,10 +70,15 @@ IDEM_TOP=$(cd "$(dirname "$0")/.." && pwd)
 . "$IDEM_TOP/bench/lib.sh"
 
 SCALE_COMMAND="make bench-scale"
-for v in SCALE_WAL_COMPRESSION SCALE_SETTINGS SCALE_CLIENTS SCALE_SEGMENT SCALE_MINUTES SCALE_KEYS; do
+for v in SCALE_OUTLIVE SCALE_WAL_COMPRESSION SCALE_SETTINGS SCALE_CLIENTS SCALE_SEGMENT SCALE_MINUTES SCALE_KEYS; do
   [ -n "${!v:-}" ] && SCALE_COMMAND="$v=$(printf '%q' "${!v}") $SCALE_COMMAND"
 done
-SCALE_KEYS=${SCALE_KEYS:-1000000 10000000 50000000}
+SCALE_OUTLIVE=${SCALE_OUTLIVE:-}
+if [ -n "$SCALE_OUTLIVE" ]; then
+  SCALE_KEYS=${SCALE_KEYS:-}
+else
+  SCALE_KEYS=${SCALE_KEYS:-1000000 10000000 50000000}
+fi
 SCALE_MINUTES=${SCALE_MINUTES:-30}
 # minutes_for N: the steady-state minutes of count N
 minutes_for() {
@@ -196,20 +212,119 @@ measure_upgrade() {
   "$BIN/psql" -X -q -h "$CLUSTER" -U postgres -d postgres -c 'DROP DATABASE upgrade'
 }
 
+# load_keys "TABLE PKEY ..." FILLFACTOR PSQL_ARG...: keys 1 to N of
+# bench/scale/load.sql, a million per statement, with the psql arguments
+# given (-v name=value).  The primary keys (random order) of the tables
+# are dropped for the load and built by sorting afterwards, at FILLFACTOR
+# (empty: the default) and then reset to the default: 2N random inserts
+# into indexes larger than memory take hours at 50M.
+load_keys() {
+  local ff=$2 p defs=() build lo hi i
+  read -ra p <<<"$1"
+  shift 2
+  for ((i = 0; i < ${#p[@]}; i += 2)); do
+    defs+=("$(qv "SELECT pg_get_constraintdef(oid) FROM pg_constraint
+                  WHERE conrelid = '${p[i]}'::regclass AND conname = '${p[i + 1]}'")")
+    q -c "ALTER TABLE ${p[i]} DROP CONSTRAINT ${p[i + 1]}" || return 1
+  done
+  for ((lo = 1; lo <= N; lo += 1000000)); do
+    hi=$((lo + 999999 < N ? lo + 999999 : N))
+    q -v lo="$lo" -v hi="$hi" -v rows="$N" "$@" -f "$SCRIPTS/load.sql" >/dev/null || return 1
+    idem_log "$N keys: loaded $hi"
+  done
+  for ((i = 0; i < ${#p[@]}; i += 2)); do
+    build=(-c "ALTER TABLE ${p[i]} ADD CONSTRAINT ${p[i + 1]} ${defs[i / 2]}")
+    [ -n "$ff" ] && build=(-c "${build[1]} WITH (fillfactor = $ff)"
+                           -c "ALTER INDEX ${p[i]%%.*}.${p[i + 1]} RESET (fillfactor)")
+    q -c "SET maintenance_work_mem = '2GB'" "${build[@]}" || return 1
+    idem_log "$N keys: built ${p[i + 1]}"
+  done
+}
+
+# outlive_space PHASE: bench/scale/outlive_space.sql's figures, as
+# "keys phase item value" lines in $OUTLIVE
+outlive_space() {
+  q -At -f "$SCRIPTS/outlive_space.sql" |
+    awk -F'|' -v n="$N" -v phase="$1" '{print n "\t" phase "\t" $1 "\t" $2}' >>"$OUTLIVE"
+}
+# outlive_step PHASE PSQL_ARG...: runs the step; its seconds, WAL bytes,
+# full-page images, and the autovacuums of the keys' table and the
+# checkpoints that ended meanwhile
+outlive_step() {
+  local phase=$1 before after t0 t1
+  shift
+  local now="SELECT pg_current_wal_insert_lsn() || ' ' || wal_fpi || ' ' ||
+                    (SELECT autovacuum_count FROM pg_stat_user_tables
+                      WHERE relid = 'idempotency.idempotency_keys'::regclass) || ' ' ||
+                    ($CHECKPOINTS) FROM pg_stat_wal"
+  before=$(qv "$now") || return 1
+  read -ra before <<<"$before"
+  t0=$(date +%s%N)
+  q "$@" >/dev/null || return 1
+  t1=$(date +%s%N)
+  after=$(qv "$now") || return 1
+  read -ra after <<<"$after"
+  printf "$N\t$phase\t%s\t%s\n" seconds "$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.1f", (b - a) / 1e9}')" \
+    wal_bytes "$(qv "SELECT pg_wal_lsn_diff('${after[0]}', '${before[0]}')::bigint")" \
+    wal_fpi $((after[1] - before[1])) autovacuums $((after[2] - before[2])) \
+    checkpoints $((after[3] - before[3])) >>"$OUTLIVE"
+  idem_log "$N keys: $phase $(tail -5 "$OUTLIVE" | cut -f3,4 | tr '\t\n' '  ')"
+}
+# measure_outlive: keys that outlive their answers (SCALE_OUTLIVE), on a
+# fresh cluster of their own.  N completed keys as bench/scale/load.sql
+# writes them, which expire one to 31 days from now, and whose answers
+# are all past their response_expires_at (the loader writes the column as
+# complete(..., response_ttl) would have, spread over the hour that ended
+# an hour ago; no UPDATE afterwards); VACUUM ANALYZE and the space; the
+# purge of the answers, CALL idempotency.purge_expired() (batches of
+# 10000, what the job of schedule_cleanup() runs) with autovacuum on;
+# VACUUM and the space; VACUUM FULL and the space of the kept keys
+# rewritten.  Each step is timed, with the WAL the server wrote meanwhile
+# (wal_compression: the first setting of SCALE_WAL_COMPRESSION).
+measure_outlive() {
+  local left wc
+  wc=$(set_wal_compression "${WAL_COMPRESSION[0]}") || return 1
+  printf "$N\tserver\t%s\t%s\n" wal_compression "$wc" max_wal_size "$(qv 'SHOW max_wal_size')" >>"$OUTLIVE"
+  q -c 'CREATE EXTENSION pgstattuple' >/dev/null || return 1
+  load_keys "idempotency.idempotency_keys idempotency_keys_pkey" "" -v ours_only=1 \
+    -v t0="$(qv "SELECT now() + interval '1 day'")" -v ttl=$((30 * 86400)) \
+    -v answers_t0="$(qv "SELECT now() - interval '2 hours'")" || return 1
+  q -c 'VACUUM ANALYZE idempotency.idempotency_keys' -c CHECKPOINT >/dev/null || return 1
+  outlive_space loaded || return 1
+  outlive_step purge -c 'CALL idempotency.purge_expired()' || return 1
+  left=$(qv "SELECT count(*) FILTER (WHERE response_body IS NOT NULL OR response_expires_at > '-infinity')
+                    || ' ' || count(*) FROM idempotency.idempotency_keys") || return 1
+  if [ "$left" != "0 $N" ]; then
+    echo "after the purge, answers left and keys: $left (of $N keys)" >&2
+    return 1
+  fi
+  outlive_step vacuum -c 'VACUUM idempotency.idempotency_keys' || return 1
+  outlive_space purged || return 1
+  outlive_step vacuum_full -c 'VACUUM FULL idempotency.idempotency_keys' || return 1
+  outlive_space compact
+}
+
 RESULTS=$WORK/runs.tsv
 STATES=$WORK/states.tsv
+OUTLIVE=$WORK/outlive.tsv
 printf 'keys\tcycle\tt\tvariant\ttps\tp50_ms\tp99_ms\twal_bytes\tfpi\twal_compression\n' >"$RESULTS"
+printf 'keys\tphase\titem\tvalue\n' >"$OUTLIVE"
 printf 'keys\tcycle\tt\text_live\text_bytes\text_dead\text_deleted\traw_live\traw_bytes\traw_dead\traw_deleted\tcheckpoints\twal_compression\n' >"$STATES"
 SKIPPED=""
-for N in $SCALE_KEYS; do
-  need=$((N * 1200 / 1024 / 1024 / 1024 + 4))
+# room_for WHAT: whether N keys fit in the free disk space (said, and
+# added to SKIPPED, when not)
+room_for() {
+  local need=$((N * 1200 / 1024 / 1024 / 1024 + 4)) free
   free=$(df -P -BG "$WORK" | awk 'NR == 2 {print $4 + 0}')
   if [ "$free" -lt "$need" ]; then
-    idem_log "$N keys: skipped, they need about $need GB and $free GB are free"
-    SKIPPED+="$N keys: skipped, about $need GB needed and $free GB free. "
-    continue
+    idem_log "$N keys$1: skipped, they need about $need GB and $free GB are free"
+    SKIPPED+="$N keys$1: skipped, about $need GB needed and $free GB free. "
+    return 1
   fi
-  idem_log "$N keys: fresh cluster ($free GB free, about $need GB needed)"
+  idem_log "$N keys$1: fresh cluster ($free GB free, about $need GB needed)"
+}
+for N in $SCALE_KEYS; do
+  room_for "" || continue
   start_cluster || { cat "$CLUSTER/server.log"; exit 1; }
   # every setting once (so that one this server lacks fails now), the first last
   for x in "${WAL_COMPRESSION[@]:1}" "${WAL_COMPRESSION[0]}"; do
@@ -232,38 +347,12 @@ for N in $SCALE_KEYS; do
   q -c 'TRUNCATE bench.payments, bench.seed_keys, idempotency.idempotency_keys' >/dev/null
   idem_log "$N keys: new keys per second about $ext_rate (ours), $raw_rate (baseline); ttl $ttl_ext s, $ttl_raw s"
 
-  # The primary keys (random order) are dropped for the load and built by
-  # sorting afterwards: 2N random inserts into indexes larger than memory
-  # take hours at 50M.  They are built at fillfactor 70, about the fill
-  # random inserts leave (ln 2), then reset: the steady state starts from
-  # the shape a long-running service's index has, not a packed one.
+  # The primary keys are built at fillfactor 70, about the fill random
+  # inserts leave (ln 2), then reset: the steady state starts from the
+  # shape a long-running service's index has, not a packed one.
   pkeys="idempotency.idempotency_keys idempotency_keys_pkey bench.seed_keys seed_keys_pkey"
-  pkey_defs=()
-  set -- $pkeys
-  while [ $# -gt 0 ]; do
-    pkey_defs+=("$(qv "SELECT pg_get_constraintdef(oid) FROM pg_constraint
-                       WHERE conrelid = '$1'::regclass AND conname = '$2'")")
-    q -c "ALTER TABLE $1 DROP CONSTRAINT $2" || exit 1
-    shift 2
-  done
   t0=$(qv "SELECT now() + interval '2 minutes'")
-  step=1000000
-  for ((lo = 1; lo <= N; lo += step)); do
-    hi=$((lo + step - 1 < N ? lo + step - 1 : N))
-    q -v lo="$lo" -v hi="$hi" -v rows="$N" -v t0="$t0" -v ttl="$ttl_ext" -v ttl_raw="$ttl_raw" \
-      -f "$SCRIPTS/load.sql" >/dev/null || exit 1
-    idem_log "$N keys: loaded $hi"
-  done
-  set -- $pkeys
-  i=0
-  while [ $# -gt 0 ]; do
-    q -c "SET maintenance_work_mem = '2GB'" \
-      -c "ALTER TABLE $1 ADD CONSTRAINT $2 ${pkey_defs[$i]} WITH (fillfactor = 70)" \
-      -c "ALTER INDEX ${1%%.*}.$2 RESET (fillfactor)" || exit 1
-    idem_log "$N keys: built $2"
-    i=$((i + 1))
-    shift 2
-  done
+  load_keys "$pkeys" 70 -v t0="$t0" -v ttl="$ttl_ext" -v ttl_raw="$ttl_raw" -v answers_t0= || exit 1
   q -c "INSERT INTO bench.payments (order_no, amount) SELECT 'P' || i, 100 FROM generate_series(1, $N) i" \
     -c 'VACUUM ANALYZE' -c 'CHECKPOINT' >/dev/null || exit 1
   q -c "SELECT idempotency.schedule_cleanup('* * * * *')" >/dev/null || exit 1
@@ -296,22 +385,37 @@ for N in $SCALE_KEYS; do
   done
   cp "$CLUSTER/server.log" "$WORK/server-$N.log"
 done
+N=$SCALE_OUTLIVE
+if [ -n "$N" ] && room_for " that outlive their answers"; then
+  start_cluster || { cat "$CLUSTER/server.log"; exit 1; }
+  measure_outlive || exit 1
+  cp "$CLUSTER/server.log" "$WORK/server-outlive-$N.log"
+fi
 
 stamp=$(date -u +%Y%m%dT%H%M%SZ)
 mkdir -p "$IDEM_TOP/bench/results"
 REPORT=$IDEM_TOP/bench/results/scale-$stamp.md
 SCALE_COMMAND=$SCALE_COMMAND SCALE_SKIPPED=$SKIPPED SCALE_UPGRADE=$UPGRADE \
-  /usr/bin/python3 "$IDEM_TOP/bench/scale_doc.py" "$RESULTS" "$STATES" "$REPORT" || exit 1
+  /usr/bin/python3 "$IDEM_TOP/bench/scale_doc.py" --outlive "$OUTLIVE" "$RESULTS" "$STATES" "$REPORT" || exit 1
 cp "$RESULTS" "${REPORT%.md}-runs.tsv"
 cp "$STATES" "${REPORT%.md}-states.tsv"
+cp "$OUTLIVE" "${REPORT%.md}-outlive.tsv"
 echo "report: $REPORT"
 # The raw records stay in the tree (bench/scale/runs, a few kB per run), so
 # that the page can be written again, and hold counts run at other times.
 KEPT=$IDEM_TOP/bench/scale/runs
+kept=0
+mkdir -p "$KEPT"
 if [ "$(tail -n +2 "$RESULTS" | wc -l)" -gt 0 ]; then
-  mkdir -p "$KEPT"
   cp "$RESULTS" "$KEPT/$stamp-runs.tsv"
   cp "$STATES" "$KEPT/$stamp-states.tsv"
+  kept=1
+fi
+if [ "$(tail -n +2 "$OUTLIVE" | wc -l)" -gt 0 ]; then
+  cp "$OUTLIVE" "$KEPT/$stamp-outlive.tsv"
+  kept=1
+fi
+if [ "$kept" = 1 ]; then
   SCALE_COMMAND=$SCALE_COMMAND SCALE_SKIPPED=$SKIPPED SCALE_UPGRADE=$UPGRADE \
     SCALE_COMMIT=$(idem_commit) SCALE_SERVER=$(idem_server_version "$BIN") \
     /usr/bin/python3 "$IDEM_TOP/bench/scale_doc.py" --about "$KEPT/$stamp.json" || exit 1
@@ -321,6 +425,7 @@ if [ -z "$write_doc" ]; then
   write_doc=0
   [ -z "$SKIPPED" ] && write_doc=1
   for m in $SCALE_MINUTES; do [ "$m" -ge 30 ] || write_doc=0; done
+  [ "${SCALE_OUTLIVE:-1000000}" -ge 1000000 ] || write_doc=0
 fi
 if [ "$write_doc" = 1 ]; then
   /usr/bin/python3 "$IDEM_TOP/bench/scale_doc.py" --kept "$KEPT" \

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """bench/scale_doc.py: the report of `make bench-scale` (bench/scale.sh).
 
-    scale_doc.py RUNS.tsv STATES.tsv OUT.md [CHART_DIR]
+    scale_doc.py [--outlive OUTLIVE.tsv] RUNS.tsv STATES.tsv OUT.md [CHART_DIR]
     scale_doc.py --kept DIR OUT.md [CHART_DIR]
     scale_doc.py --about OUT.json
 
@@ -11,15 +11,19 @@ ratios to the baselines, WAL per new key, size per live key over the run,
 purge throughput, the targets of doc/performance-at-scale.md and, when
 the cycles of a count rotated wal_compression (SCALE_WAL_COMPRESSION), the
 WAL and TPS figures per setting.  With CHART_DIR it also draws SVG charts
-there (gnuplot) and links them.
+there (gnuplot) and links them.  With the records of SCALE_OUTLIVE
+(OUTLIVE.tsv: "keys phase item value" lines) it adds "Keys that outlive
+their answers": the space of the keys' table with the answers, after the
+purge that drops them and a VACUUM, and after a VACUUM FULL, and what each
+step took.
 The command line, machine, skipped counts and a note on the run come
 from the environment (SCALE_COMMAND, SCALE_SKIPPED, SCALE_NOTE, and
 SCALE_UPGRADE for the update's timing).
 
 With --kept, the records come from the runs kept in DIR (bench/scale/runs:
-STAMP-runs.tsv, STAMP-states.tsv and STAMP.json with what the environment
-gives otherwise, the commit and the server's version): for each key count
-the newest run that has it, so a page can hold counts measured by
+STAMP-runs.tsv, STAMP-states.tsv, STAMP-outlive.tsv and STAMP.json with
+what the environment gives otherwise, the commit and the server's
+version): for each key count the newest run that has it, so a page can hold counts measured by
 different runs, each section saying which.  --about writes such a JSON
 file for the run just made (bench/scale.sh; SCALE_COMMIT and SCALE_SERVER
 give the commit and the server's version).
@@ -32,6 +36,7 @@ import platform
 import statistics
 import subprocess
 import sys
+import textwrap
 import time
 
 NEW = ("execute", "phased")
@@ -175,21 +180,185 @@ def write_about(path):
         json.dump(about, f, indent=1)
 
 
+def newest_runs(directory, kind):
+    """{count: STAMP} of the kept runs' STAMP-KIND.tsv in DIR: for each key
+    count the newest run that has it (STAMP with DIR)."""
+    newest = {}
+    for path in sorted(glob.glob(os.path.join(directory, f"*-{kind}.tsv")), reverse=True):
+        for r in read(path):
+            newest.setdefault(int(r["keys"]), path[:-len(f"-{kind}.tsv")])
+    return newest
+
+
+def records(newest, kind):
+    """The lines of STAMP-KIND.tsv of each count's run in newest."""
+    return [r for n, stamp in sorted(newest.items())
+            for r in read(f"{stamp}-{kind}.tsv") if int(r["keys"]) == n]
+
+
+def abouts_of(newest):
+    """{count: the STAMP.json of its run}"""
+    meta = {}
+    for n, stamp in newest.items():
+        with open(stamp + ".json") as f:
+            meta[n] = json.load(f)
+    return meta
+
+
 def kept_runs(directory):
     """Runs, states and per-count metadata of the newest kept run of each count."""
-    runs, states, meta = [], [], {}
-    for path in sorted(glob.glob(os.path.join(directory, "*-runs.tsv")), reverse=True):
-        stamp = path[:-len("-runs.tsv")]
-        these = read(path)
-        with open(stamp + ".json") as f:
-            about = json.load(f)
-        for n in sorted({int(r["keys"]) for r in these}):
-            if n in meta:
-                continue
-            meta[n] = about
-            runs += [r for r in these if int(r["keys"]) == n]
-            states += [x for x in read(stamp + "-states.tsv") if int(x["keys"]) == n]
-    return runs, states, meta
+    newest = newest_runs(directory, "runs")
+    return records(newest, "runs"), records(newest, "states"), abouts_of(newest)
+
+
+def kept_outlive(directory):
+    """The SCALE_OUTLIVE records and per-count metadata of the newest kept
+    run of each count."""
+    newest = newest_runs(directory, "outlive")
+    return records(newest, "outlive"), abouts_of(newest)
+
+
+def provenance(about):
+    """The line on a run: command, machine and, for a kept run, its date,
+    commit and server."""
+    when = ""
+    if about.get("date"):
+        when = (f" Run of {about['date']}, commit {about.get('commit', '?')}, "
+                f"PostgreSQL {about.get('server', '?')}.")
+    return (f"Command: `{about.get('command') or 'make bench-scale'}`. "
+            f"Machine: {about.get('machine') or machine()}.{when}")
+
+
+def mb(x):
+    return fmt(None if x is None else x / 2**20, 1)
+
+
+def per(x, n):
+    return None if x is None or not n else x / n
+
+
+# The states of the keys' table that SCALE_OUTLIVE measures, in order.
+OUTLIVE_STATES = (("loaded", "with their answers"),
+                  ("purged", "answers dropped, after `VACUUM`"),
+                  ("compact", "after `VACUUM FULL`"))
+OUTLIVE_STEPS = (("purge", "the purge, `CALL idempotency.purge_expired()`"),
+                 ("vacuum", "`VACUUM` after it"),
+                 ("vacuum_full", "`VACUUM FULL`"))
+
+
+def outlive_section(w, recs, meta, shown, runs):
+    """'Keys that outlive their answers' from the SCALE_OUTLIVE records of
+    each count; meta: {count: about}; shown: the abouts said above; runs:
+    the steady states' records, for the WAL of a new key."""
+    counts = sorted({int(r["keys"]) for r in recs})
+    if not counts:
+        return
+    w("")
+    w("## Keys that outlive their answers")
+    w("")
+    w(textwrap.fill(
+        "How much a key takes once `response_ttl` has dropped its answer, and what "
+        "dropping the answers costs. `SCALE_OUTLIVE=N make bench-scale` loads N "
+        "completed keys on a fresh cluster as the steady-state runs load theirs (the "
+        "same keys and answers: the payment row for three in four, a small answer for "
+        "the rest; the primary key built by sorting after the load, here at its "
+        "default fill), with their answers already past `response_expires_at` "
+        "(written by the loader, as `complete(..., response_ttl)` writes it) and the "
+        "keys living on. It measures the keys' table after `VACUUM ANALYZE`, drops "
+        "every answer with `CALL idempotency.purge_expired()` (batches of 10000, what "
+        "the job of `schedule_cleanup` runs; autovacuum on), runs `VACUUM` and "
+        "measures again, then `VACUUM FULL`, which writes the kept keys compactly. "
+        "Bytes per key: the table, its TOAST and every index over the keys; free "
+        "space and row sizes from pgstattuple, the fill of the indexes' leaf pages "
+        "from pgstatindex. WAL: what the whole server wrote during each step "
+        "(autovacuum included).", 78, break_on_hyphens=False))
+    for n in counts:
+        v = {(r["phase"], r["item"]): r["value"] for r in recs if int(r["keys"]) == n}
+
+        def f(phase, item):
+            return num(v.get((phase, item)))
+
+        about = meta[n]
+        w("")
+        w(f"### {human(n)} keys")
+        w("")
+        w(provenance(about))
+        if about not in shown and about.get("note"):
+            w("")
+            w(about["note"])
+        indexes = sorted({item.split(":", 1)[1] for _, item in v if item.startswith("index:")})
+        w("")
+        w("| " + " | ".join(["the keys' table"] + [name for _, name in OUTLIVE_STATES]) + " |")
+        w("| --- |" + " ---: |" * len(OUTLIVE_STATES))
+
+        def row(label, cell):
+            w(f"| {label} | " + " | ".join(cell(state) for state, _ in OUTLIVE_STATES) + " |")
+
+        row("heap (MB)", lambda s: mb(f(s, "heap")))
+        row("of which free (MB)", lambda s: mb(f(s, "free_space")))
+        row("TOAST (MB)", lambda s: mb(f(s, "toast")))
+        for i in indexes:
+            row(f"`{i}` (MB)", lambda s: mb(f(s, "index:" + i)))
+        row("free space and visibility maps (MB)", lambda s: mb(f(s, "maps")))
+        row("**total (MB)**", lambda s: mb(f(s, "total")))
+        row("**bytes per key**", lambda s: fmt(per(f(s, "total"), f(s, "keys")), 0))
+        row("keys", lambda s: fmt(f(s, "keys"), 0))
+        row("answers stored", lambda s: fmt(f(s, "answers"), 0))
+        row("mean answer (bytes)", lambda s: fmt(per(f(s, "answer_bytes"), f(s, "answers")), 0))
+        row("mean row in the heap (bytes)", lambda s: fmt(per(f(s, "tuple_len"), f(s, "keys")), 0))
+        for i in indexes:
+            row(f"leaf pages' fill, `{i}` (%)", lambda s: fmt(f(s, "leaf_density:" + i), 0))
+        dropped = (f("loaded", "answers") or 0) - (f("purged", "answers") or 0)
+        w("")
+        w("| step | seconds | rows per second | WAL (MB) | WAL bytes per row | "
+          "full-page images per row | checkpoints meanwhile | autovacuums of the table meanwhile |")
+        w("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+        for step, name in OUTLIVE_STEPS:
+            rows = dropped if step == "purge" else f("purged" if step == "vacuum" else "compact", "keys")
+            w(f"| {name} | {fmt(f(step, 'seconds'), 1)} | {fmt(per(rows, f(step, 'seconds')), 0)} "
+              f"| {mb(f(step, 'wal_bytes'))} | {fmt(per(f(step, 'wal_bytes'), rows), 0)} "
+              f"| {fmt(per(f(step, 'wal_fpi'), rows), 3)} | {fmt(f(step, 'checkpoints'), 0)} "
+              f"| {fmt(f(step, 'autovacuums'), 0)} |")
+        with_answer = per(f("loaded", "total"), f("loaded", "keys"))
+        kept = per(f("compact", "total"), f("compact", "keys"))
+        purged = per(f("purged", "total"), f("purged", "keys"))
+        wc = v.get(("server", "wal_compression"), "?")
+        new_key = wal_per_key(by_cycle(runs, n, wc), "execute")
+        said = ["The rows of the purge are the answers it dropped, those of the vacuums "
+                f"the keys; `wal_compression` was `{wc}`."]
+        if with_answer and kept and purged:
+            said.append(f"A key with its answer took {fmt(with_answer, 0)} bytes; rewritten "
+                        f"without it, a kept key takes {fmt(kept, 0)} bytes, "
+                        f"{fmt((1 - kept / with_answer) * 100, 0)}% less.")
+            if purged > kept * 1.05:
+                more = ", more than with the answers" if purged > with_answer else ""
+                said.append(
+                    f"Until then, after the purge and a `VACUUM`, the files hold {fmt(purged, 0)} "
+                    f"bytes per key{more}: the purge writes every row again without its answer, "
+                    "with a new entry in each index but the partial one (it changes "
+                    "`response_expires_at`, which is indexed, so the update cannot be HOT), and "
+                    "`VACUUM` leaves the space it frees inside the files, for new keys; "
+                    "`VACUUM FULL` (which locks the table out for its whole run) or `pg_repack` "
+                    "gives it back to the disk.")
+        if dropped:
+            said.append(f"The purge dropped {fmt(per(dropped, f('purge', 'seconds')), 0)} answers "
+                        f"per second and wrote {fmt(per(f('purge', 'wal_bytes'), dropped), 0)} "
+                        "bytes of WAL per answer dropped"
+                        + (f" (a new key wrote {fmt(new_key, 0)} in the steady state of "
+                           f"{human(n)} live keys above, in its cycles with the same "
+                           "`wal_compression`)." if new_key else "."))
+            if f("purge", "checkpoints"):
+                said.append(f"That WAL holds {fmt(per(f('purge', 'wal_fpi'), dropped), 2)} full-page "
+                            "images per answer: the first change to a page after a checkpoint "
+                            "writes the whole page, and a checkpoint came every "
+                            f"{fmt(f('purge', 'seconds') / f('purge', 'checkpoints'), 0)} seconds "
+                            f"(`max_wal_size` {v.get(('server', 'max_wal_size'), '?')}).")
+            if f("purge", "autovacuums") == 0 and f("purge", "seconds") > 60:
+                said.append("No autovacuum ran during the purge, for all its minutes: the "
+                            "server counts the dead rows of a `CALL` for autovacuum only when "
+                            "it returns.")
+        w("")
+        w(textwrap.fill(" ".join(said), 78, break_on_hyphens=False))
 
 
 def machine():
@@ -202,12 +371,19 @@ def main():
     if sys.argv[1] == "--about":
         write_about(sys.argv[2])
         return
-    if sys.argv[1] == "--kept":
-        runs, states, meta = kept_runs(sys.argv[2])
+    args = sys.argv[1:]
+    if args[0] == "--kept":
+        runs, states, meta = kept_runs(args[1])
+        outlive, outlive_meta = kept_outlive(args[1])
     else:
-        runs, states = read(sys.argv[1]), read(sys.argv[2])
+        outlive = []
+        if args[0] == "--outlive":
+            outlive = read(args[1])
+            args = args[2:]
+        runs, states = read(args[0]), read(args[1])
         meta = {int(r["keys"]): the_environment() for r in runs}
-    args = sys.argv[3:]
+        outlive_meta = {int(r["keys"]): the_environment() for r in outlive}
+    args = args[2:]
     out, chart_dir = args[0], args[1] if len(args) > 1 and args[1] else None
     counts = sorted({int(r["keys"]) for r in runs})
     abouts = []
@@ -231,12 +407,7 @@ def main():
     for about in abouts:
         which = ", ".join(human(n) for n in counts if meta[n] == about)
         head = f"{which}: " if len(abouts) > 1 else ""
-        when = ""
-        if about.get("date"):
-            when = (f" Run of {about['date']}, commit {about.get('commit', '?')}, "
-                    f"PostgreSQL {about.get('server', '?')}.")
-        w(f"{head}Command: `{about.get('command') or 'make bench-scale'}`. "
-          f"Machine: {about.get('machine') or machine()}.{when}")
+        w(f"{head}{provenance(about)}")
         for note in ("skipped", "note"):
             if about.get(note):
                 w("")
@@ -405,6 +576,7 @@ def main():
             w("")
             for s in svgs:
                 w(f"![{s}]({s})")
+    outlive_section(w, outlive, outlive_meta, abouts, runs)
     upgrades = [a["upgrade"] for a in abouts if a.get("upgrade")]
     if upgrades:
         keys, seconds = upgrades[0].split()
