@@ -19,7 +19,9 @@
 #                             SCALE_WAL_COMPRESSION): keeps its records in
 #                             bench/scale/runs/ and writes
 #                             doc/performance-at-scale.md from the newest
-#                             run of each count
+#                             run of each count; SCALE_OUTLIVE=10000000
+#                             measures the space of keys that outlive
+#                             their answers instead
 #   make stress               the TAP tests with the stress run at 60 s
 #   make sanitize             regression tests under UBSan and valgrind (test/sanitize.sh)
 #   make memory               backend memory across 1M calls (test/memory.sh)
