@@ -2,8 +2,8 @@
 """bench/dashboard.py: monitoring/grafana-dashboard.json drawn from a real run.
 
     dashboard.py serve DIR DSN [--scrape SECONDS]
-    dashboard.py check DIR
-    dashboard.py draw DIR OUT.svg [--title TEXT]
+    dashboard.py check DIR [--dashboard FILE]
+    dashboard.py draw DIR OUT.svg [--title TEXT] [--dashboard FILE]
 
 serve runs Debian's prometheus-postgres-exporter with
 monitoring/postgres_exporter.yaml against the database of DSN (a libpq
@@ -16,7 +16,7 @@ SIGTERM or SIGINT, when it stops the two by PID and exits.  make bench
 background and stop it by its PID.
 
 check asks that Prometheus for every target of every panel of the
-dashboard over the time since serve started, as Grafana would with the
+dashboard (FILE, default monitoring/grafana-dashboard.json) over the time since serve started, as Grafana would with the
 variables at All: $datname and $scope become their allValue (.*), and
 $__rate_interval max(step + scrape interval, 4 x scrape interval), the
 step being the scrape interval or a 300th of the range.  It fails on
@@ -255,13 +255,13 @@ def panel_check(panel):
         raise Unsupported("no targets")
 
 
-def evaluate(directory):
-    """the dashboard, serve.json's facts and, per timeseries panel, its
-    series [(name, [(t, value)...])]; exits naming the panel on anything
+def evaluate(args):
+    """the dashboard, serve.json's facts and, per panel, its series
+    [(name, [(t, value)...])]; exits naming the panel on anything
     Unsupported"""
-    with open(DASHBOARD, encoding="utf-8") as f:
+    with open(args.dashboard, encoding="utf-8") as f:
         dashboard = json.load(f)
-    info = load_serve(directory)
+    info = load_serve(args.dir)
     end = time.time()
     start = info["start"]
     scrape = info["scrape"]
@@ -273,11 +273,11 @@ def evaluate(directory):
     try:
         values = variables(dashboard, step, scrape)
     except Unsupported as e:
-        fail("%s: %s" % (DASHBOARD, e))
+        fail("%s: %s" % (args.dashboard, e))
     info["rate_interval"] = values["__rate_interval"]
     panels = []
     for panel in dashboard.get("panels", []):
-        where = "%s: panel %r" % (os.path.relpath(DASHBOARD, TOP), panel.get("title"))
+        where = "%s: panel %r" % (args.dashboard, panel.get("title"))
         try:
             panel_check(panel)
             series = []
@@ -297,7 +297,7 @@ def evaluate(directory):
 
 
 def check(args):
-    _, info, panels = evaluate(args.dir)
+    _, info, panels = evaluate(args)
     n = 0
     for panel, series in panels:
         if panel["type"] == "row":
@@ -476,7 +476,7 @@ def draw_panel(c, n, panel, series, info, box):
           if x <= minutes + 1e-9]
     c.out += [
         "set lmargin at screen %.5f" % c.x(left), "set rmargin at screen %.5f" % c.x(right),
-        "set tmargin at screen %.5f" % c.y(by0 + 28), "set bmargin at screen %.5f" % c.y(by1 - 20),
+        "set tmargin at screen %.5f" % c.y(by0 + 34), "set bmargin at screen %.5f" % c.y(by1 - 20),
         "set xrange [0:%.4f]" % minutes, "set yrange [%r:%r]" % (ys[0], ys[-1]),
         "set ytics (%s) nomirror scale 0 textcolor rgb '#6e7781'"
         % ", ".join("%s %r" % (q(t.replace("%", "%%")), v) for t, v in zip(ylabels, ys)),
@@ -509,24 +509,28 @@ def draw_panel(c, n, panel, series, info, box):
 
 
 def draw(args):
-    dashboard, info, panels = evaluate(args.dir)
+    dashboard, info, panels = evaluate(args)
     about = textwrap.wrap(
         "%s drawn by bench/dashboard.py with gnuplot (Grafana is not in Debian) from the answers "
         "of Prometheus %s to the panels' queries; Prometheus scraped postgres_exporter %s "
         "(%s) every %d s. Variables: $datname and $scope All, $__rate_interval %s. "
-        "Time axis: minutes since serve started." % (
-            os.path.relpath(DASHBOARD, TOP), info["prometheus"], info["exporter"],
+        "Time axis: minutes since the scraping started." % (
+            os.path.relpath(os.path.abspath(args.dashboard), TOP), info["prometheus"],
+            info["exporter"],
             os.path.relpath(QUERIES, TOP), info["scrape"], info["rate_interval"]),
-        int((WIDTH - 24) / CHAR))
-    head = 40 + LINE * len(about)
+        int((WIDTH - 24) / (CHAR + 0.2)))
+    # the title's 15 px bold characters are about 10 px wide
+    title = textwrap.wrap(dashboard.get("title", "dashboard")
+                          + (" — " + args.title if args.title else ""), int((WIDTH - 24) / 10.5))
+    head = 20 + 20 * len(title) + LINE * len(about)
     rows = max(p["gridPos"]["y"] + p["gridPos"]["h"] for p, _ in panels)
     height = head + rows * ROW + GAP
     col = WIDTH / 24
     c = Canvas(height)
-    title = dashboard.get("title", "dashboard") + (" — " + args.title if args.title else "")
-    c.label(title, 12, 24, font="sans:Bold,15", color="#24292e")
+    for i, line in enumerate(title):
+        c.label(line, 12, 24 + 20 * i, font="sans:Bold,15", color="#24292e")
     for i, line in enumerate(about):
-        c.label(line, 12, 44 + i * LINE, color="#6e7781")
+        c.label(line, 12, 24 + 20 * len(title) + i * LINE, color="#6e7781")
 
     def box(p):
         g = p["gridPos"]
@@ -574,10 +578,12 @@ def main():
     s.add_argument("--scrape", type=int, default=15)
     s = sub.add_parser("check")
     s.add_argument("dir")
+    s.add_argument("--dashboard", default=DASHBOARD)
     s = sub.add_parser("draw")
     s.add_argument("dir")
     s.add_argument("out")
     s.add_argument("--title")
+    s.add_argument("--dashboard", default=DASHBOARD)
     args = parser.parse_args()
     {"serve": serve, "check": check, "draw": draw}[args.command](args)
 

@@ -149,7 +149,6 @@ q() { qe c "$@"; }
 qv() { q -At -c "$1"; }
 "$BIN/psql" -X -q -h "$CLUSTER" -U postgres -d postgres -c 'CREATE DATABASE bench' || exit 1
 q -c 'CREATE EXTENSION idempotency' -f "$IDEM_TOP/bench/setup.sql" >/dev/null || exit 1
-dashboard_start
 # The portable edition: the plain script (scripts/portable.py build), run
 # with psql -f by a role with CREATE on its database and nothing more, as
 # on a managed service; the pg_tle route installs the same function bodies.
@@ -193,6 +192,8 @@ if edition portable; then
     qe portable -c 'VACUUM ANALYZE' || exit 1
 fi
 q -c 'CHECKPOINT' || exit 1
+# Prometheus and postgres_exporter for doc/dashboard.svg, from here on
+dashboard_start
 
 # has_in EDITION FUNC...: true when every function exists in EDITION's
 # database; has FUNC...: in the C edition's build.

@@ -182,6 +182,15 @@ for i in $(seq 8); do
 done
 python3 "$TOP/bench/dashboard.py" check "$DIR"
 python3 "$TOP/bench/dashboard.py" draw "$DIR" "$DIR/dashboard.svg" --title "test/integration/monitoring.sh"
+# a dashboard that asks for a metric the exporter does not produce fails
+sed 's/idempotency_keys_count/idempotency_keys_counted/' "$TOP/monitoring/grafana-dashboard.json" \
+  >"$DIR/drifted.json"
+if python3 "$TOP/bench/dashboard.py" check "$DIR" --dashboard "$DIR/drifted.json" >"$DIR/drifted.log" 2>&1 ||
+   ! grep -q 'idempotency_keys_counted.*matches no series\|matches no series.*idempotency_keys_counted' "$DIR/drifted.log"; then
+  cat "$DIR/drifted.log"
+  echo "FAIL: dashboard.py check did not refuse a metric the exporter does not produce"
+  exit 1
+fi
 python3 - "$TOP/monitoring/grafana-dashboard.json" "$DIR/dashboard.svg" <<'PY'
 import json, sys
 from xml.sax.saxutils import escape
