@@ -429,11 +429,11 @@ def draw_panel(c, n, panel, series, info, box):
             if i is not None:
                 col[i] = v
         columns.append(col)
-    if stacked:     # Grafana stacks the series in legend order, a gap as 0
+    if stacked:     # in legend order; a gap stays one, and adds 0 to those above
         tops, below = [], [0.0] * len(times)
         for col in columns:
             below = [b + (0.0 if math.isnan(v) else v) for b, v in zip(below, col)]
-            tops.append(below)
+            tops.append([math.nan if math.isnan(v) else b for b, v in zip(below, col)])
         drawn = tops
     else:
         drawn = columns
