@@ -1,13 +1,15 @@
-# bench/doc.sh: sourced by bench/run.sh after a run, not run by itself.
-# Writes doc/performance.md and its SVG charts (doc/bench-*.svg, with
-# gnuplot) from the results of the run that just finished, so that the
-# page never holds a figure that no run produced.  Uses run.sh's variables
-# (RESULTS, TARGETS, NOTES, WORK, BIN, BENCH_*) and functions (colmed,
-# table, qv).  The page is written when every group ran, or when BENCH_DOC=1
-# asks for it after a partial run; BENCH_DOC=0 never writes it, nor does a
-# run in a chroot (make bench PG=17 or 18): the page is the host's run's,
-# with a section "PostgreSQL 18" holding the targets of the newest
-# bench/results/*-pg18.md that make bench PG=18 left, if any.
+# bench/doc.sh: sourced by bench/run.sh, not run by itself.  After a run,
+# write_doc writes doc/performance.md and its SVG charts (doc/bench-*.svg,
+# with gnuplot) from the results of the run that just finished, so that the
+# page never holds a figure that no run produced, and doc/dashboard.svg,
+# monitoring/grafana-dashboard.json drawn from what Prometheus scraped
+# during the run (dashboard_start, bench/dashboard.py).  Uses run.sh's
+# variables (RESULTS, TARGETS, NOTES, WORK, BIN, CLUSTER, BENCH_*) and
+# functions (colmed, table, qv).  The page is written when every group ran,
+# or when BENCH_DOC=1 asks for it after a partial run; BENCH_DOC=0 never
+# writes it, nor does a run in a chroot (make bench PG=17 or 18): the page
+# is the host's run's, with a section "PostgreSQL 18" holding the targets
+# of the newest bench/results/*-pg18.md that make bench PG=18 left, if any.
 
 DOC_DIR=$IDEM_TOP/doc
 
@@ -114,17 +116,45 @@ editions_doc() {
   echo "editions."
 }
 
-write_doc() {
-  local all=1 g page tmp cpu mem os groups_ran charts="" chart_file title
+# doc_wanted: true when this run writes the pages (every group ran, or
+# BENCH_DOC=1; never with BENCH_DOC=0 nor in a chroot); says why not.
+doc_wanted() {
+  local g all=1
   if [ -n "${BENCH_CHROOT:-}" ]; then
-    idem_log "doc/performance.md left alone (a run in the $BENCH_CHROOT chroot; the host's run writes it)"
-    return 0
+    idem_log "doc/performance.md and doc/dashboard.svg left alone (a run in the $BENCH_CHROOT chroot; the host's run writes them)"
+    return 1
   fi
   for g in $ALL_GROUPS; do [[ " $BENCH_GROUPS " == *" $g "* ]] || all=0; done
   if [ "${BENCH_DOC:-}" = 0 ] || { [ "$all" = 0 ] && [ "${BENCH_DOC:-}" != 1 ]; }; then
-    idem_log "doc/performance.md left alone (not every group ran; BENCH_DOC=1 writes it anyway)"
-    return 0
+    idem_log "doc/performance.md and doc/dashboard.svg left alone (not every group ran; BENCH_DOC=1 writes them anyway)"
+    return 1
   fi
+}
+
+# doc_commit: the commit the run measured, and whether src, sql or bench
+# differed from it.
+doc_commit() {
+  echo "$(idem_commit)$([ -z "$(git -C "$IDEM_TOP" status --porcelain -- src sql bench 2>/dev/null)" ] ||
+    echo ', with uncommitted changes to src, sql or bench')"
+}
+
+# dashboard_start: when the run writes the pages, bench/dashboard.py serve
+# in the background from now on: postgres_exporter with
+# monitoring/postgres_exporter.yaml on database bench (the C edition's),
+# scraped by Prometheus every BENCH_SCRAPE seconds (default 15), both on
+# 127.0.0.1; run.sh's cleanup stops it by DASHBOARD_PID.
+dashboard_start() {
+  doc_wanted 2>/dev/null || return 0
+  DASHBOARD_DIR=$WORK/dashboard
+  /usr/bin/python3 "$IDEM_TOP/bench/dashboard.py" serve "$DASHBOARD_DIR" \
+    "host=$CLUSTER port=5432 user=postgres dbname=bench sslmode=disable" \
+    --scrape "${BENCH_SCRAPE:-15}" 2>>"$WORK/errors.log" &
+  DASHBOARD_PID=$!
+}
+
+write_doc() {
+  local g page tmp cpu mem os groups_ran charts="" chart_file title
+  doc_wanted || return 0
   command -v gnuplot >/dev/null || { echo "gnuplot missing: doc/performance.md not written" >&2; return 1; }
   mkdir -p "$DOC_DIR"
   rm -f "$DOC_DIR"/bench-*.svg
@@ -166,7 +196,7 @@ write_doc() {
     echo "| settings | \`BENCH_SECONDS=$BENCH_SECONDS BENCH_ROUNDS=$BENCH_ROUNDS BENCH_CLIENTS=\"$BENCH_CLIENTS\" BENCH_ROWS=$BENCH_ROWS BENCH_MEMORY_CALLS=$BENCH_MEMORY_CALLS\` |"
     echo "| workload groups | $groups_ran |"
     echo "| date | $(date -u '+%Y-%m-%d %H:%M UTC'), $(( $(date +%s) - START )) s |"
-    echo "| commit | $(idem_commit)$([ -z "$(git -C "$IDEM_TOP" status --porcelain -- src sql bench 2>/dev/null)" ] || echo ', with uncommitted changes to src, sql or bench') |"
+    echo "| commit | $(doc_commit) |"
     echo "| CPU | ${cpu:-?}, $(nproc) cores |"
     echo "| memory | $mem |"
     echo "| system | $os |"
@@ -211,6 +241,14 @@ write_doc() {
     echo "that role (rows \`portable_<workload>\`). The WAL, memory, purge and"
     echo "relay wake-up checks measure the C edition only."
     echo
+    echo "All the while Prometheus scrapes postgres_exporter with"
+    echo "\`monitoring/postgres_exporter.yaml\` in the C edition's database every"
+    echo "${BENCH_SCRAPE:-15} s, as a monitored server would be, for the picture of the"
+    echo "Grafana dashboard in doc/operations.md (\`doc/dashboard.svg\`, drawn by"
+    echo "\`bench/dashboard.py\`): the outcome counts (shared memory) at every"
+    echo "scrape, and once a minute \`idempotency.stats\` and"
+    echo "\`idempotency.stalled_keys\`, which read the keys' table."
+    echo
     echo '```sh'
     echo 'make bench                          # the full run, about 20 minutes'
     echo 'BENCH_SECONDS=1 make bench          # the quick run, under 5 minutes'
@@ -226,8 +264,9 @@ write_doc() {
     echo "| \`BENCH_MEMORY_CALLS\` | 100000 (10000) | calls per function in the memory check |"
     echo "| \`BENCH_GROUPS\` | all | \`$ALL_GROUPS\` |"
     echo "| \`BENCH_EDITIONS\` | \`c portable\` | the editions measured beside the baselines |"
-    echo "| \`BENCH_DOC\` | write after a full run | \`1\`: write this page after a partial run too; \`0\`: never |"
+    echo "| \`BENCH_DOC\` | write after a full run | \`1\`: write this page and doc/dashboard.svg after a partial run too; \`0\`: never |"
     echo "| \`BENCH_KEEP\` | unset | \`1\` keeps the work directory (cluster, logs) |"
+    echo "| \`BENCH_SCRAPE\` | 15 | seconds between Prometheus' scrapes for doc/dashboard.svg |"
     echo
     editions_doc
     echo
@@ -256,4 +295,7 @@ write_doc() {
     fi
   } >"$tmp" && mv "$tmp" "$page"
   idem_log "wrote $page and$(for g in $charts; do printf ' bench-%s.svg' "$g"; done)"
+  /usr/bin/python3 "$IDEM_TOP/bench/dashboard.py" draw "${DASHBOARD_DIR:-}" "$DOC_DIR/dashboard.svg" \
+    --title "$BENCH_COMMAND, $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(doc_commit)" ||
+    { echo "doc/dashboard.svg not written" >&2; return 1; }
 }

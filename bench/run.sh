@@ -18,7 +18,10 @@
 # (doc/performance.md, "Targets"), and writes the report to
 # bench/results/<UTC timestamp>.md.  After a run of every group it also
 # writes doc/performance.md and its SVG charts doc/bench-*.svg (gnuplot),
-# see bench/doc.sh: that page is never edited by hand.
+# see bench/doc.sh: that page is never edited by hand.  Those runs also
+# draw doc/dashboard.svg, monitoring/grafana-dashboard.json from what
+# Prometheus scraped of postgres_exporter (monitoring/postgres_exporter.yaml)
+# in database bench all the while (bench/dashboard.py).
 #
 # Knobs (environment):
 #   BENCH_SECONDS       seconds per pgbench run (default 2, about 20 minutes
@@ -38,8 +41,10 @@
 #   NOTIFY_RATE         events per second of the steady load under which the
 #                       relay wake-up is measured (default 500)
 #   BENCH_KEEP=1        keep the work directory (cluster, logs)
-#   BENCH_DOC=1         write doc/performance.md after a partial run too
-#                       (BENCH_DOC=0: never write it)
+#   BENCH_DOC=1         write doc/performance.md and doc/dashboard.svg after
+#                       a partial run too (BENCH_DOC=0: never write them)
+#   BENCH_SCRAPE        seconds between Prometheus' scrapes for
+#                       doc/dashboard.svg (default 15)
 # Workloads whose functions the build lacks are reported as skipped.
 #
 # PG_MAJOR (make bench PG=17, PG=18) picks the PostgreSQL major; one that is
@@ -52,15 +57,16 @@ IDEM_TOP=$(cd "$(dirname "$0")/.." && pwd)
 . "$IDEM_TOP/scripts/lib.sh"
 . "$IDEM_TOP/scripts/chroot.sh"
 . "$IDEM_TOP/bench/lib.sh"
+. "$IDEM_TOP/bench/doc.sh"
 idem_runs_natively "$PG_MAJOR" || exec bash "$IDEM_TOP/bench/chroot.sh" "$PG_MAJOR"
 # In a chroot of scripts/chroot.sh (bench/chroot.sh brought us here) the
-# run is not the host's: doc/performance.md is left alone, so gnuplot is
-# not needed either.
+# run is not the host's: doc/performance.md is left alone, so gnuplot,
+# Prometheus and postgres_exporter are not needed either.
 BENCH_CHROOT=$(cat /etc/idempotency-chroot 2>/dev/null)
 
 # The command as it was given, for doc/performance.md.
 BENCH_COMMAND="make bench"
-for v in BENCH_EDITIONS BENCH_GROUPS BENCH_MEMORY_CALLS BENCH_ROWS BENCH_CLIENTS BENCH_ROUNDS BENCH_SECONDS NOTIFY_RATE; do
+for v in BENCH_SCRAPE BENCH_EDITIONS BENCH_GROUPS BENCH_MEMORY_CALLS BENCH_ROWS BENCH_CLIENTS BENCH_ROUNDS BENCH_SECONDS NOTIFY_RATE; do
   [ -n "${!v:-}" ] && BENCH_COMMAND="$v=$(printf '%q' "${!v}") $BENCH_COMMAND"
 done
 BENCH_LOAD=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -88,7 +94,7 @@ SCRIPTS=$IDEM_TOP/bench/pgbench
 REQ='{"amount": 100, "currency": "EUR"}'
 
 idem_ensure_packages $IDEM_PACKAGES redis-server libhiredis-dev python3-psycopg2 \
-  $([ -n "$BENCH_CHROOT" ] || echo gnuplot-nox) || exit 1
+  $([ -n "$BENCH_CHROOT" ] || echo gnuplot-nox prometheus prometheus-postgres-exporter) || exit 1
 idem_build || { echo "build failed" >&2; exit 1; }
 
 WORK=$(mktemp -d /tmp/idempotency-bench.XXXXXX)
@@ -100,10 +106,12 @@ NOTES=$WORK/notes.md
 : >"$RESULTS"
 : >"$NOTES"
 REDIS_PIDS=()
+DASHBOARD_PID=
 
 cleanup() {
   local pid
   for pid in "${REDIS_PIDS[@]}"; do kill "$pid" 2>/dev/null; done
+  [ -z "$DASHBOARD_PID" ] || { kill "$DASHBOARD_PID" && wait "$DASHBOARD_PID"; } 2>/dev/null
   idem_stop_cluster "$BIN" "$CLUSTER"
   if [ -n "${BENCH_KEEP:-}" ]; then echo "work directory kept: $WORK" >&2; else rm -rf "$WORK"; fi
 }
@@ -184,6 +192,8 @@ if edition portable; then
     qe portable -c 'VACUUM ANALYZE' || exit 1
 fi
 q -c 'CHECKPOINT' || exit 1
+# Prometheus and postgres_exporter for doc/dashboard.svg, from here on
+dashboard_start
 
 # has_in EDITION FUNC...: true when every function exists in EDITION's
 # database; has FUNC...: in the C edition's build.
@@ -766,5 +776,4 @@ REPORT=$IDEM_TOP/bench/results/$(date -u +%Y%m%dT%H%M%SZ).md
 cat "$REPORT"
 echo
 echo "report written to $REPORT"
-. "$IDEM_TOP/bench/doc.sh"
 write_doc

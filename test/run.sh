@@ -34,8 +34,10 @@ idem_runs_natively "$PG_MAJOR" || exec bash "$IDEM_TOP/test/matrix.sh" "$PG_MAJO
 # What the test groups need beyond building and running.
 TEST_PACKAGES="redis-server libhiredis-dev python3-psycopg2 python3-flask
   postgresql-$PG_MAJOR-plproxy nodejs npm flex bison libkrb5-dev"
-# the Patroni failover test runs on the host's major only (see the test)
-[ -f /etc/idempotency-chroot ] || TEST_PACKAGES="$TEST_PACKAGES patroni etcd-server etcd-client"
+# the Patroni failover test runs on the host's major only (see the test),
+# and so does test/integration/monitoring.sh's with Prometheus
+[ -f /etc/idempotency-chroot ] || TEST_PACKAGES="$TEST_PACKAGES patroni etcd-server etcd-client
+  prometheus prometheus-postgres-exporter gnuplot-nox"
 TEST_GROUPS=${TEST_GROUPS:-regress isolation pgtap tap integration portable}
 # the portable edition's install routes, both on every major (doc/testing.md)
 PORTABLE_MODES=${PORTABLE_MODES:-plain tle}

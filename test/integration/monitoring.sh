@@ -8,7 +8,12 @@
 # header and doc/operations.md ("Metrics") name, returning exactly the
 # columns its metrics list, after a call of every outcome.
 # monitoring/grafana-dashboard.json is valid JSON whose expressions use
-# only metrics the queries file defines.
+# only metrics the queries file defines.  Then, on the host (not in the
+# chroot of another major), the real thing: Debian's postgres_exporter
+# runs the queries file as that role, Prometheus scrapes it every second
+# while calls are made (bench/dashboard.py serve), and every expression of
+# every panel of the dashboard must evaluate to series and draw
+# (bench/dashboard.py check and draw, as make bench draws doc/dashboard.svg).
 #
 # In make test (test/run.sh, integration group) PGHOST, PGPORT and PGUSER
 # point at the throwaway cluster, which preloads the library (the outcome
@@ -30,8 +35,13 @@ if ! python3 -c 'import yaml' 2>/dev/null; then
 fi
 
 q -d postgres -c "DROP DATABASE IF EXISTS $DB" -c "DROP ROLE IF EXISTS $ROLE" \
-  -c "CREATE DATABASE $DB" -c "CREATE ROLE $ROLE"
-trap 'q -d postgres -c "DROP DATABASE IF EXISTS $DB" -c "DROP ROLE IF EXISTS $ROLE" || true' EXIT
+  -c "CREATE DATABASE $DB" -c "CREATE ROLE $ROLE LOGIN"
+SERVE=
+cleanup() {
+  [ -z "$SERVE" ] || { kill "$SERVE" && wait "$SERVE"; } 2>/dev/null || true
+  q -d postgres -c "DROP DATABASE IF EXISTS $DB" -c "DROP ROLE IF EXISTS $ROLE" || true
+}
+trap cleanup EXIT
 q -d "$DB" >/dev/null <<SQL
 CREATE EXTENSION idempotency;
 GRANT USAGE ON SCHEMA idempotency TO $ROLE;
@@ -144,4 +154,50 @@ if errors:
     print("FAIL:\n" + "\n".join(errors))
     sys.exit(1)
 print("ok: every query runs as the exporter's role")
+PY
+
+if [ -f /etc/idempotency-chroot ]; then
+  echo "dashboard: skipped inside the $(cat /etc/idempotency-chroot) chroot; the host's run checks it"
+  exit 0
+fi
+for c in prometheus prometheus-postgres-exporter gnuplot; do
+  command -v $c >/dev/null || { echo "FAIL: $c is not installed (test/run.sh installs it)"; exit 1; }
+done
+DIR=$(mktemp -d "${IDEM_TEST_WORK:-/tmp}/monitoring.XXXXXX")
+python3 "$TOP/bench/dashboard.py" serve "$DIR" \
+  "host=$PGHOST port=$PGPORT user=$ROLE dbname=$DB sslmode=disable" --scrape 1 &
+SERVE=$!
+for _ in $(seq 120); do
+  [ -s "$DIR/serve.json" ] && break
+  kill -0 "$SERVE" 2>/dev/null || { echo "FAIL: dashboard.py serve exited"; exit 1; }
+  sleep 0.5
+done
+[ -s "$DIR/serve.json" ] || { echo "FAIL: dashboard.py serve did not start"; exit 1; }
+# calls while it scrapes, so that the rates are not all zero: a replay and
+# a new key every second
+for i in $(seq 8); do
+  q -d "$DB" -c "SELECT idempotency.claim('k1', '{\"n\": 1}', 'shop')" \
+    -c "SELECT idempotency.claim('n$i', scope => 'shop')" >/dev/null
+  sleep 1
+done
+python3 "$TOP/bench/dashboard.py" check "$DIR"
+python3 "$TOP/bench/dashboard.py" draw "$DIR" "$DIR/dashboard.svg" --title "test/integration/monitoring.sh"
+# a dashboard that asks for a metric the exporter does not produce fails
+sed 's/idempotency_keys_count/idempotency_keys_counted/' "$TOP/monitoring/grafana-dashboard.json" \
+  >"$DIR/drifted.json"
+if python3 "$TOP/bench/dashboard.py" check "$DIR" --dashboard "$DIR/drifted.json" >"$DIR/drifted.log" 2>&1 ||
+   ! grep -q 'idempotency_keys_counted.*matches no series\|matches no series.*idempotency_keys_counted' "$DIR/drifted.log"; then
+  cat "$DIR/drifted.log"
+  echo "FAIL: dashboard.py check did not refuse a metric the exporter does not produce"
+  exit 1
+fi
+python3 - "$TOP/monitoring/grafana-dashboard.json" "$DIR/dashboard.svg" <<'PY'
+import json, sys
+from xml.sax.saxutils import escape
+svg = open(sys.argv[2], encoding="utf-8").read()
+missing = [p["title"] for p in json.load(open(sys.argv[1], encoding="utf-8"))["panels"]
+           if ">%s<" % escape(p["title"]) not in svg]
+if missing:
+    sys.exit("FAIL: the picture lacks the panels %s" % missing)
+print("ok: every panel of the dashboard evaluates and is drawn")
 PY
