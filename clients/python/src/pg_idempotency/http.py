@@ -116,16 +116,16 @@ class Policy:
     idempotency.default_ttl); response_ttl (extension 1.6): how long the
     answer is replayed within that, then 410 (None: the extension's
     idempotency.default_response_ttl; unset, as long as the key; passed
-    only when set); lease: the holder's lease; wait (extension 1.6): how
-    long a duplicate of a request in flight waits for its holder to finish
-    and then gets its answer, instead of 409 at once (None: no wait; needs
-    the library in shared_preload_libraries; the waiting request holds its
-    connection); key_expires_header, replay_expires_header: the names of
-    the expiry headers (None leaves one out; with both None nothing is
-    read); one_transaction:
+    only when set); lease: the holder's lease; one_transaction:
     the handler's queries (on the connection it is given) commit in the
     transaction that stores the answer, and a 5xx rolls them back with the
-    claim; stored_headers: the response headers kept for replays.
+    claim; stored_headers: the response headers kept for replays; wait
+    (extension 1.6): how long a duplicate of a request in flight waits for
+    its holder to finish and then gets its answer, instead of 409 at once
+    (None: no wait; passed only when set; needs the library in
+    shared_preload_libraries; the waiting request holds its connection);
+    key_expires_header, replay_expires_header: the names of the expiry
+    headers (None leaves one out; with both None nothing is read).
     """
     header: str = "Idempotency-Key"
     methods: Sequence[str] = ("POST", "PATCH")
@@ -135,11 +135,11 @@ class Policy:
     ttl: q.Interval = None
     response_ttl: q.Interval = None
     lease: q.Interval = None
+    one_transaction: bool = False
+    stored_headers: Sequence[str] = field(default_factory=lambda: ("content-type", "location"))
     wait: q.Interval = None
     key_expires_header: Optional[str] = "Idempotency-Key-Expires"
     replay_expires_header: Optional[str] = "Idempotency-Replay-Expires"
-    one_transaction: bool = False
-    stored_headers: Sequence[str] = field(default_factory=lambda: ("content-type", "location"))
 
 
 def problem(status: int, title: str, detail: str, headers: Optional[Headers] = None) -> Answer:
