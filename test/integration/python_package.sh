@@ -6,7 +6,9 @@
 # (python3 -m build --no-isolation) is installed into a fresh virtual
 # environment (--system-site-packages: psycopg and the frameworks come from
 # apt, there is no PyPI) and a FastAPI app imports it from there and serves
-# real HTTP on 127.0.0.1 under uvicorn: a request, then its replay.  mypy
+# real HTTP on 127.0.0.1 under uvicorn: a request, then its replay, both
+# with Idempotency-Key-Expires a day ahead; a duplicate sent while the
+# first runs waits for it (wait) and gets its answer.  mypy
 # --strict checks the package's types and that its signatures reach users.
 # Debian's python3 is used whatever else is first on PATH.
 set -euo pipefail
@@ -56,6 +58,8 @@ assert pg_idempotency.__file__.startswith(sys.argv[1]), pg_idempotency.__file__
 print("pg_idempotency", pg_idempotency.__version__, "from", pg_idempotency.__file__)
 PY
 cat > app.py <<'PY'
+import asyncio
+
 from fastapi import FastAPI, Request
 from psycopg_pool import AsyncConnectionPool
 
@@ -65,7 +69,7 @@ pool = AsyncConnectionPool("", open=False)
 app = FastAPI()
 app.add_event_handler("startup", pool.open)
 app.add_event_handler("shutdown", pool.close)
-app.add_middleware(IdempotencyMiddleware, pool=pool, ttl="1 day")
+app.add_middleware(IdempotencyMiddleware, pool=pool, ttl="1 day", wait="10 seconds")
 runs = 0
 
 
@@ -74,6 +78,14 @@ async def pay(request: Request):
     global runs
     runs += 1
     return {"amount": (await request.json())["amount"], "run": runs}
+
+
+@app.post("/slow", status_code=201)
+async def slow(request: Request):
+    global runs
+    await asyncio.sleep(1)
+    runs += 1
+    return {"run": runs}
 PY
 port=$($PY -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 "$tmp/venv/bin/python" -m uvicorn app:app --host 127.0.0.1 --port "$port" --log-level warning \
@@ -82,12 +94,13 @@ server=$!
 
 idem_log "python_package: HTTP on 127.0.0.1:$port"
 "$tmp/venv/bin/python" - "$port" <<'PY' || { cat "$tmp/uvicorn.log"; exit 1; }
-import json, sys, time, urllib.error, urllib.request
+import json, sys, threading, time, urllib.error, urllib.request
+from datetime import datetime, timedelta, timezone
 
-url = "http://127.0.0.1:%s/payments" % sys.argv[1]
+base = "http://127.0.0.1:%s" % sys.argv[1]
 
 
-def post(body, key=None):
+def post(body, key=None, url=base + "/payments"):
     headers = {"Content-Type": "application/json"}
     if key:
         headers["Idempotency-Key"] = key
@@ -113,7 +126,26 @@ other = post({"amount": 6}, "wheel-1")
 assert first[0] == 201 and first[1].get("Idempotent-Replayed") is None, first
 assert again[0] == 201 and again[1]["Idempotent-Replayed"] == "true" and again[2] == first[2], again
 assert other[0] == 422, other
-print("installed wheel over HTTP: 400, 201, replay 201 (run %d once), 422" % first[2]["run"])
+expires = first[1]["Idempotency-Key-Expires"]
+ahead = datetime.strptime(expires, "%a, %d %b %Y %H:%M:%S GMT").replace(tzinfo=timezone.utc) - datetime.now(timezone.utc)
+assert abs(ahead - timedelta(days=1)) < timedelta(seconds=10), expires
+assert again[1]["Idempotency-Key-Expires"] == expires and again[1].get("Idempotency-Replay-Expires") is None, again
+print("installed wheel over HTTP: 400, 201, replay 201 (run %d once), 422; keys kept until %s" % (first[2]["run"], expires))
+
+# a duplicate sent while the first runs (a second) waits for it
+replies = {}
+def send(name):
+    replies[name] = post({}, "wheel-slow", base + "/slow")
+threads = [threading.Thread(target=send, args=("first",)), threading.Thread(target=send, args=("second",))]
+threads[0].start()
+time.sleep(0.3)
+threads[1].start()
+for t in threads:
+    t.join()
+first, second = replies["first"], replies["second"]
+assert first[0] == 201 and first[1].get("Idempotent-Replayed") is None, first
+assert second[0] == 201 and second[1]["Idempotent-Replayed"] == "true" and second[2] == first[2], second
+print("installed wheel over HTTP: the duplicate of a request in flight waited and got its answer (run %d)" % first[2]["run"])
 PY
 kill "$server"
 wait "$server" 2>/dev/null || true

@@ -57,6 +57,14 @@ export interface KeyRow {
   responseExpiresAt: Date | null;
 }
 
+/** keyExpiry(): the times HTTP answers advertise, whole seconds. */
+export interface KeyExpiry {
+  /** The key's expires_at: after it a retry runs as a new request. */
+  expiresAt: Date;
+  /** Extension 1.6: when a retry starts to get gone; null when the answer is kept as long as the key, or is gone. */
+  responseExpiresAt: Date | null;
+}
+
 export interface OutboxEvent {
   id: string;
   aggregateType: string;
@@ -95,15 +103,20 @@ export function interval(value: Interval | null | undefined): string | null {
 const json = (v: unknown): string | null => (v === undefined ? null : JSON.stringify(v));
 
 /**
- * The argument response_ttl (extension 1.6) of a call whose other
- * arguments are params: ", response_ttl => $n::interval" with its value
- * appended to params when it is given; '' otherwise, so that the call
- * works with a database before 1.6 too.
+ * The named interval arguments of extension 1.6 (response_ttl, wait) of
+ * a call whose other arguments are params: ", name => $n::interval" for
+ * each one given, its value appended to params; nothing for the others,
+ * so that a call without them works with a database before 1.6 too. The
+ * names are this file's constants, never input.
  */
-function responseTtlArg(params: unknown[], responseTtl: Interval | null | undefined): string {
-  if (responseTtl === null || responseTtl === undefined) return '';
-  params.push(interval(responseTtl));
-  return `, response_ttl => $${params.length}::interval`;
+function namedIntervals(params: unknown[], named: Record<string, Interval | null | undefined>): string {
+  let sql = '';
+  for (const [name, value] of Object.entries(named)) {
+    if (value === null || value === undefined) continue;
+    params.push(interval(value));
+    sql += `, ${name} => $${params.length}::interval`;
+  }
+  return sql;
 }
 
 /** true when row's stored answer has gone (extension 1.6: its responseExpiresAt has come). */
@@ -139,6 +152,22 @@ export function compareVersions(a: string, b: string): number {
 const CLAIM_COLUMNS = `outcome, fence::text AS fence, status::text AS status, response_code,
   response_body, recovery_point, attempts,
   (extract(epoch FROM retry_after) * 1000)::float8 AS retry_after_ms`;
+
+/**
+ * keyExpiry()'s statement: lookup()'s expires_at and response_expires_at,
+ * rounded up to the second. The row is read through to_jsonb, with the
+ * body left out first (jsonb_populate_record), so that the statement
+ * works before 1.6, where the row has no response_expires_at, without
+ * serialising an answer of up to idempotency.max_response_bytes.
+ */
+const KEY_EXPIRY = `SELECT to_timestamp(ceil(extract(epoch FROM k.expires_at))) AS expires_at,
+       CASE WHEN k.answer_goes > clock_timestamp()
+            THEN to_timestamp(ceil(extract(epoch FROM k.answer_goes))) END AS response_expires_at
+  FROM (SELECT l.expires_at,
+               (to_jsonb(jsonb_populate_record(l, '{"response_body": null}'))
+                  ->> 'response_expires_at')::timestamptz AS answer_goes
+          FROM idempotency.lookup($1, $2) AS l
+         WHERE l.idempotency_key IS NOT NULL) AS k`;
 
 /** A row with its snake_case columns as camelCase fields (the queries name exactly T's fields). */
 function camel<T>(r: Record<string, unknown>): T {
@@ -211,9 +240,17 @@ export class IdempotencyClient {
 
   /* ---- request keys ---- */
 
-  async claim(key: string, opts: { request?: unknown; scope?: string; ttl?: Interval | null; lease?: Interval | null } = {}): Promise<ClaimResult> {
-    return this.claimed('claim($1, $2::jsonb, $3, $4::interval, $5::interval)',
-      [key, json(opts.request), opts.scope ?? '', interval(opts.ttl), interval(opts.lease)]);
+  /**
+   * wait (extension 1.6): when a holder is working on the key, wait up to
+   * this long for it to finish, then answer as a claim made after it
+   * (replay, gone, resumed or claimed; in_progress only when the wait ran
+   * out). It needs the library in shared_preload_libraries (else 55000)
+   * and READ COMMITTED (else 0A000); doc/reference.md, "Waiting for the
+   * holder". Sent, by name, only when given.
+   */
+  async claim(key: string, opts: { request?: unknown; scope?: string; ttl?: Interval | null; lease?: Interval | null; wait?: Interval | null } = {}): Promise<ClaimResult> {
+    const params = [key, json(opts.request), opts.scope ?? '', interval(opts.ttl), interval(opts.lease)];
+    return this.claimed(`claim($1, $2::jsonb, $3, $4::interval, $5::interval${namedIntervals(params, { wait: opts.wait })})`, params);
   }
 
   /**
@@ -225,7 +262,7 @@ export class IdempotencyClient {
     opts: { responseCode?: number; scope?: string; ttl?: Interval | null; responseTtl?: Interval | null } = {}): Promise<void> {
     const params = [key, fence, json(responseBody) ?? 'null', opts.responseCode ?? 200, opts.scope ?? '', interval(opts.ttl)];
     await this.db.query(
-      `SELECT idempotency.complete($1, $2::bigint, $3::jsonb, $4, $5, $6::interval${responseTtlArg(params, opts.responseTtl)})`,
+      `SELECT idempotency.complete($1, $2::bigint, $3::jsonb, $4, $5, $6::interval${namedIntervals(params, { response_ttl: opts.responseTtl })})`,
       params);
   }
 
@@ -234,7 +271,7 @@ export class IdempotencyClient {
     opts: { error?: unknown; responseCode?: number; retryable?: boolean; scope?: string; ttl?: Interval | null; responseTtl?: Interval | null } = {}): Promise<void> {
     const params = [key, fence, json(opts.error), opts.responseCode ?? 500, opts.retryable ?? true, opts.scope ?? '', interval(opts.ttl)];
     await this.db.query(
-      `SELECT idempotency.fail($1, $2::bigint, $3::jsonb, $4, $5, $6, $7::interval${responseTtlArg(params, opts.responseTtl)})`,
+      `SELECT idempotency.fail($1, $2::bigint, $3::jsonb, $4, $5, $6, $7::interval${namedIntervals(params, { response_ttl: opts.responseTtl })})`,
       params);
   }
 
@@ -260,13 +297,28 @@ export class IdempotencyClient {
   }
 
   /**
+   * When the key is forgotten and when its stored answer goes, for HTTP
+   * headers, or null when the key is absent or expired. Both times are
+   * rounded up to the whole second (an HTTP date has no fraction), so
+   * that each is in force from the second it names: expiresAt, the key's
+   * expires_at (after it a retry runs as a new request);
+   * responseExpiresAt, its response_expires_at while that is still to
+   * come (after it a retry gets gone), else null: the answer lives as long
+   * as the key, is gone already, or the database is older than 1.6.
+   */
+  async keyExpiry(key: string, opts: { scope?: string } = {}): Promise<KeyExpiry | null> {
+    const { rows } = await this.db.query(KEY_EXPIRY, [key, opts.scope ?? '']);
+    return rows.length ? { expiresAt: rows[0].expires_at, responseExpiresAt: rows[0].response_expires_at } : null;
+  }
+
+  /**
    * execute(): one statement ($1..$n bound as text) run once per key;
-   * responseTtl as for complete().
+   * responseTtl as for complete(), wait as for claim().
    */
   async execute(key: string, request: unknown, statement: string, params: Array<string | number | null> = [],
-    opts: { scope?: string; ttl?: Interval | null; responseTtl?: Interval | null } = {}): Promise<ClaimResult> {
+    opts: { scope?: string; ttl?: Interval | null; responseTtl?: Interval | null; wait?: Interval | null } = {}): Promise<ClaimResult> {
     const args = [key, json(request), statement, params.map((p) => (p === null ? null : String(p))), opts.scope ?? '', interval(opts.ttl)];
-    return this.claimed(`execute($1, $2::jsonb, $3, $4::text[], $5, $6::interval${responseTtlArg(args, opts.responseTtl)})`, args);
+    return this.claimed(`execute($1, $2::jsonb, $3, $4::text[], $5, $6::interval${namedIntervals(args, { response_ttl: opts.responseTtl, wait: opts.wait })})`, args);
   }
 
   /* ---- one-time tokens ---- */

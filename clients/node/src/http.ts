@@ -14,12 +14,23 @@
  *                                       Idempotent-Replayed: true
  *   gone (extension 1.6: the answer     410 problem+json; the handler does
  *     was kept for responseTtl only)    not run again
- *   in_progress                         409 problem+json, Retry-After (s)
+ *   in_progress (with wait: the holder  409 problem+json, Retry-After (s)
+ *     still works when it runs out)
  *   mismatch                            422 problem+json
  *   handler throws HttpError 4xx        fail(), not retryable: the answer is final
  *   handler throws anything else        fail(), retryable: 500 problem+json
  *   lease lost while storing (55000)    409 problem+json, Retry-After: 1
+ *   claim raises 55000 or 0A000 (wait   thrown: the options' or the
+ *     without the library preloaded,    server's mistake, not the request's
+ *     or not READ COMMITTED)
  *   database unreachable or failing     503 problem+json
+ *
+ * Every answer decided by a claim of the key (all but the 400s, 401 and
+ * 503) carries Idempotency-Key-Expires, the key's expires_at, and, while
+ * the stored answer is kept for less than the key (responseTtl),
+ * Idempotency-Replay-Expires, its response_expires_at: read with
+ * keyExpiry() once the answer is settled, and left out when the key is
+ * not there or the read fails (doc/clients.md, "Expiry headers").
  *
  * The stored response_body is {"headers": {...}, "body": ...}. In
  * transaction mode the claim, the handler's queries on ctx.db and complete
@@ -90,6 +101,24 @@ export interface IdempotencyOptions<Req> {
   responseTtl?: Interval;
   /** The holder's lease (default: idempotency.lease_timeout). */
   lease?: Interval;
+  /**
+   * Extension 1.6: how long a duplicate of a request in flight waits for
+   * its holder to finish (then it gets the holder's answer) before it is
+   * answered 409. Default: no wait. Needs the library in
+   * shared_preload_libraries; a waiting request holds a pool connection.
+   */
+  wait?: Interval;
+  /**
+   * The header with the key's expiry (default Idempotency-Key-Expires);
+   * null leaves it out.
+   */
+  keyExpiresHeader?: string | null;
+  /**
+   * The header with the stored answer's expiry when it is kept for less
+   * than the key (default Idempotency-Replay-Expires); null leaves it out.
+   * With both null no expiry is read.
+   */
+  replayExpiresHeader?: string | null;
   /** Run the handler's queries (ctx.db) in the transaction that stores the answer. */
   transaction?: boolean;
 }
@@ -131,14 +160,20 @@ export function keyProblem(key: string): string | null {
   return null;
 }
 
-/** claim's 22023 (invalid_parameter_value): the key's fault, or the options'. */
+/**
+ * claim's refusal: 22023 (invalid_parameter_value: the key's fault, or the
+ * options'), 55000 or 0A000 (wait without the library preloaded, or in a
+ * transaction that is not READ COMMITTED): none of them is a lease lost
+ * or a store that fails.
+ */
 class ClaimRefused extends Error {
   readonly refusal: unknown;
   constructor(refusal: unknown) {
-    super('claim refused its arguments (22023)');
+    super(`claim refused (${sqlState(refusal)})`);
     this.refusal = refusal;
   }
 }
+const CLAIM_REFUSALS: readonly string[] = [SqlState.invalidParameterValue, SqlState.leaseLost, SqlState.featureNotSupported];
 
 /** true when key has more characters than the database's idempotency.max_key_length (default 255). */
 async function keyTooLong(db: Queryable, key: string): Promise<boolean> {
@@ -165,6 +200,11 @@ export function createIdempotency<Req>(opts: IdempotencyOptions<Req>) {
   const ttl = opts.retention ?? null;
   const responseTtl = opts.responseTtl ?? null;
   const lease = opts.lease ?? null;
+  const wait = opts.wait ?? null;
+  const headerName = (name: string | null | undefined, fallback: string) =>
+    (name === undefined ? fallback : name)?.toLowerCase() ?? null;
+  const keyExpiresHeader = headerName(opts.keyExpiresHeader, 'Idempotency-Key-Expires');
+  const replayExpiresHeader = headerName(opts.replayExpiresHeader, 'Idempotency-Replay-Expires');
 
   function context(db: Queryable, key: string | null, scope: string, fence: Fence | null,
     outcome: 'claimed' | 'resumed' | null, attempts: number, recoveryPoint: string): HandlerContext {
@@ -203,9 +243,9 @@ export function createIdempotency<Req>(opts: IdempotencyOptions<Req>) {
     const on = api.on(db);
     let claim;
     try {
-      claim = await on.claim(key, { request, scope, ttl, lease });
+      claim = await on.claim(key, { request, scope, ttl, lease, wait });
     } catch (e) {
-      throw sqlState(e) === SqlState.invalidParameterValue ? new ClaimRefused(e) : e;
+      throw CLAIM_REFUSALS.includes(sqlState(e) ?? '') ? new ClaimRefused(e) : e;
     }
     switch (claim.outcome) {
       case 'replay': {
@@ -247,6 +287,20 @@ export function createIdempotency<Req>(opts: IdempotencyOptions<Req>) {
     }
   }
 
+  /** answer with the expiry headers of the key, as it is now; unchanged when it is absent or unreadable. */
+  async function withExpiry(answer: HttpAnswer, key: string, scope: string): Promise<HttpAnswer> {
+    if (keyExpiresHeader === null && replayExpiresHeader === null) return answer;
+    const expiry = await api.keyExpiry(key, { scope }).catch(() => null);
+    if (expiry === null) return answer;
+    // toUTCString() is the IMF-fixdate of HTTP dates (RFC 9110)
+    const headers = { ...answer.headers };
+    if (keyExpiresHeader !== null) headers[keyExpiresHeader] = expiry.expiresAt.toUTCString();
+    if (replayExpiresHeader !== null && expiry.responseExpiresAt !== null) {
+      headers[replayExpiresHeader] = expiry.responseExpiresAt.toUTCString();
+    }
+    return { ...answer, headers };
+  }
+
   /** The answer to one request. */
   async function handle(info: RequestInfo<Req>, handler: Handler<Req>): Promise<HttpAnswer> {
     const key = info.key;
@@ -265,23 +319,26 @@ export function createIdempotency<Req>(opts: IdempotencyOptions<Req>) {
       return problem(401, 'Unauthenticated', 'Idempotency keys belong to an authenticated caller.');
     }
     const request = fingerprint(info);
+    let answer: HttpAnswer;
     try {
-      if (!opts.transaction) return await hold(info, handler, key, scope, request, null);
-      return await withTransaction(pool, (client) => hold(info, handler, key, scope, request, client));
+      answer = opts.transaction
+        ? await withTransaction(pool, (client) => hold(info, handler, key, scope, request, client))
+        : await hold(info, handler, key, scope, request, null);
     } catch (e) {
       if (e instanceof ClaimRefused) {
         // after the rollback: the transaction mode's connection is back in the pool
-        if (await keyTooLong(pool, key).catch(() => false)) {
+        if (sqlState(e.refusal) === SqlState.invalidParameterValue && await keyTooLong(pool, key).catch(() => false)) {
           return problem(400, 'Invalid Idempotency-Key', 'The key is longer than idempotency.max_key_length characters.');
         }
         throw e.refusal;
       }
-      if (sqlState(e) === SqlState.leaseLost) {
-        return problem(409, 'The lease on this Idempotency-Key was lost',
-          'Another attempt holds the key now; retry to get its answer.', { 'retry-after': '1' });
+      if (sqlState(e) !== SqlState.leaseLost) {
+        return problem(503, 'Service Unavailable', 'The idempotency store failed; retry with the same key.', { 'retry-after': '1' });
       }
-      return problem(503, 'Service Unavailable', 'The idempotency store failed; retry with the same key.', { 'retry-after': '1' });
+      answer = problem(409, 'The lease on this Idempotency-Key was lost',
+        'Another attempt holds the key now; retry to get its answer.', { 'retry-after': '1' });
     }
+    return withExpiry(answer, key, scope);
   }
 
   return { handle, header: (opts.header ?? 'Idempotency-Key').toLowerCase() };

@@ -2,10 +2,11 @@
 // call, with the outcomes and SQLSTATEs of doc/reference.md.
 const { test, after } = require('node:test');
 const assert = require('node:assert/strict');
-const { pool, fresh, sleep } = require('./helpers.cjs');
+const { Pool } = require('pg');
+const { pool, fresh, sleep, expiryOf } = require('./helpers.cjs');
 const {
   IdempotencyClient, ExtensionVersionError, compareVersions, interval, isLeaseLost, sqlState, withTransaction,
-  keyProblem, KEY_MAX_CHARS, isAnswerGone,
+  keyProblem, KEY_MAX_CHARS, isAnswerGone, createIdempotency,
 } = require('../dist/cjs/index.js');
 
 const api = new IdempotencyClient(pool);
@@ -106,20 +107,30 @@ test('keyProblem: empty, over 400 characters, control characters; none for the r
   for (const good of ['k'.repeat(400), '\u{1F600}'.repeat(400), 'clé ü 42', 'a b']) assert.equal(keyProblem(good), null);
 });
 
-test('responseTtl: sent by name, and only when given (the calls work before 1.6 without it)', async () => {
+test('responseTtl and wait: sent by name, and only when given (the calls work before 1.6 without them)', async () => {
   const sent = [];
   const fake = { async query(text, values) { sent.push([text, values]); return { rows: [{}] }; } };
   const c = new IdempotencyClient(fake);
+  await c.claim('k', { ttl: '1 day', lease: 1000 });
   await c.complete('k', '1', {}, { ttl: '1 day' });
   await c.fail('k', '1', { retryable: false });
   await c.execute('k', null, 'SELECT 1');
-  for (const [text] of sent) assert.doesNotMatch(text, /response_ttl/);
+  for (const [text] of sent) assert.doesNotMatch(text, /response_ttl|wait/);
   sent.length = 0;
   await c.complete('k', '1', {}, { responseTtl: 60000 });
   await c.fail('k', '1', { retryable: false, responseTtl: '1 hour' });
   await c.execute('k', null, 'SELECT $1', ['a'], { responseTtl: '2 hours' });
   assert.deepEqual(sent.map(([text, values]) => [/, response_ttl => \$(\d+)::interval\)$/.exec(text)?.[1], values.at(-1)]),
     [['7', '60000 milliseconds'], ['8', '1 hour'], ['7', '2 hours']]);
+  sent.length = 0;
+  await c.claim('k', { wait: 2500 });
+  await c.execute('k', null, 'SELECT 1', [], { wait: '3 seconds' });
+  await c.execute('k', null, 'SELECT 1', [], { responseTtl: '1 hour', wait: '3 seconds' });
+  assert.deepEqual(sent.map(([text, values]) => [/(, \w+ => \$\d+::interval)*\)$/.exec(text)[0], values.slice(-2)]), [
+    [', wait => $6::interval)', [null, '2500 milliseconds']],
+    [', wait => $7::interval)', [null, '3 seconds']],
+    [', response_ttl => $7::interval, wait => $8::interval)', ['1 hour', '3 seconds']],
+  ]);
 });
 
 test('gone: after responseTtl a claim gets the status and code, no body; nothing runs again', async () => {
@@ -161,6 +172,113 @@ test('gone: a final fail takes responseTtl, a retryable one refuses it (22023); 
   assert.deepEqual([again.outcome, again.responseBody], ['gone', null]);
   const { rows } = await pool.query('SELECT count(*)::int AS n FROM node_payments WHERE order_no = $1', [x]);
   assert.equal(rows[0].n, 1);
+});
+
+test('claim with wait: a duplicate waits for the holder and gets its answer; a wait that runs out is in_progress', async () => {
+  const key = fresh('w');
+  const c = await api.claim(key, { request: { a: 1 }, lease: 30000 });
+  const t0 = Date.now();
+  const waiting = api.claim(key, { request: { a: 1 }, wait: '10 seconds' });
+  await sleep(300);
+  await api.complete(key, c.fence, { paid: 1 }, { responseCode: 201 });
+  const r = await waiting;
+  assert.deepEqual([r.outcome, r.responseCode, r.responseBody, r.fence], ['replay', 201, { paid: 1 }, null]);
+  assert.ok(Date.now() - t0 >= 300);
+  // the holder releases: the waiter claims the key
+  const k2 = fresh('w');
+  const held = await api.claim(k2, { lease: 30000 });
+  const next = api.claim(k2, { wait: 10000 });
+  await sleep(200);
+  await api.release(k2, held.fence);
+  const n = await next;
+  assert.equal(n.outcome, 'claimed');
+  assert.ok(BigInt(n.fence) > BigInt(held.fence));
+  // the holder works on: in_progress when the wait runs out, with the lease's time left
+  const k3 = fresh('w');
+  await api.claim(k3, { lease: 30000 });
+  const t1 = Date.now();
+  const busy = await api.claim(k3, { wait: 300 });
+  assert.ok(Date.now() - t1 >= 300);
+  assert.equal(busy.outcome, 'in_progress');
+  assert.ok(busy.retryAfterMs > 25000 && busy.retryAfterMs <= 30000, String(busy.retryAfterMs));
+  // execute waits too
+  const k4 = fresh('w');
+  const h4 = await api.claim(k4, { lease: 30000 });
+  const ex = api.execute(k4, null, 'SELECT 1', [], { wait: '10 seconds' });
+  await sleep(200);
+  await api.complete(k4, h4.fence, { done: true });
+  assert.deepEqual([(await ex).outcome, (await ex).responseBody], ['replay', { done: true }]);
+});
+
+test('keyExpiry: the key\'s expires_at and the answer\'s response_expires_at, rounded up to the second', async () => {
+  assert.equal(await api.keyExpiry(fresh('none')), null);
+  const key = fresh('e');
+  const c = await api.claim(key, { scope: 's', ttl: '2 hours' });
+  const held = await api.keyExpiry(key, { scope: 's' });
+  assert.deepEqual([held.expiresAt.toUTCString(), held.responseExpiresAt], [(await expiryOf(key, 's')).key, null]);
+  assert.equal(held.expiresAt.getMilliseconds(), 0);
+  await api.complete(key, c.fence, {}, { scope: 's', ttl: '3 hours', responseTtl: '1 hour' });
+  const done = await api.keyExpiry(key, { scope: 's' });
+  const want = await expiryOf(key, 's');
+  assert.deepEqual([done.expiresAt.toUTCString(), done.responseExpiresAt.toUTCString()], [want.key, want.replay]);
+  assert.ok(Math.abs(done.expiresAt - (Date.now() + 3 * 3600e3)) < 5000);
+  assert.ok(Math.abs(done.responseExpiresAt - (Date.now() + 3600e3)) < 5000);
+  assert.equal(await api.keyExpiry(key), null); // another scope
+  // the answer gone: no responseExpiresAt, the key's time stays
+  await pool.query("UPDATE idempotency.idempotency_keys SET response_expires_at = now() - interval '1 second' WHERE key_hash = idempotency.key_hash('s', $1)", [key]);
+  const gone = await api.keyExpiry(key, { scope: 's' });
+  assert.deepEqual([gone.expiresAt.toUTCString(), gone.responseExpiresAt], [want.key, null]);
+});
+
+test('extension 1.5: the calls without the 1.6 options, keyExpiry and the HTTP engine work', async () => {
+  const db = `${(await pool.query('SELECT current_database() AS d')).rows[0].d}_v1_5`;
+  await pool.query(`DROP DATABASE IF EXISTS ${db}`);
+  await pool.query(`CREATE DATABASE ${db}`);
+  const old = new Pool({ database: db, max: 2 });
+  try {
+    await old.query("CREATE EXTENSION idempotency VERSION '1.5'");
+    const v15 = new IdempotencyClient(old);
+    assert.equal(await v15.checkVersion(), '1.5');
+    const key = fresh('v15');
+    const c = await v15.claim(key, { request: { a: 1 }, ttl: '1 hour' });
+    await v15.complete(key, c.fence, { ok: 1 }, { ttl: '1 hour' });
+    assert.equal((await v15.claim(key, { request: { a: 1 } })).outcome, 'replay');
+    assert.equal((await v15.execute(fresh('v15'), null, 'SELECT 2')).outcome, 'claimed');
+    const e = await v15.keyExpiry(key);
+    assert.ok(Math.abs(e.expiresAt - (Date.now() + 3600e3)) < 5000);
+    assert.equal(e.responseExpiresAt, null);
+    // wait is 1.6's: the server has no such argument
+    await assert.rejects(v15.claim(fresh('v15'), { wait: 1000 }), (err) => sqlState(err) === '42883');
+    const engine = createIdempotency({ pool: old, retention: '1 hour' });
+    const info = { req: {}, key: fresh('v15'), method: 'POST', path: '/p', body: {} };
+    const a = await engine.handle(info, async () => ({ status: 201, body: { n: 1 } }));
+    const b = await engine.handle(info, async () => ({ status: 201, body: { n: 2 } }));
+    assert.deepEqual([a.status, b.status, b.body, b.headers['idempotent-replayed']], [201, 201, { n: 1 }, 'true']);
+    assert.equal(b.headers['idempotency-key-expires'], a.headers['idempotency-key-expires']);
+    assert.ok(Math.abs(Date.parse(a.headers['idempotency-key-expires']) - (Date.now() + 3600e3)) < 5000);
+    assert.equal(a.headers['idempotency-replay-expires'], undefined);
+  } finally {
+    await old.end();
+    await pool.query(`DROP DATABASE IF EXISTS ${db}`);
+  }
+});
+
+test('HTTP engine: a claim that cannot wait (0A000 under REPEATABLE READ) is thrown, not answered 409', async () => {
+  const rr = new Pool({ max: 2, options: '-c default_transaction_isolation=repeatable\\ read' });
+  try {
+    const key = fresh('rr');
+    const info = { req: {}, key, method: 'POST', path: '/rr', body: {} };
+    await api.claim(key, { request: { method: 'POST', path: '/rr', body: {} }, lease: 30000 });
+    for (const transaction of [false, true]) {
+      const engine = createIdempotency({ pool: rr, wait: '5 seconds', transaction });
+      await assert.rejects(engine.handle(info, async () => ({ body: 1 })), (e) => sqlState(e) === '0A000');
+    }
+    // without wait the same claim answers in_progress
+    const plain = await createIdempotency({ pool: rr }).handle(info, async () => ({ body: 1 }));
+    assert.equal(plain.status, 409);
+  } finally {
+    await rr.end();
+  }
 });
 
 test('bad arguments raise 22023 from the server', async () => {

@@ -21,6 +21,25 @@ async function post(base, path, body, headers = {}) {
   return { status: r.status, headers: r.headers, body: parsed };
 }
 
+/**
+ * The expiry headers a key's row calls for, computed apart from the
+ * package: its expires_at and (while still to come) response_expires_at,
+ * rounded up to the second, as HTTP dates; null for a time not sent.
+ */
+async function expiryOf(key, scope = '') {
+  const { rows } = await pool.query(
+    `SELECT date_trunc('second', expires_at) AS key_s, expires_at > date_trunc('second', expires_at) AS key_frac,
+            CASE WHEN response_expires_at > now() THEN date_trunc('second', response_expires_at) END AS answer_s,
+            response_expires_at > date_trunc('second', response_expires_at) AS answer_frac
+       FROM idempotency.idempotency_keys WHERE key_hash = idempotency.key_hash($2, $1)`, [key, scope]);
+  const up = (s, frac) => (s === null ? null : new Date(s.getTime() + (frac ? 1000 : 0)).toUTCString());
+  return { key: up(rows[0].key_s, rows[0].key_frac), replay: up(rows[0].answer_s, rows[0].answer_frac) };
+}
+
+/** The expiry headers an answer carries, null where absent. */
+const expiryHeaders = (r, keyName = 'idempotency-key-expires') =>
+  ({ key: r.headers.get(keyName), replay: r.headers.get('idempotency-replay-expires') });
+
 function isProblem(r, status) {
   assert.equal(r.status, status);
   assert.match(r.headers.get('content-type'), /^application\/problem\+json/);
@@ -42,6 +61,11 @@ function routes(fw, state) {
     { path: '/pay', opts: tenant, handler: async (req) => ok({ run: count('pay'), amount: req.body.amount }, { Location: `/pay/${state.runs.pay}` }) },
     { path: '/other', opts: tenant, handler: async () => ok({ other: count('other') }) },
     { path: '/slow', opts: tenant, handler: async () => { await state.gate; return ok({ slow: count('slow') }); } },
+    { path: '/waiting', opts: { ...tenant, wait: '10 seconds' }, handler: async () => { await state.gate; return ok({ waited: count('waiting') }); } },
+    { path: '/hasty', opts: { pool, wait: '300 milliseconds', lease: '30 seconds' }, handler: async () => { await state.gate; return ok({}); } },
+    { path: '/dated', opts: { pool, retention: '2 hours', responseTtl: '1 hour' }, handler: async () => ok({ dated: count('dated') }) },
+    { path: '/quiet', opts: { pool, responseTtl: '1 hour', keyExpiresHeader: null, replayExpiresHeader: null }, handler: async () => ok({}) },
+    { path: '/renamed', opts: { pool, responseTtl: '1 hour', keyExpiresHeader: 'X-Key-Expires' }, handler: async () => ok({}) },
     { path: '/reject', opts: tenant, handler: async () => { count('reject'); throw fw.rejection ? fw.rejection() : new HttpError(402, 'declined', { error: 'card declined' }); } },
     { path: '/crash', opts: tenant, handler: async () => { if (count('crash') === 1) throw new Error('db down'); return ok({ ok: state.runs.crash }); } },
     { path: '/optional', opts: { pool, required: false }, handler: async () => ok({ optional: count('optional') }) },
@@ -85,7 +109,9 @@ function httpBehaviour(name, fw) {
   });
 
   test(`${name}: missing key where required: 400 problem+json, nothing runs`, async () => {
-    isProblem(await call('/pay', { amount: 1 }), 400);
+    const r = await call('/pay', { amount: 1 });
+    isProblem(r, 400);
+    assert.deepEqual(expiryHeaders(r), { key: null, replay: null });
     assert.equal(state.runs.pay, undefined);
   });
 
@@ -106,6 +132,10 @@ function httpBehaviour(name, fw) {
     assert.deepEqual([a.status, a.headers.get('idempotent-replayed')], [201, null]);
     const b = await call('/pay', { amount: 5 }, h);
     assert.deepEqual([b.status, b.body, b.headers.get('idempotent-replayed')], [201, a.body, 'true']);
+    // the key's expiry on both, no replay expiry (the answer lives as long as the key)
+    const want = await expiryOf(h['idempotency-key']);
+    assert.deepEqual([expiryHeaders(a), expiryHeaders(b)], [want, want]);
+    assert.equal(want.replay, null);
     assert.match(b.headers.get('content-type'), /^application\/json/);
     if (fw.storesHeaders !== false) assert.equal(b.headers.get('location'), a.headers.get('location'));
     assert.equal(state.runs.pay, 1);
@@ -114,7 +144,9 @@ function httpBehaviour(name, fw) {
   test(`${name}: the same key with another body or another path: 422`, async () => {
     const h = { 'idempotency-key': fresh('mm') };
     await call('/pay', { amount: 5 }, h);
-    isProblem(await call('/pay', { amount: 6 }, h), 422);
+    const r = await call('/pay', { amount: 6 }, h);
+    isProblem(r, 422);
+    assert.deepEqual(expiryHeaders(r), await expiryOf(h['idempotency-key']));
     isProblem(await call('/other', { amount: 5 }, h), 422);
     assert.equal(state.runs.other, undefined);
   });
@@ -127,6 +159,9 @@ function httpBehaviour(name, fw) {
     const second = await call('/slow', {}, h);
     isProblem(second, 409);
     assert.ok(Number(second.headers.get('retry-after')) >= 1);
+    // the key as the holder's claim left it
+    assert.deepEqual(expiryHeaders(second), await expiryOf(h['idempotency-key']));
+    assert.notEqual(second.headers.get('idempotency-key-expires'), null);
     open();
     assert.equal((await first).status, 201);
     assert.equal((await call('/slow', {}, h)).headers.get('idempotent-replayed'), 'true');
@@ -154,11 +189,14 @@ function httpBehaviour(name, fw) {
     const a = await call('/pay', { amount: 7 }, { 'idempotency-key': key, 'x-tenant': 'a' });
     const b = await call('/pay', { amount: 8 }, { 'idempotency-key': key, 'x-tenant': 'b' });
     assert.deepEqual([a.status, b.status, b.headers.get('idempotent-replayed')], [201, 201, null]);
+    // each answer's expiry is its own scope's key's
+    assert.deepEqual([expiryHeaders(a), expiryHeaders(b)], [await expiryOf(key, 'a'), await expiryOf(key, 'b')]);
     isProblem(await call('/authed', {}, { 'idempotency-key': key }), 401);
   });
 
   test(`${name}: optional key: no key runs without bookkeeping`, async () => {
-    assert.deepEqual((await call('/optional', {})).body, { optional: 1 });
+    const r = await call('/optional', {});
+    assert.deepEqual([r.body, expiryHeaders(r)], [{ optional: 1 }, { key: null, replay: null }]);
     assert.deepEqual((await call('/optional', {})).body, { optional: 2 });
   });
 
@@ -171,10 +209,13 @@ function httpBehaviour(name, fw) {
 
   test(`${name}: retention: the answer is kept for the configured time`, async () => {
     const key = fresh('kept');
-    await call('/kept', {}, { 'idempotency-key': key });
+    const r = await call('/kept', {}, { 'idempotency-key': key });
     const { rows } = await pool.query(
       "SELECT expires_at - updated_at AS kept FROM idempotency.idempotency_keys WHERE key_hash = idempotency.key_hash('', $1)", [key]);
     assert.equal(rows[0].kept.hours, 1);
+    // Idempotency-Key-Expires: an hour from now, to the second (rounded up)
+    const at = Date.parse(r.headers.get('idempotency-key-expires'));
+    assert.ok(Math.abs(at - (Date.now() + 3600e3)) < 5000, r.headers.get('idempotency-key-expires'));
   });
 
   test(`${name}: responseTtl: the answer is replayed for that long, then 410 problem+json; nothing runs again`, async () => {
@@ -182,9 +223,70 @@ function httpBehaviour(name, fw) {
     assert.equal((await call('/brief', {}, h)).status, 201);
     assert.equal((await call('/brief', {}, h)).headers.get('idempotent-replayed'), 'true');
     await sleep(400);
-    isProblem(await call('/brief', {}, h), 410);
+    const gone = await call('/brief', {}, h);
+    isProblem(gone, 410);
+    // the key's expiry, and no replay expiry: the answer is gone already
+    assert.deepEqual(expiryHeaders(gone), await expiryOf(h['idempotency-key']));
+    assert.deepEqual([typeof expiryHeaders(gone).key, expiryHeaders(gone).replay], ['string', null]);
     isProblem(await call('/brief', { other: 1 }, h), 422);
     assert.equal(state.runs.brief, 1);
+  });
+
+  test(`${name}: Idempotency-Replay-Expires: when the answer is kept for less than the key, on the answer and its replays`, async () => {
+    const h = { 'idempotency-key': fresh('dated') };
+    const a = await call('/dated', {}, h);
+    const b = await call('/dated', {}, h);
+    const want = await expiryOf(h['idempotency-key']);
+    assert.deepEqual([expiryHeaders(a), expiryHeaders(b)], [want, want]);
+    // retention 2 hours, responseTtl 1 hour: both from the completion
+    const key = Date.parse(want.key); const replay = Date.parse(want.replay);
+    assert.ok(Math.abs(key - (Date.now() + 7200e3)) < 5000 && Math.abs(replay - (Date.now() + 3600e3)) < 5000, JSON.stringify(want));
+    assert.equal(b.headers.get('idempotent-replayed'), 'true');
+    assert.equal(state.runs.dated, 1);
+  });
+
+  test(`${name}: the expiry headers renamed, or left out (then nothing is read)`, async () => {
+    const quiet = await call('/quiet', {}, { 'idempotency-key': fresh('quiet') });
+    assert.equal(quiet.status, 201);
+    assert.deepEqual(expiryHeaders(quiet), { key: null, replay: null });
+    const k = fresh('renamed');
+    const r = await call('/renamed', {}, { 'idempotency-key': k });
+    const want = await expiryOf(k);
+    assert.deepEqual([expiryHeaders(r, 'x-key-expires'), r.headers.get('idempotency-key-expires')], [want, null]);
+    assert.notEqual(want.replay, null);
+  });
+
+  test(`${name}: wait: a duplicate of a request in flight waits for it and gets its answer, not 409`, async () => {
+    const open = hold();
+    const h = { 'idempotency-key': fresh('wait') };
+    const first = call('/waiting', { n: 1 }, h);
+    await sleep(200);
+    let settled = false;
+    const second = call('/waiting', { n: 1 }, h).then((r) => { settled = true; return r; });
+    await sleep(500);
+    assert.equal(settled, false, 'the duplicate is answered only after the first');
+    open();
+    const [a, b] = await Promise.all([first, second]);
+    assert.deepEqual([a.status, a.body, a.headers.get('idempotent-replayed')], [201, { waited: 1 }, null]);
+    assert.deepEqual([b.status, b.body, b.headers.get('idempotent-replayed')], [201, { waited: 1 }, 'true']);
+    assert.deepEqual(expiryHeaders(b), await expiryOf(h['idempotency-key']));
+    assert.equal(state.runs.waiting, 1);
+  });
+
+  test(`${name}: a wait that runs out: 409 with Retry-After (the time left on the lease)`, async () => {
+    const open = hold();
+    const h = { 'idempotency-key': fresh('hasty') };
+    const first = call('/hasty', {}, h);
+    await sleep(200);
+    const t0 = Date.now();
+    const second = await call('/hasty', {}, h);
+    const waited = Date.now() - t0;
+    open();
+    isProblem(second, 409);
+    assert.ok(waited >= 300, `answered after ${waited} ms`);
+    const retry = Number(second.headers.get('retry-after'));
+    assert.ok(retry >= 29 && retry <= 30, `Retry-After: ${retry}`);
+    assert.equal((await first).status, 201);
   });
 
   test(`${name}: one-transaction mode: the handler's rows and the answer commit together`, async () => {
@@ -215,7 +317,8 @@ function httpBehaviour(name, fw) {
     const r = await call('/broken', {}, { 'idempotency-key': fresh('broken') });
     isProblem(r, 503);
     assert.equal(r.headers.get('retry-after'), '1');
+    assert.deepEqual(expiryHeaders(r), { key: null, replay: null });
   });
 }
 
-module.exports = { pool, fresh, sleep, httpBehaviour };
+module.exports = { pool, fresh, sleep, httpBehaviour, expiryOf };

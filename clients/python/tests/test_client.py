@@ -1,7 +1,7 @@
 """The sync and async clients against the extension: every outcome of
 claim, the holder functions, execute, tokens, transition, the inbox and
 the version check (doc/reference.md)."""
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 
 import psycopg
 import pytest
@@ -164,3 +164,145 @@ async def test_async_client(aconn, key):
     assert await aio.process_once_batch(aconn, "c", [key, key]) == [key]
     token = await aio.issue_token(aconn)
     assert await aio.consume_token(aconn, token) is True
+
+
+def _later(seconds, fn):
+    """fn() on another thread after seconds; join() the returned thread."""
+    import threading
+    import time
+
+    def run():
+        time.sleep(seconds)
+        fn()
+    t = threading.Thread(target=run)
+    t.start()
+    return t
+
+
+def test_claim_wait(conn, key):
+    # extension 1.6: a duplicate waits for the holder and answers as a claim after it
+    import time
+    with psycopg.connect() as holder:
+        r = client.claim(holder, key, {"a": 1}, lease="30 seconds")
+        holder.commit()
+        t = _later(0.3, lambda: (client.complete(holder, key, r.fence, {"paid": 1}, 201), holder.commit()))
+        start = time.monotonic()
+        waited = client.claim(conn, key, {"a": 1}, wait="10 seconds")
+        t.join()
+        assert time.monotonic() - start >= 0.3
+        assert (waited.outcome, waited.response_code, waited.response_body) == ("replay", 201, {"paid": 1})
+        conn.commit()
+        # the holder releases: the waiter claims
+        other = key + "-r"
+        h = client.claim(holder, other, lease="30 seconds")
+        holder.commit()
+        t = _later(0.2, lambda: (client.release(holder, other, h.fence), holder.commit()))
+        claimed = client.claim(conn, other, wait=timedelta(seconds=10))
+        t.join()
+        assert claimed.outcome == "claimed" and claimed.fence > h.fence
+        conn.commit()
+        # the holder works on: in_progress when the wait runs out
+        busy_key = key + "-b"
+        client.claim(holder, busy_key, lease="30 seconds")
+        holder.commit()
+        start = time.monotonic()
+        busy = client.claim(conn, busy_key, wait="300 milliseconds")
+        assert time.monotonic() - start >= 0.3
+        assert busy.outcome == "in_progress" and 29 <= busy.retry_after_seconds() <= 30
+        conn.commit()
+        # execute waits too
+        ex_key = key + "-x"
+        h = client.claim(holder, ex_key, lease="30 seconds")
+        holder.commit()
+        t = _later(0.2, lambda: (client.complete(holder, ex_key, h.fence, {"done": True}), holder.commit()))
+        ex = client.execute(conn, ex_key, None, "SELECT 1", wait="10 seconds")
+        t.join()
+        assert (ex.outcome, ex.response_body) == ("replay", {"done": True})
+
+
+def _expires_at(conn, key, scope=""):
+    """The key's expires_at and response_expires_at, from the table."""
+    return conn.execute("SELECT expires_at, response_expires_at FROM idempotency.idempotency_keys "
+                        "WHERE key_hash = idempotency.key_hash(%s, %s)", (scope, key)).fetchone()
+
+
+def _rounded_up(at):
+    return at if at.microsecond == 0 else at.replace(microsecond=0) + timedelta(seconds=1)
+
+
+def test_key_expiry(conn, key):
+    assert client.key_expiry(conn, key) is None
+    r = client.claim(conn, key, None, "s", "2 hours")
+    held = client.key_expiry(conn, key, "s")
+    assert (held.expires_at, held.response_expires_at) == (_rounded_up(_expires_at(conn, key, "s")[0]), None)
+    client.complete(conn, key, r.fence, {}, 200, "s", "3 hours", response_ttl="1 hour")
+    row = _expires_at(conn, key, "s")
+    done = client.key_expiry(conn, key, "s")
+    assert (done.expires_at, done.response_expires_at) == (_rounded_up(row[0]), _rounded_up(row[1]))
+    now = datetime.now(timezone.utc)
+    assert abs((done.expires_at - now) - timedelta(hours=3)) < timedelta(seconds=5)
+    assert abs((done.response_expires_at - now) - timedelta(hours=1)) < timedelta(seconds=5)
+    assert client.key_expiry(conn, key, "other") is None
+    # the answer gone: no response_expires_at, the key's time stays
+    conn.execute("UPDATE idempotency.idempotency_keys SET response_expires_at = now() - interval '1 second' "
+                 "WHERE key_hash = idempotency.key_hash('s', %s)", (key,))
+    assert client.key_expiry(conn, key, "s") == _queries.KeyExpiry(done.expires_at, None)
+
+
+def test_extension_1_5_without_the_1_6_arguments(conn, key):
+    # a database with extension 1.5: the calls without response_ttl and
+    # wait work, key_expiry has no response_expires_at, and the middleware
+    # answers with the key's expiry
+    from pg_idempotency import http
+    name = conn.execute("SELECT current_database() || '_v1_5'").fetchone()[0]
+    conn.rollback()
+    conn.autocommit = True
+    conn.execute('DROP DATABASE IF EXISTS "%s"' % name)
+    conn.execute('CREATE DATABASE "%s"' % name)
+    try:
+        with psycopg.connect(dbname=name) as old:
+            old.execute("CREATE EXTENSION idempotency VERSION '1.5'")
+            assert client.check_version(old) == "1.5"
+            r = client.claim(old, key, {"a": 1}, ttl="1 hour")
+            client.complete(old, key, r.fence, {"ok": 1}, 201, ttl="1 hour")
+            assert client.claim(old, key, {"a": 1}).outcome == "replay"
+            assert client.execute(old, key + "-x", None, "SELECT 2").outcome == "claimed"
+            expiry = client.key_expiry(old, key)
+            assert expiry.response_expires_at is None
+            assert abs(expiry.expires_at - datetime.now(timezone.utc) - timedelta(hours=1)) < timedelta(seconds=5)
+            old.commit()
+            with pytest.raises(psycopg.Error) as e:     # wait is 1.6's
+                client.claim(old, key + "-w", wait="1 second")
+            assert e.value.sqlstate == "42883"
+            old.rollback()
+            req = http.Request("POST", "/p", b"{}", "application/json", key + "-h", "")
+            answers = [http.drive(http.exchange(http.Policy(ttl="1 hour"), req), old,
+                                  lambda h: http.Answer(201, [], b"{}")) for _ in range(2)]
+            assert [a.status for a in answers] == [201, 201]
+            headers = [dict(a.headers) for a in answers]
+            assert headers[1]["idempotent-replayed"] == "true"
+            assert headers[0]["idempotency-key-expires"] == headers[1]["idempotency-key-expires"]
+            assert "idempotency-replay-expires" not in headers[0]
+    finally:
+        conn.execute('DROP DATABASE IF EXISTS "%s"' % name)
+
+
+async def test_async_claim_wait(aconn, key):
+    import asyncio
+    holder = await psycopg.AsyncConnection.connect()
+    try:
+        r = await aio.claim(holder, key, {"a": 1}, lease="30 seconds")
+        await holder.commit()
+
+        async def complete_later():
+            await asyncio.sleep(0.3)
+            await aio.complete(holder, key, r.fence, {"paid": 2})
+            await holder.commit()
+        task = asyncio.ensure_future(complete_later())
+        waited = await aio.claim(aconn, key, {"a": 1}, wait="10 seconds")
+        await task
+        assert (waited.outcome, waited.response_body) == ("replay", {"paid": 2})
+        expiry = await aio.key_expiry(aconn, key)
+        assert expiry is not None and expiry.response_expires_at is None
+    finally:
+        await holder.close()

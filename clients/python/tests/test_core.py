@@ -1,7 +1,9 @@
 """http.py without a framework: the stored answer's shape and the cases
 no framework test reaches."""
 import json
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
+
+import pytest
 
 from pg_idempotency import _queries as q
 from pg_idempotency import http
@@ -91,3 +93,59 @@ def test_gone_is_410_and_runs_nothing():
     assert answer.status == 410
     assert ("content-type", "application/problem+json") in answer.headers
     assert json.loads(answer.body)["status"] == 410
+
+
+def test_wait_is_sent_by_name_only_when_given():
+    # without it claim and execute are the calls of 1.3 to 1.5
+    for query in (q.claim("k", None, "", "1 day", "1 minute"), q.execute("k", None, "SELECT 1")):
+        assert "wait" not in query.sql
+        assert query.sql.count("%s") == len(query.params)
+    claim = q.claim("k", wait=timedelta(seconds=2))
+    assert claim.sql.endswith(", %s::interval, wait => %s::interval)")
+    assert claim.params[-1] == "2.000000 seconds" and claim.sql.count("%s") == len(claim.params)
+    both = q.execute("k", None, "SELECT 1", response_ttl="1 hour", wait="3 seconds")
+    assert both.sql.endswith(", response_ttl => %s::interval, wait => %s::interval)")
+    assert both.params[-2:] == ("1 hour", "3 seconds") and both.sql.count("%s") == len(both.params)
+
+
+def test_http_date_is_an_imf_fixdate_in_gmt():
+    at = datetime(2031, 2, 3, 4, 5, 6, tzinfo=timezone(timedelta(hours=2)))
+    assert http.http_date(at) == "Mon, 03 Feb 2031 02:05:06 GMT"
+
+
+def test_expiry_headers_off_read_nothing():
+    policy = http.Policy(key_expires_header=None, replay_expires_header=None)
+    with pytest.raises(StopIteration) as stop:
+        next(http.expiry_headers(policy, "k", ""))
+    assert stop.value.value == []
+
+
+def test_expiry_headers_named_by_the_policy():
+    expiry = q.KeyExpiry(datetime(2031, 2, 3, 4, 5, 6, tzinfo=timezone.utc),
+                         datetime(2031, 2, 3, 1, 0, 0, tzinfo=timezone.utc))
+
+    def headers(policy, found):
+        steps = http.expiry_headers(policy, "k", "tenant")
+        query = next(steps)
+        assert query.params == ("k", "tenant")
+        with pytest.raises(StopIteration) as stop:
+            steps.send(found)
+        return stop.value.value
+
+    key = ("idempotency-key-expires", "Mon, 03 Feb 2031 04:05:06 GMT")
+    replay = ("idempotency-replay-expires", "Mon, 03 Feb 2031 01:00:00 GMT")
+    assert headers(http.Policy(), expiry) == [key, replay]
+    assert headers(http.Policy(), q.KeyExpiry(expiry.expires_at, None)) == [key]
+    assert headers(http.Policy(), None) == []
+    assert headers(http.Policy(key_expires_header="X-Key-Until", replay_expires_header=None), expiry) == \
+        [("x-key-until", key[1])]
+
+
+def test_expiry_read_that_fails_leaves_the_headers_out():
+    import psycopg
+    steps = http.expiry_headers(http.Policy(), "k", "")
+    next(steps)
+    assert steps.throw(psycopg.OperationalError("gone away")) == http.ROLLBACK
+    with pytest.raises(StopIteration) as stop:
+        next(steps)
+    assert stop.value.value == []

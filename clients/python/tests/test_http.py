@@ -1,7 +1,10 @@
 """The HTTP behaviour table (README.md) on every framework: Starlette
 (ASGI), Flask and Django run the same app (apps.py) and the same cases."""
 import json
+import threading
+import time
 import uuid
+from datetime import datetime, timedelta, timezone
 
 import psycopg
 import pytest
@@ -24,6 +27,32 @@ def ledger(conn):
                                      (note,)).fetchone()[0]
 
 
+def expiry_of(conn, key, scope=""):
+    """The expiry headers the key's row calls for, computed apart from the
+    package: (Idempotency-Key-Expires, Idempotency-Replay-Expires or None)."""
+    row = conn.execute("SELECT expires_at, CASE WHEN response_expires_at > clock_timestamp() "
+                       "THEN response_expires_at END FROM idempotency.idempotency_keys "
+                       "WHERE key_hash = idempotency.key_hash(%s, %s)", (scope, key)).fetchone()
+    conn.commit()
+
+    def date(at):
+        if at is None:
+            return None
+        whole = at.replace(microsecond=0) + timedelta(seconds=1 if at.microsecond else 0)
+        return whole.astimezone(timezone.utc).strftime("%a, %d %b %Y %H:%M:%S GMT")
+    return date(row[0]), date(row[1])
+
+
+def expiry_headers(reply, key_name="idempotency-key-expires"):
+    return reply[1].get(key_name), reply[1].get("idempotency-replay-expires")
+
+
+def from_now(header, delta):
+    """True when the HTTP date header is delta from now, within 5 seconds."""
+    at = datetime.strptime(header, "%a, %d %b %Y %H:%M:%S GMT").replace(tzinfo=timezone.utc)
+    return abs(at - datetime.now(timezone.utc) - delta) < timedelta(seconds=5)
+
+
 def problem_of(reply):
     status, headers, body = reply
     assert headers["content-type"] == "application/problem+json"
@@ -37,6 +66,7 @@ def test_missing_key_400(make):
     reply = post("/pay", {"amount": 1}, {})
     assert reply[0] == 400
     assert problem_of(reply)["title"] == "Idempotency-Key is missing"
+    assert expiry_headers(reply) == (None, None)
 
 
 def test_key_optional_and_unguarded_methods(make, key):
@@ -111,28 +141,44 @@ def test_replay_with_stored_status_headers_body(make, key):
     assert json.loads(again[2]) == json.loads(first[2])     # the same run, not a second one
 
 
+def test_expiry_headers_on_the_answer_and_its_replay(make, key, conn):
+    post = make()
+    first = post("/pay", {"amount": 5}, {"Idempotency-Key": key, "X-Tenant": "t"})
+    again = post("/pay", {"amount": 5}, {"Idempotency-Key": key, "X-Tenant": "t"})
+    want = expiry_of(conn, key, "t")
+    assert want[0] is not None and want[1] is None     # the answer lives as long as the key
+    assert expiry_headers(first) == expiry_headers(again) == want
+
+
 def test_answer_gone_after_response_ttl_410(make, key, conn):
     # extension 1.6: replayed for response_ttl, then 410; the handler does
     # not run again
     post = make(response_ttl="1 hour")
     first = post("/pay", {"amount": 5}, {"Idempotency-Key": key})
     assert first[0] == 201
-    assert post("/pay", {"amount": 5}, {"Idempotency-Key": key})[1]["idempotent-replayed"] == "true"
+    again = post("/pay", {"amount": 5}, {"Idempotency-Key": key})
+    assert again[1]["idempotent-replayed"] == "true"
+    # kept for an hour of the key's day: Idempotency-Replay-Expires
+    want = expiry_of(conn, key)
+    assert expiry_headers(first) == expiry_headers(again) == want
+    assert from_now(want[1], timedelta(hours=1))
     conn.execute("UPDATE idempotency.idempotency_keys SET response_expires_at = now() - interval '1 second' "
                  "WHERE key_hash = idempotency.key_hash('', %s)", (key,))
     conn.commit()
     reply = post("/pay", {"amount": 5}, {"Idempotency-Key": key})
     assert reply[0] == 410
     problem_of(reply)
+    assert expiry_headers(reply) == (want[0], None)         # the key's time; the answer is gone
     assert post("/pay", {"amount": 6}, {"Idempotency-Key": key})[0] == 422
 
 
-def test_other_request_same_key_422(make, key):
+def test_other_request_same_key_422(make, key, conn):
     post = make()
     assert post("/pay", {"amount": 5}, {"Idempotency-Key": key})[0] == 201
     reply = post("/pay", {"amount": 6}, {"Idempotency-Key": key})
     assert reply[0] == 422
     problem_of(reply)
+    assert expiry_headers(reply) == expiry_of(conn, key)
 
 
 def test_body_whitespace_and_key_order_do_not_matter(make, key):
@@ -152,6 +198,60 @@ def test_in_flight_409_retry_after(make, key, conn):
     assert reply[0] == 409
     assert 39 <= int(reply[1]["retry-after"]) <= 40
     problem_of(reply)
+    assert expiry_headers(reply) == expiry_of(conn, key)    # as the holder's claim left it
+
+
+def _pay_fingerprint(key, body):
+    return http.default_fingerprint(http.Request("POST", "/pay", json.dumps(body).encode(),
+                                                 "application/json", key, ""))
+
+
+def test_wait_gets_the_holders_answer_not_409(make, key, conn):
+    # extension 1.6: a duplicate of a request in flight waits for its holder
+    post = make(wait="10 seconds")
+    body = {"amount": 5}
+    holder = client.claim(conn, key, _pay_fingerprint(key, body), "", None, "40 seconds")
+    conn.commit()
+    answer = {"headers": [["content-type", "application/json"]], "body": '{"paid": 5, "run": 0}'}
+
+    def complete_later():
+        time.sleep(0.5)
+        with psycopg.connect() as other:
+            client.complete(other, key, holder.fence, answer, 201)
+    t = threading.Thread(target=complete_later)
+    t.start()
+    start = time.monotonic()
+    reply = post("/pay", body, {"Idempotency-Key": key})
+    waited = time.monotonic() - start
+    t.join()
+    assert waited >= 0.5
+    assert (reply[0], reply[1]["idempotent-replayed"], json.loads(reply[2])) == (201, "true", {"paid": 5, "run": 0})
+    assert expiry_headers(reply) == expiry_of(conn, key)
+
+
+def test_wait_that_runs_out_409_retry_after(make, key, conn):
+    post = make(wait="300 milliseconds")
+    body = {"amount": 5}
+    assert client.claim(conn, key, _pay_fingerprint(key, body), "", None, "40 seconds").outcome == "claimed"
+    conn.commit()
+    start = time.monotonic()
+    reply = post("/pay", body, {"Idempotency-Key": key})
+    assert time.monotonic() - start >= 0.3
+    assert reply[0] == 409
+    assert 39 <= int(reply[1]["retry-after"]) <= 40
+    problem_of(reply)
+
+
+def test_expiry_headers_renamed_or_left_out(make, key, conn):
+    quiet = make(response_ttl="1 hour", key_expires_header=None, replay_expires_header=None)
+    reply = quiet("/pay", {"amount": 5}, {"Idempotency-Key": key})
+    assert reply[0] == 201 and expiry_headers(reply) == (None, None)
+    renamed = make(response_ttl="1 hour", key_expires_header="X-Key-Expires")
+    other = key + "-renamed"
+    reply = renamed("/pay", {"amount": 5}, {"Idempotency-Key": other})
+    want = expiry_of(conn, other)
+    assert expiry_headers(reply, "x-key-expires") == want and want[1] is not None
+    assert "idempotency-key-expires" not in reply[1]
 
 
 def test_scope_per_tenant(make, key):
@@ -170,10 +270,11 @@ def test_custom_fingerprint(make, key):
 
 
 def test_retention(make, key, conn):
-    make(ttl="2 hours")("/pay", {"amount": 5}, {"Idempotency-Key": key})
+    reply = make(ttl="2 hours")("/pay", {"amount": 5}, {"Idempotency-Key": key})
     window = conn.execute("SELECT expires_at - updated_at FROM idempotency.idempotency_keys "
                           "WHERE key_hash = idempotency.key_hash('', %s)", (key,)).fetchone()[0]
     assert window.total_seconds() == 7200
+    assert from_now(reply[1]["idempotency-key-expires"], timedelta(hours=2))
 
 
 def test_handler_error_500_then_retry_runs_again(make, key, conn):
@@ -203,9 +304,11 @@ def test_one_transaction_commits_with_answer(make, key, ledger):
 def test_one_transaction_5xx_rolls_back_claim_and_work(make, key, ledger, conn):
     post = make(one_transaction=True)
     note = uuid.uuid4().hex
-    assert post("/tx", {"note": note, "fail": True}, {"Idempotency-Key": key})[0] == 500
+    reply = post("/tx", {"note": note, "fail": True}, {"Idempotency-Key": key})
+    assert reply[0] == 500
     assert ledger(note) == 0
     assert client.lookup(conn, key) is None          # the next try claims afresh
+    assert expiry_headers(reply) == (None, None)     # no key, no expiry
 
 
 def test_phased_5xx_rolls_back_uncommitted_work(make, key, ledger, conn):

@@ -54,6 +54,16 @@ class ClaimResult:
 
 
 @dataclass(frozen=True)
+class KeyExpiry:
+    """key_expiry(): the times an HTTP answer advertises, rounded up to the
+    whole second (an HTTP date has no fraction), so that each is in force
+    from the second it names."""
+    expires_at: datetime                     # the key's: after it a retry runs as a new request
+    response_expires_at: Optional[datetime]  # 1.6: after it a retry gets gone; None when the
+                                             # answer lives as long as the key, or is gone
+
+
+@dataclass(frozen=True)
 class TransitionResult:
     outcome: str            # applied, already, rejected, not_found
     current_state: Optional[str]
@@ -102,14 +112,16 @@ def _claim_result(rows: Rows) -> ClaimResult:
     return ClaimResult(*rows[0])
 
 
-def _response_ttl(call: str, params: Tuple[Any, ...],
-                  response_ttl: Interval) -> Tuple[str, Tuple[Any, ...]]:
-    """call (the text of "idempotency.f(%s, ...") closed, with the argument
-    response_ttl of extension 1.6 by name when it is given; without it the
-    call works before 1.6 too."""
-    if response_ttl is None:
-        return call + ")", params
-    return call + ", response_ttl => %s::interval)", params + (_interval(response_ttl),)
+def _named(call: str, params: Tuple[Any, ...], **intervals: Interval) -> Tuple[str, Tuple[Any, ...]]:
+    """call (the text of "idempotency.f(%s, ...") closed, with each of the
+    interval arguments of extension 1.6 (response_ttl, wait) that is given
+    passed by name; without them the call works before 1.6 too.  The names
+    are this module's, never input."""
+    for name, value in intervals.items():
+        if value is not None:
+            call += ", %s => %%s::interval" % name
+            params += (_interval(value),)
+    return call + ")", params
 
 
 CLAIM_COLUMNS = ("outcome, fence, status::text, response_code, response_body, "
@@ -117,9 +129,16 @@ CLAIM_COLUMNS = ("outcome, fence, status::text, response_code, response_body, "
 
 
 def claim(key: str, request: Any = None, scope: str = "", ttl: Interval = None,
-          lease: Interval = None) -> Query[ClaimResult]:
-    return Query("SELECT " + CLAIM_COLUMNS + " FROM idempotency.claim(%s, %s, %s, %s::interval, %s::interval)",
-                 (key, _json(request), scope, _interval(ttl), _interval(lease)), _claim_result)
+          lease: Interval = None, wait: Interval = None) -> Query[ClaimResult]:
+    """wait (extension 1.6): when a holder is working on the key, wait up
+    to this long for it to finish, then answer as a claim made after it
+    (replay, gone, resumed or claimed; in_progress only when the wait runs
+    out).  It needs the library in shared_preload_libraries (else 55000)
+    and READ COMMITTED (else 0A000): doc/reference.md, "Waiting for the
+    holder".  Sent only when given."""
+    sql, params = _named("SELECT " + CLAIM_COLUMNS + " FROM idempotency.claim(%s, %s, %s, %s::interval, %s::interval",
+                         (key, _json(request), scope, _interval(ttl), _interval(lease)), wait=wait)
+    return Query(sql, params, _claim_result)
 
 
 def key_too_long(key: str) -> Query[bool]:
@@ -134,9 +153,9 @@ def complete(key: str, fence: int, response_body: Any, response_code: int = 200,
     """response_ttl (extension 1.6): how long the answer is replayed (None:
     idempotency.default_response_ttl; unset, as long as the key); later
     claims get gone.  Sent only when given."""
-    sql, params = _response_ttl("SELECT idempotency.complete(%s, %s, %s, %s, %s, %s::interval",
-                                (key, fence, Jsonb(response_body), response_code, scope, _interval(ttl)),
-                                response_ttl)
+    sql, params = _named("SELECT idempotency.complete(%s, %s, %s, %s, %s, %s::interval",
+                         (key, fence, Jsonb(response_body), response_code, scope, _interval(ttl)),
+                         response_ttl=response_ttl)
     return Query(sql, params, _none)
 
 
@@ -145,9 +164,9 @@ def fail(key: str, fence: int, error: Any = None, response_code: int = 500,
          response_ttl: Interval = None) -> Query[None]:
     """response_ttl as for complete(), for a final failure only (with
     retryable the server refuses it, 22023)."""
-    sql, params = _response_ttl("SELECT idempotency.fail(%s, %s, %s, %s, %s, %s, %s::interval",
-                                (key, fence, _json(error), response_code, retryable, scope, _interval(ttl)),
-                                response_ttl)
+    sql, params = _named("SELECT idempotency.fail(%s, %s, %s, %s, %s, %s, %s::interval",
+                         (key, fence, _json(error), response_code, retryable, scope, _interval(ttl)),
+                         response_ttl=response_ttl)
     return Query(sql, params, _none)
 
 
@@ -173,15 +192,37 @@ def lookup(key: str, scope: str = "") -> Query[Optional[Dict[str, Any]]]:
                  "FROM idempotency.lookup(%s, %s) AS l", (key, scope), _lookup_row)
 
 
+def _key_expiry(rows: Rows) -> Optional[KeyExpiry]:
+    return KeyExpiry(*rows[0]) if rows else None
+
+
+def key_expiry(key: str, scope: str = "") -> Query[Optional[KeyExpiry]]:
+    """When the key is forgotten and when its stored answer goes (KeyExpiry),
+    or None when the key is absent or expired.  lookup()'s row is read
+    through to_jsonb, with the body left out first (jsonb_populate_record),
+    so that the query works before 1.6, where the row has no
+    response_expires_at, without serialising an answer of up to
+    idempotency.max_response_bytes."""
+    return Query("SELECT to_timestamp(ceil(extract(epoch FROM k.expires_at))), "
+                 "CASE WHEN k.answer_goes > clock_timestamp() "
+                 "THEN to_timestamp(ceil(extract(epoch FROM k.answer_goes))) END "
+                 "FROM (SELECT l.expires_at, "
+                 "(to_jsonb(jsonb_populate_record(l, '{\"response_body\": null}')) "
+                 "->> 'response_expires_at')::timestamptz AS answer_goes "
+                 "FROM idempotency.lookup(%s, %s) AS l WHERE l.idempotency_key IS NOT NULL) AS k",
+                 (key, scope), _key_expiry)
+
+
 def execute(key: str, request: Any, statement: str, params: Sequence[Optional[str]] = (),
-            scope: str = "", ttl: Interval = None, response_ttl: Interval = None) -> Query[ClaimResult]:
+            scope: str = "", ttl: Interval = None, response_ttl: Interval = None,
+            wait: Interval = None) -> Query[ClaimResult]:
     """statement is the application's own fixed SQL text, never client input:
     its values go in params ($1..$n, bound as text); response_ttl as for
-    complete()."""
-    sql, args = _response_ttl("SELECT " + CLAIM_COLUMNS +
-                              " FROM idempotency.execute(%s, %s, %s, %s::text[], %s, %s::interval",
-                              (key, _json(request), statement, list(params), scope, _interval(ttl)),
-                              response_ttl)
+    complete(), wait as for claim()."""
+    sql, args = _named("SELECT " + CLAIM_COLUMNS +
+                       " FROM idempotency.execute(%s, %s, %s, %s::text[], %s, %s::interval",
+                       (key, _json(request), statement, list(params), scope, _interval(ttl)),
+                       response_ttl=response_ttl, wait=wait)
     return Query(sql, args, _claim_result)
 
 

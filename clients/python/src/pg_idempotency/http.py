@@ -16,18 +16,30 @@ requests and responses.  The mapping (README.md, doc/clients.md):
     replay                               stored status, headers, body + Idempotent-Replayed: true
     gone (1.6: the answer was kept for   410 problem+json; the handler does
       response_ttl only)                 not run again
-    in_progress                          409 problem+json, Retry-After
+    in_progress (with wait: the holder   409 problem+json, Retry-After
+      still works when it runs out)
     mismatch                             422 problem+json
     handler answers 5xx or raises        fail(retryable): the next try runs again
     lease lost (55000) at complete       409 problem+json, Retry-After: 1
     answer over max_response_bytes       500 problem+json; fail(retryable)
+    claim raises another error (55000,   raised: wait without the library
+      0A000, ...)                        preloaded, or not READ COMMITTED
+
+Every answer that follows a claim of the key (all but the 400s and 401)
+carries Idempotency-Key-Expires, the key's expires_at, and while the stored
+answer is kept for less than the key (response_ttl),
+Idempotency-Replay-Expires, its response_expires_at: read with key_expiry()
+once the answer is settled, left out when the key is not there or the read
+fails (doc/clients.md, "Expiry headers").
 """
 from __future__ import annotations
 
 import base64
+import email.utils
 import json
 import logging
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import (Any, Callable, ContextManager, Dict, Generator, List,
                     Optional, Sequence, Tuple, Union)
 
@@ -107,7 +119,13 @@ class Policy:
     only when set); lease: the holder's lease; one_transaction:
     the handler's queries (on the connection it is given) commit in the
     transaction that stores the answer, and a 5xx rolls them back with the
-    claim; stored_headers: the response headers kept for replays.
+    claim; stored_headers: the response headers kept for replays; wait
+    (extension 1.6): how long a duplicate of a request in flight waits for
+    its holder to finish and then gets its answer, instead of 409 at once
+    (None: no wait; passed only when set; needs the library in
+    shared_preload_libraries; the waiting request holds its connection);
+    key_expires_header, replay_expires_header: the names of the expiry
+    headers (None leaves one out; with both None nothing is read).
     """
     header: str = "Idempotency-Key"
     methods: Sequence[str] = ("POST", "PATCH")
@@ -119,6 +137,9 @@ class Policy:
     lease: q.Interval = None
     one_transaction: bool = False
     stored_headers: Sequence[str] = field(default_factory=lambda: ("content-type", "location"))
+    wait: q.Interval = None
+    key_expires_header: Optional[str] = "Idempotency-Key-Expires"
+    replay_expires_header: Optional[str] = "Idempotency-Replay-Expires"
 
 
 def problem(status: int, title: str, detail: str, headers: Optional[Headers] = None) -> Answer:
@@ -179,7 +200,7 @@ def exchange(policy: Policy, req: Request) -> Generator[Step, Any, Answer]:
         return problem(401, "Unauthenticated", "Idempotency keys belong to an authenticated caller.")
     fp = policy.fingerprint(req)
     try:
-        claim = yield q.claim(req.key or "", fp, req.scope, policy.ttl, policy.lease)
+        claim = yield q.claim(req.key or "", fp, req.scope, policy.ttl, policy.lease, policy.wait)
     except psycopg.Error as e:
         yield ROLLBACK
         if e.sqlstate != "22023":
@@ -191,14 +212,23 @@ def exchange(policy: Policy, req: Request) -> Generator[Step, Any, Answer]:
         if too_long:
             return invalid_key("The key is longer than idempotency.max_key_length characters.")
         raise
-    if not claim.holds:
-        yield COMMIT
-        return answer_for(claim)
+    if claim.holds:
+        answer = yield from _held(policy, req.key or "", req.scope, claim)
+    else:
+        answer = answer_for(claim)      # its expiry is read in the claim's transaction
+    answer.headers = answer.headers + (yield from expiry_headers(policy, req.key or "", req.scope))
+    yield COMMIT
+    return answer
+
+
+def _held(policy: Policy, key: str, scope: str, claim: q.ClaimResult) -> Generator[Step, Any, Answer]:
+    """The steps of a request that holds the key: the handler runs, and its
+    answer is stored and committed."""
     if not policy.one_transaction:
         yield COMMIT
     answer: Answer
     try:
-        answer = yield Holding(req.key or "", req.scope, claim.fence or 0, claim.outcome,
+        answer = yield Holding(key, scope, claim.fence or 0, claim.outcome,
                                claim.recovery_point or "started", claim.attempts or 1)
     except Exception as e:  # noqa: BLE001 - every handler error is recorded
         answer = problem(500, "Internal Server Error", "The request failed; it may be retried.")
@@ -209,11 +239,11 @@ def exchange(policy: Policy, req: Request) -> Generator[Step, Any, Answer]:
         if answer.status >= 500:
             yield ROLLBACK
             if not policy.one_transaction:
-                yield q.fail(req.key or "", claim.fence or 0, stored(answer, policy.stored_headers),
-                             answer.status, True, req.scope)
+                yield q.fail(key, claim.fence or 0, stored(answer, policy.stored_headers),
+                             answer.status, True, scope)
         else:
-            yield q.complete(req.key or "", claim.fence or 0, stored(answer, policy.stored_headers),
-                             answer.status, req.scope, policy.ttl, policy.response_ttl)
+            yield q.complete(key, claim.fence or 0, stored(answer, policy.stored_headers),
+                             answer.status, scope, policy.ttl, policy.response_ttl)
         yield COMMIT
     except psycopg.Error as e:
         yield ROLLBACK
@@ -222,7 +252,7 @@ def exchange(policy: Policy, req: Request) -> Generator[Step, Any, Answer]:
                            "Another request holds this key now.", [("retry-after", "1")])
         if e.sqlstate == "54000":       # over idempotency.max_response_bytes
             if not policy.one_transaction:
-                yield q.fail(req.key or "", claim.fence or 0, None, 500, True, req.scope)
+                yield q.fail(key, claim.fence or 0, None, 500, True, scope)
                 yield COMMIT
             return problem(500, "Response too large to store",
                            "The answer exceeds idempotency.max_response_bytes; it was not kept.")
@@ -230,6 +260,31 @@ def exchange(policy: Policy, req: Request) -> Generator[Step, Any, Answer]:
     if failure is not None:
         log.error("idempotent handler failed", exc_info=failure)
     return answer
+
+
+def http_date(at: datetime) -> str:
+    """An HTTP date (IMF-fixdate, RFC 9110)."""
+    return email.utils.format_datetime(at.astimezone(timezone.utc), usegmt=True)
+
+
+def expiry_headers(policy: Policy, key: str, scope: str) -> Generator[Step, Any, Headers]:
+    """The expiry headers of the key as it is now: none when it is absent,
+    or when the read fails (which rolls back the transaction; the caller
+    commits after it either way)."""
+    if policy.key_expires_header is None and policy.replay_expires_header is None:
+        return []
+    try:
+        expiry = yield q.key_expiry(key, scope)
+    except psycopg.Error:
+        log.warning("idempotency key expiry not read", exc_info=True)
+        yield ROLLBACK
+        return []
+    headers: Headers = []
+    if expiry is not None and policy.key_expires_header is not None:
+        headers.append((policy.key_expires_header.lower(), http_date(expiry.expires_at)))
+    if expiry is not None and expiry.response_expires_at is not None and policy.replay_expires_header is not None:
+        headers.append((policy.replay_expires_header.lower(), http_date(expiry.response_expires_at)))
+    return headers
 
 
 def answer_for(claim: q.ClaimResult) -> Answer:

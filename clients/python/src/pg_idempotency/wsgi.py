@@ -14,7 +14,7 @@ Environ = Dict[str, Any]
 StartResponse = Callable[..., Any]
 WSGIApp = Callable[[Environ, StartResponse], Iterable[bytes]]
 REASONS = {200: "OK", 201: "Created", 400: "Bad Request", 401: "Unauthorized", 409: "Conflict",
-           422: "Unprocessable Content", 500: "Internal Server Error"}
+           410: "Gone", 422: "Unprocessable Content", 500: "Internal Server Error"}
 
 
 def _respond(start_response: StartResponse, answer: http.Answer) -> List[bytes]:
