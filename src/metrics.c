@@ -8,9 +8,10 @@
  * The counts need the library in shared_preload_libraries: its hooks
  * (idempotency.c) then ask for the shared memory and set it up.  Otherwise
  * every count is a no-op and the SQL functions raise 55000; so is every
- * count of a session with idempotency.track_outcomes off.  Counting writes nothing to any table or to the
- * WAL, so it works in read-only transactions and on hot standbys (each
- * server counts its own calls); the counts live until the server stops.
+ * count of a session with idempotency.track_outcomes off.  Counting writes
+ * nothing to any table or to the WAL, so it works in read-only
+ * transactions and on hot standbys (each server counts its own calls); the
+ * counts live until the server stops.
  *
  * A call is counted when it decides its outcome, before its transaction
  * ends: a claim whose transaction then rolls back is still counted.
