@@ -172,6 +172,17 @@ typedef struct IdemIndexScan
 	Snapshot	snapshot;		/* the scan's, active until the end */
 } IdemIndexScan;
 
+/* The outcome of idem_insert_row() (writes.c). */
+typedef enum IdemInsertResult
+{
+	IDEM_INSERT_WRITTEN,
+	IDEM_INSERT_SKIPPED,		/* by a BEFORE trigger */
+	IDEM_INSERT_BY_STATEMENT	/* nothing done: run the INSERT */
+} IdemInsertResult;
+
+extern IdemInsertResult idem_insert_row(Relation rel, const Datum *values,
+										const bool *isnull, const bool *given);
+
 extern Oid	idem_relation_oid(const char *relname);
 extern Snapshot idem_push_statement_snapshot(void);
 extern void idem_index_scan_begin(IdemIndexScan *scan, const char *relname,

@@ -16,9 +16,11 @@
  *	   change once they expire, and a live lease is only taken over once it
  *	   runs out.
  *	2. a key the read found absent, and still absent once the lock for
- *	   creating it is held (see "Creating a key" below), is inserted by a
- *	   cached plain INSERT: every other creator waits for that lock, so
- *	   the speculative insertion of ON CONFLICT would buy nothing.  A row
+ *	   creating it is held (see "Creating a key" below), is inserted as a
+ *	   plain INSERT would insert it: every other creator waits for that
+ *	   lock, so the speculative insertion of ON CONFLICT would buy nothing.
+ *	   The row goes through the executor's row primitives (writes.c) when
+ *	   the table takes them, else through the cached INSERT.  A row
  *	   of the key written around the functions at that very moment (by
  *	   hand, by a subscription's apply worker) makes the claim fail with
  *	   the unique index's 23505, as any INSERT would.
@@ -35,11 +37,12 @@
  * the key was purged and created again.  No row means the caller no longer
  * holds the key.
  *
- * Every write is a statement run through SPI, so the executor applies every
- * rule a user may add to the table (triggers, constraints, indexes being
- * built, row security) and refuses to write in a read-only transaction or
- * on a hot standby (25006).  Only the read of step 1 skips the executor: a
- * claim that it answers writes nothing, and works on a standby.
+ * Every other write is a statement run through SPI.  Either way the
+ * executor applies every rule a user may add to the table (triggers,
+ * constraints, indexes being built, row security), and nothing is written
+ * in a read-only transaction or on a hot standby (25006).  The read of
+ * step 1 skips the executor: a claim that it answers writes nothing, and
+ * works on a standby.
  *
  * The clock.  A call reads the clock once, when it starts its work (not the
  * statement's or the transaction's start: a claim late in a long statement
@@ -67,6 +70,7 @@
 #include "access/detoast.h"
 #include "access/htup_details.h"
 #include "access/nbtree.h"
+#include "access/table.h"
 #include "access/xact.h"
 #include "catalog/pg_collation.h"
 #include "catalog/pg_type.h"
@@ -149,7 +153,7 @@ typedef enum KeyLayout
 
 /* 1.6: a key created completed, $10 the answer's expiry (or NULL) */
 #define EXPIRY_COLUMN_KEYS_EXPIRE_ANSWERS ", response_expires_at"
-#define EXPIRY_VALUE_KEYS_EXPIRE_ANSWERS ", " ANSWER_EXPIRY("$10", "$9")
+#define EXPIRY_VALUE_KEYS_EXPIRE_ANSWERS ", $10"
 #define EXPIRY_COLUMN_KEYS_WRITE_HASH ""
 #define EXPIRY_VALUE_KEYS_WRITE_HASH ""
 #define EXPIRY_COLUMN_KEYS_GENERATE_HASH ""
@@ -231,6 +235,15 @@ static IdemColumns key_table = {
 };
 static Datum key_statuses[NSTATUSES];
 static Oid	key_statuses_relid = InvalidOid;
+
+/* Where key_hash is, for the rows written directly (insert_key_row()). */
+static const char *const key_hash_column_name[] = {"key_hash"};
+static const Oid key_hash_column_type[] = {UUIDOID};
+static AttrNumber key_hash_attnum[1];
+static IdemColumns key_hash_column = {
+	.ncolumns = 1, .noptional = 0, .names = key_hash_column_name,
+	.types = key_hash_column_type, .attnums = key_hash_attnum
+};
 
 /*
  * A key to look up: its scope and key and, once a probe has computed it,
@@ -385,8 +398,8 @@ static IdemQuery release_key = {
 /*
  * $1 scope, $2 key, $3 request hash, $4 now, $5 ttl, $6 the answer, $7
  * key_hash, $8 fence, $9 expires_at, $10 when the answer goes (1.6's
- * response_ttl, NULL: with the key): a key created completed, in one row
- * version (execute() of a new key).
+ * response_ttl; NULL: with the key, as ANSWER_EXPIRY() decides, in C): a
+ * key created completed, in one row version (execute() of a new key).
  */
 #define INSERT_COMPLETED_KEY(layout) "INSERT INTO idempotency.idempotency_keys" \
 	" (" HASH_COLUMN(layout) "scope, idempotency_key, request_hash, status," \
@@ -719,22 +732,107 @@ new_key_row(Datum *values, TimestampTz now, Interval *ttl, Interval *lease)
 }
 
 /*
- * Run a plain INSERT of a new key's row, whose status is "status" and
- * fence args[7]; true when it wrote the row (a trigger of the user's may
- * skip it), and then "claim" holds the row's columns.
+ * Write the row that INSERT_KEY (or, when "completed", INSERT_COMPLETED_KEY)
+ * of "layout" writes, from the same arguments, with idem_insert_row(): the
+ * executor's row primitives without starting the statement (writes.c).  A
+ * table of 1.2, whose key_hash is generated, takes the statement.
+ */
+static IdemInsertResult
+insert_key_row(KeyLayout layout, Datum *args, const char *nulls,
+			   bool completed)
+{
+	Relation	rel;
+	int			natts;
+	Datum	   *values;
+	bool	   *isnull;
+	bool	   *given;
+	IdemInsertResult result;
+
+	if (layout == KEYS_GENERATE_HASH)
+		return IDEM_INSERT_BY_STATEMENT;
+	rel = table_open(idem_relation_oid("idempotency_keys"), RowExclusiveLock);
+	learn_key_table(rel);
+	(void) idem_learn_columns(&key_hash_column, rel);
+	if (completed && layout == KEYS_EXPIRE_ANSWERS &&
+		key_attnums[COL_RESPONSE_EXPIRES_AT] == InvalidAttrNumber)
+	{
+		/* a table before 1.6: the statement raises the error */
+		table_close(rel, NoLock);
+		return IDEM_INSERT_BY_STATEMENT;
+	}
+	natts = RelationGetDescr(rel)->natts;
+	values = palloc(natts * sizeof(Datum));
+	isnull = palloc(natts * sizeof(bool));
+	given = palloc0(natts * sizeof(bool));
+
+#define SET_COLUMN(attnum, value, null) \
+	(values[(attnum) - 1] = (value), isnull[(attnum) - 1] = (null), \
+	 given[(attnum) - 1] = true)
+	SET_COLUMN(key_hash_attnum[0], args[6], false);
+	SET_COLUMN(key_attnums[COL_SCOPE], args[0], false);
+	SET_COLUMN(key_attnums[COL_KEY], args[1], false);
+	SET_COLUMN(key_attnums[COL_REQUEST_HASH], args[2], nulls[2] == 'n');
+	SET_COLUMN(key_attnums[COL_STATUS],
+			   key_statuses[completed ? STATUS_COMPLETED : STATUS_PROCESSING],
+			   false);
+	SET_COLUMN(key_attnums[COL_FENCE], args[7], false);
+	SET_COLUMN(key_attnums[COL_ATTEMPTS], Int32GetDatum(1), false);
+	SET_COLUMN(key_attnums[COL_RECOVERY_POINT],
+			   CStringGetTextDatum("started"), false);
+	SET_COLUMN(key_attnums[COL_CREATED_AT], args[3], false);
+	SET_COLUMN(key_attnums[COL_UPDATED_AT], args[3], false);
+	if (completed)
+	{
+		SET_COLUMN(key_attnums[COL_RESPONSE_CODE], Int32GetDatum(200), false);
+		SET_COLUMN(key_attnums[COL_RESPONSE_BODY], args[5], false);
+		SET_COLUMN(key_attnums[COL_EXPIRES_AT], args[8], false);
+		if (layout == KEYS_EXPIRE_ANSWERS)
+			SET_COLUMN(key_attnums[COL_RESPONSE_EXPIRES_AT], args[9],
+					   nulls[9] == 'n');
+	}
+	else
+	{
+		SET_COLUMN(key_attnums[COL_LOCKED_UNTIL], args[8], false);
+		SET_COLUMN(key_attnums[COL_EXPIRES_AT], args[9], false);
+	}
+#undef SET_COLUMN
+
+	result = idem_insert_row(rel, values, isnull, given);
+	table_close(rel, NoLock);
+	pfree(values);
+	pfree(isnull);
+	pfree(given);
+	return result;
+}
+
+/*
+ * Create a key: write the row of INSERT_KEY (or, when "completed",
+ * INSERT_COMPLETED_KEY) of "layout" with the arguments "args", fence
+ * args[7]; true when it wrote the row (a trigger of the user's may skip
+ * it), and then "claim" holds the row's columns.  The row is written
+ * directly when the table takes it (insert_key_row()), else by the
+ * statement through SPI.
  */
 static bool
-run_insert_statement(IdemQuery *query, Datum *args, const char *nulls,
-					 Datum status, IdemClaim *claim)
+create_key(KeyLayout layout, Datum *args, const char *nulls, bool completed,
+		   IdemClaim *claim)
 {
-	bool		took;
+	IdemInsertResult result = insert_key_row(layout, args, nulls, completed);
+	bool		took = result == IDEM_INSERT_WRITTEN;
 
-	SPI_connect();
-	took = idem_run(query, args, nulls, false, 0) == 1;
-	SPI_finish();
+	if (result == IDEM_INSERT_BY_STATEMENT)
+	{
+		IdemQuery  *query = completed ? &insert_completed_key[layout] :
+			&insert_key[layout];
+
+		SPI_connect();
+		took = idem_run(query, args, nulls, false, 0) == 1;
+		SPI_finish();
+	}
 	if (took)
-		claimed(claim, status, args[7], Int32GetDatum(1),
-				CStringGetTextDatum("started"));
+		claimed(claim,
+				key_statuses[completed ? STATUS_COMPLETED : STATUS_PROCESSING],
+				args[7], Int32GetDatum(1), CStringGetTextDatum("started"));
 	return took;
 }
 
@@ -910,9 +1008,7 @@ idem_claim_key(text *key, text *scope, Jsonb *request, Interval *ttl,
 				return;
 			}
 			new_key_row(values, now, ttl, lease);
-			took = run_insert_statement(&insert_key[layout], values,
-										nulls, key_statuses[STATUS_PROCESSING],
-										claim);
+			took = create_key(layout, values, nulls, false, claim);
 			unlock_key_creation(&name);
 			if (took)
 				return;
@@ -1048,7 +1144,7 @@ idem_insert_completed_key(text *key, text *scope, Interval *ttl,
 	KeyName		name = {.scope = scope, .key = key};
 	Datum		values[10];
 	char		nulls[10] = {' ', ' ', request_hash ? ' ' : 'n', ' ', ' ', ' ', ' ',
-	' ', ' ', response_ttl ? ' ' : 'n'};
+	' ', ' ', 'n'};
 
 	memset(claim->nulls, true, sizeof(claim->nulls));
 	values[0] = PointerGetDatum(scope);
@@ -1060,12 +1156,14 @@ idem_insert_completed_key(text *key, text *scope, Interval *ttl,
 	values[6] = key_hash_of(&name);
 	values[7] = next_fence();
 	values[8] = time_after(values[3], ttl);
+	/* the answer's expiry, unless the key goes first (see ANSWER_EXPIRY) */
 	values[9] = response_ttl ? time_after(values[3], response_ttl) : (Datum) 0;
+	if (response_ttl &&
+		DatumGetTimestampTz(values[9]) < DatumGetTimestampTz(values[8]))
+		nulls[9] = ' ';
 	/* response_ttl is an argument of 1.6 only */
-	if (!run_insert_statement(&insert_completed_key[response_ttl ? KEYS_EXPIRE_ANSWERS :
-													key_layout()],
-							  values, nulls, key_statuses[STATUS_COMPLETED],
-							  claim))
+	if (!create_key(response_ttl ? KEYS_EXPIRE_ANSWERS : key_layout(),
+					values, nulls, true, claim))
 		ereport(ERROR,
 				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
 				 errmsg("could not store idempotency key \"%s\" due to a concurrent claim",

@@ -11,8 +11,11 @@
 #define IDEM_PG_COMPAT_H
 
 #include "access/genam.h"
+#include "executor/executor.h"
+#include "parser/parse_relation.h"
 #include "replication/message.h"
 #include "utils/guc.h"
+#include "utils/rel.h"
 
 /*
  * Memory for a GUC check hook's "extra": PostgreSQL 16 and later free it
@@ -41,5 +44,37 @@
 #define idem_log_logical_message(prefix, message, size, transactional) \
 	LogLogicalMessage((prefix), (message), (size), (transactional))
 #endif
+
+/*
+ * An executor state's range table of the one relation "rel" (writes.c), as
+ * logical replication's apply worker builds it: PostgreSQL 16 moved the
+ * permission checks to a list of their own, 18 added the relations left
+ * after pruning.
+ */
+static inline void
+idem_init_range_table(EState *estate, Relation rel)
+{
+	RangeTblEntry *rte = makeNode(RangeTblEntry);
+
+	rte->rtekind = RTE_RELATION;
+	rte->relid = RelationGetRelid(rel);
+	rte->relkind = rel->rd_rel->relkind;
+	rte->rellockmode = RowExclusiveLock;
+#if PG_VERSION_NUM >= 160000
+	{
+		List	   *perminfos = NIL;
+
+		addRTEPermissionInfo(&perminfos, rte);
+#if PG_VERSION_NUM >= 180000
+		ExecInitRangeTable(estate, list_make1(rte), perminfos,
+						   bms_make_singleton(1));
+#else
+		ExecInitRangeTable(estate, list_make1(rte), perminfos);
+#endif
+	}
+#else
+	ExecInitRangeTable(estate, list_make1(rte));
+#endif
+}
 
 #endif							/* IDEM_PG_COMPAT_H */
