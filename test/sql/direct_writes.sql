@@ -5,10 +5,13 @@
 -- what the primitives honour (row triggers, constraints, foreign keys,
 -- generated columns, unique indexes); the second what only the statement
 -- honours (statement triggers, transition tables, defaults, identity,
--- domains).
+-- domains).  The portable edition always runs the statement, and passes
+-- the same test.
 \set VERBOSITY terse
 \i test/sql/include/error_of.sql
 CREATE TABLE pg_temp.dw_log (op text, key text);
+-- triggers fire as the extension owner (in the portable edition not a superuser)
+GRANT INSERT ON pg_temp.dw_log TO PUBLIC;
 CREATE FUNCTION pg_temp.dw_log_row() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
   INSERT INTO pg_temp.dw_log VALUES (TG_WHEN || ' ' || TG_LEVEL, NEW.idempotency_key);
@@ -130,7 +133,8 @@ ALTER TABLE idempotency.idempotency_keys DROP COLUMN dw_note, DROP COLUMN dw_seq
 CREATE DOMAIN public.dw_required AS text;
 ALTER TABLE idempotency.idempotency_keys ADD COLUMN dw_required public.dw_required;
 ALTER DOMAIN public.dw_required ADD CONSTRAINT dw_set CHECK (VALUE IS NOT NULL) NOT VALID;
-SELECT pg_temp.error_of($$SELECT idempotency.claim('dw-domain', '{}')$$);
+-- (the message names the domain as the search_path of the call shows it)
+SELECT split_part(pg_temp.error_of($$SELECT idempotency.claim('dw-domain', '{}')$$), ':', 1);
 ALTER TABLE idempotency.idempotency_keys DROP COLUMN dw_required;
 DROP DOMAIN public.dw_required;
 -- with all of it gone, the rows are written directly again
