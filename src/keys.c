@@ -738,7 +738,7 @@ new_key_row(Datum *values, TimestampTz now, Interval *ttl, Interval *lease)
  * table of 1.2, whose key_hash is generated, takes the statement.
  */
 static IdemInsertResult
-insert_key_row(KeyLayout layout, Datum *args, const char *nulls,
+insert_key_row(KeyLayout layout, const Datum *args, const char *nulls,
 			   bool completed)
 {
 	Relation	rel;
