@@ -29,6 +29,10 @@
 #                       smaller defaults in brackets below)
 #   BENCH_ROUNDS        alternating rounds per workload (default 7 [3]; the
 #                       purge: at most 3)
+#   BENCH_METRICS_ROUNDS  rounds of the counted-vs-not groups (metrics_*),
+#                       whose few percent are below one round's spread on a
+#                       busy machine (default 15 [5], never fewer than
+#                       BENCH_ROUNDS)
 #   BENCH_CLIENTS       client counts (default "1 8")
 #   BENCH_ROWS          completed keys for replay and expired keys for purge
 #                       (default 1000000 [100000])
@@ -66,7 +70,7 @@ BENCH_CHROOT=$(cat /etc/idempotency-chroot 2>/dev/null)
 
 # The command as it was given, for doc/performance.md.
 BENCH_COMMAND="make bench"
-for v in BENCH_SCRAPE BENCH_EDITIONS BENCH_GROUPS BENCH_MEMORY_CALLS BENCH_ROWS BENCH_CLIENTS BENCH_ROUNDS BENCH_SECONDS NOTIFY_RATE; do
+for v in BENCH_SCRAPE BENCH_EDITIONS BENCH_GROUPS BENCH_MEMORY_CALLS BENCH_ROWS BENCH_CLIENTS BENCH_ROUNDS BENCH_METRICS_ROUNDS BENCH_SECONDS NOTIFY_RATE; do
   [ -n "${!v:-}" ] && BENCH_COMMAND="$v=$(printf '%q' "${!v}") $BENCH_COMMAND"
 done
 BENCH_LOAD=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -74,14 +78,17 @@ BENCH_SECONDS=${BENCH_SECONDS:-2}
 NOTIFY_RATE=${NOTIFY_RATE:-500}
 if [ "$BENCH_SECONDS" -ge 2 ]; then
   BENCH_ROUNDS=${BENCH_ROUNDS:-7}
+  BENCH_METRICS_ROUNDS=${BENCH_METRICS_ROUNDS:-15}
   BENCH_ROWS=${BENCH_ROWS:-1000000}
   BENCH_MEMORY_CALLS=${BENCH_MEMORY_CALLS:-100000}
 else	# the quick run, under 5 minutes
   BENCH_ROUNDS=${BENCH_ROUNDS:-3}
+  BENCH_METRICS_ROUNDS=${BENCH_METRICS_ROUNDS:-5}
   BENCH_ROWS=${BENCH_ROWS:-100000}
   BENCH_MEMORY_CALLS=${BENCH_MEMORY_CALLS:-10000}
 fi
 BENCH_CLIENTS=${BENCH_CLIENTS:-1 8}
+[ "$BENCH_METRICS_ROUNDS" -ge "$BENCH_ROUNDS" ] || BENCH_METRICS_ROUNDS=$BENCH_ROUNDS
 ALL_GROUPS="e2e bare syncoff replay hotkey inbox outbox inbox_batch outbox_batch transition metrics_claim metrics_replay relay notify wait wal memory purge"
 BENCH_GROUPS=${BENCH_GROUPS:-$ALL_GROUPS}
 BENCH_EDITIONS=${BENCH_EDITIONS:-c portable}
@@ -326,10 +333,12 @@ run_variant() {
   esac
 }
 
-# run_group GROUP: every available variant, alternating, BENCH_ROUNDS rounds.
+# run_group GROUP: every available variant, alternating, BENCH_ROUNDS rounds
+# (BENCH_METRICS_ROUNDS for the metrics_* groups).
 run_group() {
-  local group=$1 clients c round i n line name role runner arg req opts
+  local group=$1 clients c round i n line name role runner arg req opts rounds=$BENCH_ROUNDS
   local -a run=()
+  [[ $group != metrics_* ]] || rounds=$BENCH_METRICS_ROUNDS
   while read -r g name role runner arg req opts; do
     [ "$g" = "$group" ] || continue
     if [ "$role" = base ] || edition c; then
@@ -353,7 +362,7 @@ run_group() {
   [ "$group" = hotkey ] && clients=$(echo $BENCH_CLIENTS | tr ' ' '\n' | sort -n | tail -1)
   n=${#run[@]}
   for c in $clients; do
-    for round in $(seq "$BENCH_ROUNDS"); do
+    for round in $(seq "$rounds"); do
       for i in $(seq 0 $((n - 1))); do
         read -r name role runner arg opts <<<"${run[$(((i + round) % n))]}"
         idem_log "$group/$name, $c clients, round $round"
@@ -746,7 +755,7 @@ REPORT=$IDEM_TOP/bench/results/$(date -u +%Y%m%dT%H%M%SZ).md
 {
   echo "# make bench$([ -z "$BENCH_CHROOT" ] || echo " PG=$PG_MAJOR"), $(date -u '+%Y-%m-%d %H:%M UTC')"
   echo
-  echo "BENCH_SECONDS=$BENCH_SECONDS BENCH_ROUNDS=$BENCH_ROUNDS BENCH_CLIENTS=\"$BENCH_CLIENTS\"" \
+  echo "BENCH_SECONDS=$BENCH_SECONDS BENCH_ROUNDS=$BENCH_ROUNDS BENCH_METRICS_ROUNDS=$BENCH_METRICS_ROUNDS BENCH_CLIENTS=\"$BENCH_CLIENTS\"" \
     "BENCH_ROWS=$BENCH_ROWS BENCH_MEMORY_CALLS=$BENCH_MEMORY_CALLS BENCH_EDITIONS=\"$BENCH_EDITIONS\"$([ "$BENCH_GROUPS" = "$ALL_GROUPS" ] ||
       echo " BENCH_GROUPS=\"$BENCH_GROUPS\"");" \
     "$(nproc) CPUs, PostgreSQL $(qv 'SHOW server_version')$([ -z "$BENCH_CHROOT" ] || echo " in the Debian $BENCH_CHROOT chroot")," \
