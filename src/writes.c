@@ -28,6 +28,7 @@
 #include "commands/trigger.h"
 #include "executor/executor.h"
 #include "miscadmin.h"
+#include "tcop/utility.h"
 #include "utils/acl.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
@@ -80,6 +81,9 @@ insert_is_plain(Relation rel, const bool *given)
  * the earlier commands of this transaction, fires the table's row
  * triggers, checks its constraints and maintains its indexes.
  *
+ * Like the statement, it refuses to write in a read-only transaction or on
+ * a hot standby (25006), whoever calls it.
+ *
  * Returns IDEM_INSERT_BY_STATEMENT, having done nothing, when the table or
  * the row needs the INSERT statement (see the header comment);
  * IDEM_INSERT_SKIPPED when a BEFORE trigger skipped the row.
@@ -95,6 +99,9 @@ idem_insert_row(Relation rel, const Datum *values, const bool *isnull,
 	bool		written;
 	int			i;
 
+	/* what the executor's start checks for an INSERT (ExecCheckXactReadOnly) */
+	PreventCommandIfReadOnly("INSERT");
+	PreventCommandIfParallelMode("INSERT");
 	if (!insert_is_plain(rel, given))
 		return IDEM_INSERT_BY_STATEMENT;
 
