@@ -31,7 +31,7 @@
 #                       purge: at most 3)
 #   BENCH_METRICS_ROUNDS  rounds of the counted-vs-not groups (metrics_*),
 #                       whose few percent are below one round's spread on a
-#                       busy machine (default 15 [5], never fewer than
+#                       busy machine (default 31 [5], never fewer than
 #                       BENCH_ROUNDS)
 #   BENCH_CLIENTS       client counts (default "1 8")
 #   BENCH_ROWS          completed keys for replay and expired keys for purge
@@ -78,7 +78,7 @@ BENCH_SECONDS=${BENCH_SECONDS:-2}
 NOTIFY_RATE=${NOTIFY_RATE:-500}
 if [ "$BENCH_SECONDS" -ge 2 ]; then
   BENCH_ROUNDS=${BENCH_ROUNDS:-7}
-  BENCH_METRICS_ROUNDS=${BENCH_METRICS_ROUNDS:-15}
+  BENCH_METRICS_ROUNDS=${BENCH_METRICS_ROUNDS:-31}
   BENCH_ROWS=${BENCH_ROWS:-1000000}
   BENCH_MEMORY_CALLS=${BENCH_MEMORY_CALLS:-100000}
 else	# the quick run, under 5 minutes

@@ -172,16 +172,27 @@ typedef struct IdemIndexScan
 	Snapshot	snapshot;		/* the scan's, active until the end */
 } IdemIndexScan;
 
-/* The outcome of idem_insert_row() (writes.c). */
-typedef enum IdemInsertResult
+/* The outcome of idem_insert_row() and idem_update_row() (writes.c). */
+typedef enum IdemWriteResult
 {
-	IDEM_INSERT_WRITTEN,
-	IDEM_INSERT_SKIPPED,		/* by a BEFORE trigger */
-	IDEM_INSERT_BY_STATEMENT	/* nothing done: run the INSERT */
-} IdemInsertResult;
+	IDEM_WRITE_DONE,
+	IDEM_WRITE_SKIPPED,			/* by a BEFORE trigger */
+	IDEM_WRITE_NO_ROW,			/* no row to update */
+	IDEM_WRITE_BY_STATEMENT		/* nothing done: run the statement */
+} IdemWriteResult;
 
-extern IdemInsertResult idem_insert_row(Relation rel, const Datum *values,
-										const bool *isnull, const bool *given);
+/* Whether a row found by idem_update_row() is the one to update. */
+typedef bool (*IdemRowTest) (TupleTableSlot *slot, void *arg);
+
+/* Set the updated columns in a row's values (one per attribute). */
+typedef void (*IdemRowChange) (Datum *values, bool *isnull, void *arg);
+
+extern IdemWriteResult idem_insert_row(Relation rel, const Datum *values,
+									   const bool *isnull, const bool *given);
+extern IdemWriteResult idem_update_row(IdemIndexScan *scan,
+									   const AttrNumber *updated, int nupdated,
+									   IdemRowTest matches, IdemRowChange change,
+									   void *arg);
 
 extern Oid	idem_relation_oid(const char *relname);
 extern Snapshot idem_push_statement_snapshot(void);

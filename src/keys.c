@@ -32,10 +32,13 @@
  *	   with a new snapshot, classifies it.
  *
  * complete(), fail(), checkpoint() and release() are each one cached
- * UPDATE or DELETE guarded by the fence.  Fences come from one sequence, so
- * a later holder always has a larger fence than any earlier one, even after
- * the key was purged and created again.  No row means the caller no longer
- * holds the key.
+ * UPDATE or DELETE guarded by the fence; complete() and fail() write their
+ * update with the executor's row primitives when the table takes them
+ * (writes.c: the row found through the primary key and locked as the
+ * UPDATE locks it, the fence checked again on the version locked).  Fences
+ * come from one sequence, so a later holder always has a larger fence than
+ * any earlier one, even after the key was purged and created again.  No
+ * row means the caller no longer holds the key.
  *
  * Every other write is a statement run through SPI.  Either way the
  * executor applies every rule a user may add to the table (triggers,
@@ -737,7 +740,7 @@ new_key_row(Datum *values, TimestampTz now, Interval *ttl, Interval *lease)
  * executor's row primitives without starting the statement (writes.c).  A
  * table of 1.2, whose key_hash is generated, takes the statement.
  */
-static IdemInsertResult
+static IdemWriteResult
 insert_key_row(KeyLayout layout, const Datum *args, const char *nulls,
 			   bool completed)
 {
@@ -746,10 +749,10 @@ insert_key_row(KeyLayout layout, const Datum *args, const char *nulls,
 	Datum	   *values;
 	bool	   *isnull;
 	bool	   *given;
-	IdemInsertResult result;
+	IdemWriteResult result;
 
 	if (layout == KEYS_GENERATE_HASH)
-		return IDEM_INSERT_BY_STATEMENT;
+		return IDEM_WRITE_BY_STATEMENT;
 	rel = table_open(idem_relation_oid("idempotency_keys"), RowExclusiveLock);
 	learn_key_table(rel);
 	(void) idem_learn_columns(&key_hash_column, rel);
@@ -758,7 +761,7 @@ insert_key_row(KeyLayout layout, const Datum *args, const char *nulls,
 	{
 		/* a table before 1.6: the statement raises the error */
 		table_close(rel, NoLock);
-		return IDEM_INSERT_BY_STATEMENT;
+		return IDEM_WRITE_BY_STATEMENT;
 	}
 	natts = RelationGetDescr(rel)->natts;
 	values = palloc(natts * sizeof(Datum));
@@ -817,10 +820,10 @@ static bool
 create_key(KeyLayout layout, Datum *args, const char *nulls, bool completed,
 		   IdemClaim *claim)
 {
-	IdemInsertResult result = insert_key_row(layout, args, nulls, completed);
-	bool		took = result == IDEM_INSERT_WRITTEN;
+	IdemWriteResult result = insert_key_row(layout, args, nulls, completed);
+	bool		took = result == IDEM_WRITE_DONE;
 
-	if (result == IDEM_INSERT_BY_STATEMENT)
+	if (result == IDEM_WRITE_BY_STATEMENT)
 	{
 		IdemQuery  *query = completed ? &insert_completed_key[layout] :
 			&insert_key[layout];
@@ -1225,6 +1228,111 @@ idem_claim_datum(FunctionCallInfo fcinfo, IdemClaim *claim)
 }
 
 /*
+ * What complete() and fail() write: the arguments of FINISH_KEY, for the
+ * row written directly (finish_key_row()).
+ */
+typedef struct KeyFinish
+{
+	const Datum *args;
+	const char *nulls;
+	bool		completed;
+	bool		answer_expiry;	/* sets response_expires_at ($11) */
+} KeyFinish;
+
+/*
+ * FINISH_KEY's WHERE clause, HELD_BY_FENCE, on a version of the key's row.
+ */
+static bool
+held_by_fence(TupleTableSlot *slot, void *arg)
+{
+	const Datum *args = ((KeyFinish *) arg)->args;
+	bool		isnull;
+	Datum		value;
+
+	value = slot_getattr(slot, key_hash_attnum[0], &isnull);
+	if (isnull || memcmp(DatumGetUUIDP(value), DatumGetUUIDP(args[9]),
+						 UUID_LEN) != 0)
+		return false;
+	value = slot_getattr(slot, key_attnums[COL_FENCE], &isnull);
+	if (isnull || DatumGetInt64(value) != DatumGetInt64(args[2]))
+		return false;
+	value = slot_getattr(slot, key_attnums[COL_STATUS], &isnull);
+	if (isnull || value != key_statuses[STATUS_PROCESSING])
+		return false;
+	value = slot_getattr(slot, key_attnums[COL_EXPIRES_AT], &isnull);
+	return !isnull &&
+		DatumGetTimestampTz(value) > DatumGetTimestampTz(args[5]);
+}
+
+/* The columns FINISH_KEY sets, the answer's expiry last. */
+static const int finished_columns[] = {
+	COL_STATUS, COL_RESPONSE_CODE, COL_RESPONSE_BODY, COL_RETRYABLE,
+	COL_LOCKED_UNTIL, COL_UPDATED_AT, COL_EXPIRES_AT, COL_RESPONSE_EXPIRES_AT
+};
+
+/*
+ * FINISH_KEY's SET list, on the values of the row it updates.
+ */
+static void
+finish_row(Datum *values, bool *isnull, void *arg)
+{
+	KeyFinish  *finish = arg;
+	const Datum *args = finish->args;
+	const char *nulls = finish->nulls;
+	int			expires_at = key_attnums[COL_EXPIRES_AT] - 1;
+
+#define SET_COLUMN(col, value, null) \
+	(values[key_attnums[col] - 1] = (value), \
+	 isnull[key_attnums[col] - 1] = (null))
+	SET_COLUMN(COL_STATUS,
+			   key_statuses[finish->completed ? STATUS_COMPLETED : STATUS_FAILED],
+			   false);
+	SET_COLUMN(COL_RESPONSE_CODE, args[3], false);
+	SET_COLUMN(COL_RESPONSE_BODY, args[4], nulls[4] == 'n');
+	SET_COLUMN(COL_RETRYABLE, args[7], nulls[7] == 'n');
+	SET_COLUMN(COL_LOCKED_UNTIL, (Datum) 0, true);
+	SET_COLUMN(COL_UPDATED_AT, args[5], false);
+	/* expires_at = COALESCE($9, expires_at) */
+	if (nulls[8] != 'n')
+		SET_COLUMN(COL_EXPIRES_AT, args[8], false);
+	/* ANSWER_EXPIRY($11, that expires_at) */
+	if (finish->answer_expiry)
+		SET_COLUMN(COL_RESPONSE_EXPIRES_AT, args[10],
+				   isnull[expires_at] ||
+				   DatumGetTimestampTz(args[10]) >=
+				   DatumGetTimestampTz(values[expires_at]));
+#undef SET_COLUMN
+}
+
+/*
+ * Write what FINISH_KEY writes to the key's row held by the fence, with
+ * idem_update_row(): the executor's row primitives without starting the
+ * statement (writes.c).  IDEM_WRITE_BY_STATEMENT when the table takes the
+ * statement only.
+ */
+static IdemWriteResult
+finish_key_row(KeyName *name, KeyFinish *finish)
+{
+	ScanKeyData skey[1];
+	IdemIndexScan scan;
+	AttrNumber	updated[lengthof(finished_columns)];
+	int			nupdated = lengthof(finished_columns) - (finish->answer_expiry ? 0 : 1);
+	IdemWriteResult result = IDEM_WRITE_BY_STATEMENT;
+	int			i;
+
+	begin_key_scan(&scan, skey, name, RowExclusiveLock);
+	(void) idem_learn_columns(&key_hash_column, scan.rel);
+	for (i = 0; i < nupdated; i++)
+		updated[i] = key_attnums[finished_columns[i]];
+	/* a table before 1.6 lacks the answer's expiry: the statement says so */
+	if (updated[nupdated - 1] != InvalidAttrNumber)
+		result = idem_update_row(&scan, updated, nupdated, held_by_fence,
+								 finish_row, finish);
+	idem_index_scan_end(&scan);
+	return result;
+}
+
+/*
  * Raise the error of a holder call whose fence no longer holds the key.
  */
 static void
@@ -1255,6 +1363,9 @@ idem_finish_key(text *key, text *scope, int64 fence, bool completed,
 	Datum		values[FINISH_NARGS];
 	char		nulls[FINISH_NARGS] = {' ', ' ', ' ', ' ', body_isnull ? 'n' : ' ', ' ', ' ',
 	completed ? 'n' : ' ', ttl ? ' ' : 'n', ' ', response_ttl ? ' ' : 'n'};
+	KeyFinish	finish = {.args = values, .nulls = nulls, .completed = completed,
+	.answer_expiry = response_ttl != NULL};
+	IdemWriteResult result;
 	bool		held;
 
 	values[0] = PointerGetDatum(scope);
@@ -1269,10 +1380,16 @@ idem_finish_key(text *key, text *scope, int64 fence, bool completed,
 	values[9] = key_hash_of(&name);
 	values[10] = response_ttl ? time_after(values[5], response_ttl) : (Datum) 0;
 
-	SPI_connect();
 	(void) key_layout();		/* refuses a table it does not serve */
-	held = idem_run(&finish_key[response_ttl != NULL], values, nulls, false, 0) == 1;
-	SPI_finish();
+	result = finish_key_row(&name, &finish);
+	held = result == IDEM_WRITE_DONE;
+	if (result == IDEM_WRITE_BY_STATEMENT)
+	{
+		SPI_connect();
+		held = idem_run(&finish_key[response_ttl != NULL], values, nulls,
+						false, 0) == 1;
+		SPI_finish();
+	}
 	if (!held)
 		lease_lost(key, scope, fence);
 	idem_wake_waiters_at_commit(DatumGetUUIDP(values[9]));

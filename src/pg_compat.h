@@ -47,12 +47,14 @@
 
 /*
  * An executor state's range table of the one relation "rel" (writes.c), as
- * logical replication's apply worker builds it: PostgreSQL 16 moved the
- * permission checks to a list of their own, 18 added the relations left
- * after pruning.
+ * logical replication's apply worker builds it, with the columns an update
+ * sets ("updated_cols", offset by FirstLowInvalidHeapAttributeNumber, for
+ * UPDATE OF triggers and the lock mode): PostgreSQL 16 moved them, with
+ * the permission checks, to a list of their own; 18 added the relations
+ * left after pruning.
  */
 static inline void
-idem_init_range_table(EState *estate, Relation rel)
+idem_init_range_table(EState *estate, Relation rel, Bitmapset *updated_cols)
 {
 	RangeTblEntry *rte = makeNode(RangeTblEntry);
 
@@ -64,7 +66,7 @@ idem_init_range_table(EState *estate, Relation rel)
 	{
 		List	   *perminfos = NIL;
 
-		addRTEPermissionInfo(&perminfos, rte);
+		addRTEPermissionInfo(&perminfos, rte)->updatedCols = updated_cols;
 #if PG_VERSION_NUM >= 180000
 		ExecInitRangeTable(estate, list_make1(rte), perminfos,
 						   bms_make_singleton(1));
@@ -73,8 +75,18 @@ idem_init_range_table(EState *estate, Relation rel)
 #endif
 	}
 #else
+	rte->updatedCols = updated_cols;
 	ExecInitRangeTable(estate, list_make1(rte));
 #endif
 }
+
+/* PostgreSQL 16 added the result relations of EvalPlanQualInit(). */
+#if PG_VERSION_NUM >= 160000
+#define idem_epq_init(epqstate, estate) \
+	EvalPlanQualInit((epqstate), (estate), NULL, NIL, -1, NIL)
+#else
+#define idem_epq_init(epqstate, estate) \
+	EvalPlanQualInit((epqstate), (estate), NULL, NIL, -1)
+#endif
 
 #endif							/* IDEM_PG_COMPAT_H */

@@ -1,28 +1,33 @@
 /*-------------------------------------------------------------------------
  *
  * writes.c
- *	  Inserting one row of the extension's own tables with the executor's
- *	  row primitives, as logical replication's apply worker does
- *	  (ExecSimpleRelationInsert() of execReplication.c, in an executor
- *	  state of our own), instead of starting a prepared INSERT through SPI.
- *	  The row goes through the same code as an INSERT's: BEFORE and AFTER
- *	  row triggers, generated columns, NOT NULL and CHECK constraints,
- *	  index entries (indexes still being built and unique and exclusion
+ *	  Inserting or updating one row of the extension's own tables with the
+ *	  executor's row primitives, as logical replication's apply worker does
+ *	  (ExecSimpleRelationInsert() and ExecSimpleRelationUpdate() of
+ *	  execReplication.c, in an executor state of our own), instead of
+ *	  starting a prepared INSERT or UPDATE through SPI.  The row goes
+ *	  through the same code as the statement's: BEFORE and AFTER row
+ *	  triggers, generated columns, NOT NULL and CHECK constraints, index
+ *	  entries (indexes still being built, HOT updates, unique and exclusion
  *	  checks, deferred ones included), foreign keys and WAL; only the
- *	  plan's start-up is saved.
+ *	  plan's start-up is saved.  An update finds its row with a direct
+ *	  index scan and locks it as the statement does (lock_row_for_update()).
  *
- * Only a row that an INSERT statement would write in exactly that way is
+ * Only a row that the statement would write in exactly that way is
  * written here.  The table must be a plain table without rules, row
- * security, statement-level INSERT triggers or transition tables; every
- * column the caller leaves out must take NULL (no default, identity or
- * domain); and the current user must hold INSERT on the table.  Otherwise
- * idem_insert_row() writes nothing and the caller runs its INSERT through
- * SPI, which handles all of those.
+ * security, statement-level triggers or transition tables for the
+ * command; an INSERT's left-out columns must take NULL (no default,
+ * identity or domain); an UPDATE's table must have no stored generated
+ * column; and the current user must hold the statement's privileges on
+ * the table.  Otherwise nothing is written and the caller runs its
+ * statement through SPI, which handles all of those.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
+#include "access/sysattr.h"
+#include "access/tableam.h"
 #include "access/xact.h"
 #include "catalog/pg_class.h"
 #include "commands/trigger.h"
@@ -73,6 +78,93 @@ insert_is_plain(Relation rel, const bool *given)
 	return true;
 }
 
+
+/*
+ * True when an UPDATE of "rel" would do nothing that
+ * ExecSimpleRelationUpdate() leaves out.  Stored generated columns are
+ * left to the statement: PostgreSQL 15 learns which of them an update
+ * recomputes from the rewriter.
+ */
+static bool
+update_is_plain(Relation rel)
+{
+	TriggerDesc *triggers = rel->trigdesc;
+	Oid			relid = RelationGetRelid(rel);
+
+	if (rel->rd_rel->relkind != RELKIND_RELATION ||
+		rel->rd_rel->relhasrules || rel->rd_rel->relrowsecurity)
+		return false;
+	if (rel->rd_att->constr && rel->rd_att->constr->has_generated_stored)
+		return false;
+	if (triggers != NULL &&
+		(triggers->trig_update_before_statement ||
+		 triggers->trig_update_after_statement ||
+		 triggers->trig_update_instead_row ||
+		 triggers->trig_update_old_table ||
+		 triggers->trig_update_new_table))
+		return false;
+	/* the statement reads the row (its WHERE clause) and writes it */
+	return pg_class_aclcheck(relid, GetUserId(), ACL_UPDATE) == ACLCHECK_OK &&
+		pg_class_aclcheck(relid, GetUserId(), ACL_SELECT) == ACLCHECK_OK;
+}
+
+/*
+ * An executor state for writing rows of one relation, as the apply worker
+ * of logical replication sets one up: the relation as the only entry of
+ * the range table and its result relation, with its indexes open, seeing
+ * "snapshot" and with the AFTER triggers of a query of its own.  Its
+ * memory is the executor state's.
+ */
+typedef struct RowWriter
+{
+	EState	   *estate;
+	ResultRelInfo *result_rel;
+	MemoryContext caller;
+} RowWriter;
+
+/*
+ * Set up "writer" for rel; "updated" lists the "nupdated" columns an
+ * update sets (what UPDATE OF triggers and the lock mode look at).
+ */
+static void
+begin_row_writer(RowWriter *writer, Relation rel, Snapshot snapshot,
+				 const AttrNumber *updated, int nupdated)
+{
+	EState	   *estate = CreateExecutorState();
+	Bitmapset  *updated_cols = NULL;
+	int			i;
+
+	writer->caller = MemoryContextSwitchTo(estate->es_query_cxt);
+	for (i = 0; i < nupdated; i++)
+		updated_cols = bms_add_member(updated_cols,
+									  updated[i] - FirstLowInvalidHeapAttributeNumber);
+	idem_init_range_table(estate, rel, updated_cols);
+	writer->result_rel = makeNode(ResultRelInfo);
+	InitResultRelInfo(writer->result_rel, rel, 1, NULL, 0);
+	/* where AFTER triggers look for it (ExecGetTriggerResultRel()) */
+	estate->es_opened_result_relations =
+		lappend(estate->es_opened_result_relations, writer->result_rel);
+	estate->es_snapshot = snapshot;
+	estate->es_output_cid = GetCurrentCommandId(true);
+	ExecOpenIndices(writer->result_rel, false);
+	writer->estate = estate;
+	AfterTriggerBeginQuery();
+}
+
+/*
+ * Fire the AFTER triggers queued by the writes and free the executor
+ * state.
+ */
+static void
+end_row_writer(RowWriter *writer)
+{
+	AfterTriggerEndQuery(writer->estate);
+	ExecCloseIndices(writer->result_rel);
+	ExecResetTupleTable(writer->estate->es_tupleTable, false);
+	MemoryContextSwitchTo(writer->caller);
+	FreeExecutorState(writer->estate);
+}
+
 /*
  * Insert into "rel", opened by the caller with RowExclusiveLock, the row
  * whose columns flagged in "given" have "values" and "isnull" (arrays of
@@ -84,17 +176,16 @@ insert_is_plain(Relation rel, const bool *given)
  * Like the statement, it refuses to write in a read-only transaction or on
  * a hot standby (25006), whoever calls it.
  *
- * Returns IDEM_INSERT_BY_STATEMENT, having done nothing, when the table or
+ * Returns IDEM_WRITE_BY_STATEMENT, having done nothing, when the table or
  * the row needs the INSERT statement (see the header comment);
- * IDEM_INSERT_SKIPPED when a BEFORE trigger skipped the row.
+ * IDEM_WRITE_SKIPPED when a BEFORE trigger skipped the row.
  */
-IdemInsertResult
+IdemWriteResult
 idem_insert_row(Relation rel, const Datum *values, const bool *isnull,
 				const bool *given)
 {
 	TupleDesc	tupdesc = RelationGetDescr(rel);
-	EState	   *estate;
-	ResultRelInfo *result_rel;
+	RowWriter	writer;
 	TupleTableSlot *slot;
 	bool		written;
 	int			i;
@@ -103,20 +194,10 @@ idem_insert_row(Relation rel, const Datum *values, const bool *isnull,
 	PreventCommandIfReadOnly("INSERT");
 	PreventCommandIfParallelMode("INSERT");
 	if (!insert_is_plain(rel, given))
-		return IDEM_INSERT_BY_STATEMENT;
+		return IDEM_WRITE_BY_STATEMENT;
 
-	estate = CreateExecutorState();
-	idem_init_range_table(estate, rel);
-	result_rel = makeNode(ResultRelInfo);
-	InitResultRelInfo(result_rel, rel, 1, NULL, 0);
-	/* where AFTER triggers look for it (ExecGetTriggerResultRel()) */
-	estate->es_opened_result_relations =
-		lappend(estate->es_opened_result_relations, result_rel);
-	estate->es_snapshot = idem_push_statement_snapshot();
-	estate->es_output_cid = GetCurrentCommandId(true);
-	ExecOpenIndices(result_rel, false);
-
-	slot = ExecInitExtraTupleSlot(estate, tupdesc, &TTSOpsVirtual);
+	begin_row_writer(&writer, rel, idem_push_statement_snapshot(), NULL, 0);
+	slot = ExecInitExtraTupleSlot(writer.estate, tupdesc, &TTSOpsVirtual);
 	ExecClearTuple(slot);
 	for (i = 0; i < tupdesc->natts; i++)
 	{
@@ -126,15 +207,124 @@ idem_insert_row(Relation rel, const Datum *values, const bool *isnull,
 	ExecStoreVirtualTuple(slot);
 	ItemPointerSetInvalid(&slot->tts_tid);
 
-	AfterTriggerBeginQuery();
-	ExecSimpleRelationInsert(result_rel, estate, slot);
+	ExecSimpleRelationInsert(writer.result_rel, writer.estate, slot);
 	/* the table AM gives the row its TID; a skipped row has none */
 	written = ItemPointerIsValid(&slot->tts_tid);
-	AfterTriggerEndQuery(estate);
-
-	ExecCloseIndices(result_rel);
-	ExecResetTupleTable(estate->es_tupleTable, false);
-	FreeExecutorState(estate);
+	end_row_writer(&writer);
 	PopActiveSnapshot();
-	return written ? IDEM_INSERT_WRITTEN : IDEM_INSERT_SKIPPED;
+	return written ? IDEM_WRITE_DONE : IDEM_WRITE_SKIPPED;
+}
+
+/*
+ * Lock the latest version of the row in "slot" (the version the writer's
+ * snapshot sees) as an UPDATE does before it writes, into "locked"; false
+ * when there is none left to update.  Under READ COMMITTED a version
+ * updated since is followed to the newest one, which the caller checks
+ * again (the statement's EvalPlanQual); under REPEATABLE READ and
+ * SERIALIZABLE a concurrent update or delete is a serialization failure
+ * (40001), as for the statement.
+ */
+static bool
+lock_row_for_update(RowWriter *writer, TupleTableSlot *slot,
+					TupleTableSlot *locked)
+{
+	EState	   *estate = writer->estate;
+	TM_FailureData tmfd;
+	TM_Result	result;
+
+	result = table_tuple_lock(writer->result_rel->ri_RelationDesc,
+							  &slot->tts_tid, estate->es_snapshot, locked,
+							  estate->es_output_cid,
+							  ExecUpdateLockMode(estate, writer->result_rel),
+							  LockWaitBlock,
+							  IsolationUsesXactSnapshot() ? 0 :
+							  TUPLE_LOCK_FLAG_FIND_LAST_VERSION,
+							  &tmfd);
+	switch (result)
+	{
+		case TM_Ok:
+			return true;
+		case TM_SelfModified:
+			/* changed by this very command: by a trigger it fired */
+			if (tmfd.cmax != estate->es_output_cid)
+				ereport(ERROR,
+						(errcode(ERRCODE_TRIGGERED_DATA_CHANGE_VIOLATION),
+						 errmsg("tuple to be updated was already modified by an operation triggered by the current command")));
+			return false;
+		case TM_Updated:
+		case TM_Deleted:
+			if (IsolationUsesXactSnapshot())
+				ereport(ERROR,
+						(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+						 errmsg("could not serialize access due to concurrent %s",
+								result == TM_Updated ? "update" : "delete")));
+			/* READ COMMITTED: deleted, or moved to another partition */
+			return false;
+		default:
+			elog(ERROR, "unexpected table_tuple_lock status: %u", result);
+	}
+	return false;				/* keep the compiler quiet */
+}
+
+/*
+ * Update the row of "scan" (a direct index scan of a table opened with
+ * RowExclusiveLock, not yet started) that "matches" accepts, as an UPDATE
+ * statement run by SPI at this point would update the row its WHERE
+ * clause finds: the version the scan's snapshot sees is locked, and under
+ * READ COMMITTED the newest version is checked again with "matches"
+ * (lock_row_for_update()); "change" then sets the columns listed in
+ * "updated" in the row's values, which hold its current ones.  The
+ * table's row triggers fire (UPDATE OF ones for those columns), its
+ * constraints are checked and its indexes kept, HOT updates included.
+ *
+ * Returns IDEM_WRITE_BY_STATEMENT, having read nothing, when the table
+ * needs the UPDATE statement (see the header comment); IDEM_WRITE_NO_ROW
+ * when no row matches; IDEM_WRITE_SKIPPED when a BEFORE trigger skipped
+ * the row.
+ */
+IdemWriteResult
+idem_update_row(IdemIndexScan *scan, const AttrNumber *updated, int nupdated,
+				IdemRowTest matches, IdemRowChange change, void *arg)
+{
+	Relation	rel = scan->rel;
+	RowWriter	writer;
+	TupleTableSlot *locked;
+	TupleTableSlot *slot;
+	EPQState	epqstate;
+	IdemWriteResult result = IDEM_WRITE_NO_ROW;
+	bool		found = false;
+
+	PreventCommandIfReadOnly("UPDATE");
+	PreventCommandIfParallelMode("UPDATE");
+	if (!update_is_plain(rel))
+		return IDEM_WRITE_BY_STATEMENT;
+
+	while (!found && idem_index_scan_next(scan))
+		found = matches(scan->slot, arg);
+	if (!found)
+		return IDEM_WRITE_NO_ROW;
+
+	begin_row_writer(&writer, rel, scan->snapshot, updated, nupdated);
+	locked = table_slot_create(rel, &writer.estate->es_tupleTable);
+	if (lock_row_for_update(&writer, scan->slot, locked) &&
+		matches(locked, arg))
+	{
+		slot = ExecInitExtraTupleSlot(writer.estate, RelationGetDescr(rel),
+									  &TTSOpsVirtual);
+		ExecCopySlot(slot, locked);
+		slot_getallattrs(slot);
+		change(slot->tts_values, slot->tts_isnull, arg);
+		ItemPointerSetInvalid(&slot->tts_tid);
+
+		idem_epq_init(&epqstate, writer.estate);
+		ExecSimpleRelationUpdate(writer.result_rel, writer.estate, &epqstate,
+								 locked, slot);
+		EvalPlanQualEnd(&epqstate);
+		/* the new version's TID; a skipped row keeps the old one or none */
+		result = ItemPointerIsValid(&slot->tts_tid) &&
+			!ItemPointerEquals(&slot->tts_tid, &locked->tts_tid) ?
+			IDEM_WRITE_DONE : IDEM_WRITE_SKIPPED;
+	}
+	end_row_writer(&writer);
+	return result;
 }
