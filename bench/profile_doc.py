@@ -84,8 +84,9 @@ function it calls (`GetCachedPlan` called from `PostgresMain`, where
 and trigger functions are the C symbols `pg_proc` gives for it; the
 `SPI_execute*` calls they make are its SPI statements, the executor
 calls made by SPI's unnamed internals are those statements', and its
-`ExecSimpleRelationInsert` calls are the rows it inserts without a
-statement (a new key's, since 0e8c5d5). Only the
+`ExecSimpleRelationInsert` and `ExecSimpleRelationUpdate` calls are
+the rows it writes without a statement (a new key's since 0e8c5d5, a
+completion's since 5d8ac30). Only the
 outermost calls of a function count, so a row never counts the same
 instructions twice; an indented row is part of the row above it, and the
 rows below *across the rows above* cut through them. A cell reads
@@ -213,7 +214,7 @@ def phases(p, ext_functions):
         r["spi." + ph.lower()] = p.into({"Executor" + ph}, inner, outermost=False)
     r["spi.other"] = (None, r["spi"][1] - sum(r["spi." + k][1] for k in
                                               ("plancache", "start", "run", "finish", "end")))
-    r["ext.rows"] = p.into({"ExecSimpleRelationInsert"}, ext_callers)
+    r["ext.rows"] = p.into({"ExecSimpleRelationInsert", "ExecSimpleRelationUpdate"}, ext_callers)
     r["ext.outside"] = (None, r["ext"][1] - r["spi"][1] - r["ext.rows"][1])
 
     for ph in ("Start", "Finish", "End"):
@@ -248,7 +249,7 @@ ROWS = [
     ("spi.finish", 4, "executor finish (`ExecutorFinish`: `AFTER` triggers)"),
     ("spi.end", 4, "executor end (`ExecutorEnd`)"),
     ("spi.other", 4, "other: SPI's own (snapshot, parameters, result)"),
-    ("ext.rows", 3, "its rows inserted with the executor's row functions (`ExecSimpleRelationInsert`: triggers, heap, indexes)"),
+    ("ext.rows", 3, "its rows written with the executor's row functions (`ExecSimpleRelationInsert`, `ExecSimpleRelationUpdate`: triggers, heap, indexes)"),
     ("ext.outside", 3, "outside SPI: the extension's C and what it calls directly (probes, locks, hashing)"),
     ("commit", 1, "commit (`CommitTransactionCommand`, called after each statement by `finish_xact_command`; it commits outside `BEGIN`)"),
     ("commit.record", 2, "commit record (`XactLogCommitRecord`)"),
@@ -344,7 +345,7 @@ def paragraph(title, ours, base, fo, fb):
     gap = fo["transaction"][1] - fb["transaction"][1]
     (no, so), (nb, sb) = startup(fo), startup(fb)
     parts = [("the extension's work outside SPI (probes, locks, hashing, C)", fo["ext.outside"][1]),
-             ("its rows inserted with the row functions", fo["ext.rows"][1]),
+             ("its rows written with the row functions", fo["ext.rows"][1]),
              ("SPI's own", fo["spi.other"][1]),
              ("running the statements", running(fo) - running(fb))]
     parts.append(("everything else (commit, portals, the protocol)", gap - (so - sb) - sum(x for _, x in parts)))
