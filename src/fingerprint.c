@@ -300,6 +300,16 @@ idem_hash_pair(text *a, text *b)
 }
 
 /*
+ * The last input of idem_key_hash() that fitted in its buffer, and its
+ * hash: a claim that creates a key hashes it, then the key_hash trigger
+ * hashes the same scope and key again for the new row.
+ */
+#define KEY_HASH_INPUT_BYTES 1024
+static char last_key_input[KEY_HASH_INPUT_BYTES];
+static size_t last_key_input_len = 0;	/* 0: none yet */
+static pg_uuid_t last_key_hash;
+
+/*
  * The first 16 bytes of SHA-256(length of scope as 4 bytes, big-endian ||
  * scope || key), into "hash": the primary key of the table of keys.  The
  * length makes ("ab", "c") and ("a", "bc") differ.
@@ -310,7 +320,7 @@ idem_key_hash(text *scope, text *key, pg_uuid_t *hash)
 	uint32		scope_len = VARSIZE_ANY_EXHDR(scope);
 	uint32		key_len = VARSIZE_ANY_EXHDR(key);
 	size_t		len = 4 + (size_t) scope_len + key_len;
-	char		local[1024];
+	char		local[KEY_HASH_INPUT_BYTES];
 	char	   *buf = len <= sizeof(local) ? local : palloc(len);
 	uint8		digest[PG_SHA256_DIGEST_LENGTH];
 
@@ -320,10 +330,21 @@ idem_key_hash(text *scope, text *key, pg_uuid_t *hash)
 	buf[3] = (char) scope_len;
 	memcpy(buf + 4, VARDATA_ANY(scope), scope_len);
 	memcpy(buf + 4 + scope_len, VARDATA_ANY(key), key_len);
+	if (len == last_key_input_len && memcmp(buf, last_key_input, len) == 0)
+	{
+		*hash = last_key_hash;
+		return;
+	}
 	idem_sha256(buf, len, digest);
 	memcpy(hash->data, digest, UUID_LEN);
 	if (buf != local)
 		pfree(buf);
+	else
+	{
+		memcpy(last_key_input, buf, len);
+		last_key_input_len = len;
+		last_key_hash = *hash;
+	}
 }
 
 /*
