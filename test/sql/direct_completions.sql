@@ -9,12 +9,11 @@
 -- the same test.
 \set VERBOSITY terse
 \i test/sql/include/error_of.sql
-CREATE TABLE pg_temp.dc_log (what text, key text);
--- triggers fire as the extension owner (in the portable edition not a superuser)
-GRANT INSERT ON pg_temp.dc_log TO PUBLIC;
+\i test/sql/include/trigger_log.sql
+\i test/sql/include/wal_records.sql
 CREATE FUNCTION pg_temp.dc_log_row() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-  INSERT INTO pg_temp.dc_log
+  INSERT INTO pg_temp.trigger_log
     VALUES (TG_NAME || ': ' || OLD.status || ' -> ' || NEW.status, NEW.idempotency_key);
   RETURN NEW;
 END $$;
@@ -42,7 +41,7 @@ SELECT fence AS fence2 FROM idempotency.claim('dc-row-2', '{}') \gset
 SELECT idempotency.fail('dc-row-2', :fence2, '{"e": 1}', 503, retryable => true);
 SELECT idempotency_key, status, dc_tag, response_body, retryable, locked_until
   FROM idempotency.idempotency_keys WHERE idempotency_key LIKE 'dc-row-%' ORDER BY 1;
-SELECT * FROM pg_temp.dc_log ORDER BY key, what;
+SELECT * FROM pg_temp.trigger_log ORDER BY key, what;
 DROP TRIGGER dc_a_tag ON idempotency.idempotency_keys;
 DROP TRIGGER dc_after ON idempotency.idempotency_keys;
 DROP TRIGGER dc_of_status ON idempotency.idempotency_keys;
@@ -84,24 +83,38 @@ RESET enable_seqscan;
 RESET enable_bitmapscan;
 DROP INDEX idempotency.dc_status;
 
+-- the row functions lock the row before they write it, as logical
+-- replication's apply worker does: a completion that stays on its page (a
+-- HOT update, with room left by the fill factor) writes the lock's WAL
+-- record and the update's; the statement (the portable edition's) only
+-- the update's
+ALTER TABLE idempotency.idempotency_keys SET (fillfactor = 50);
+SELECT fence AS fence_wal FROM idempotency.claim('dc-wal', '{}') \gset
+SELECT pg_temp.wal_records(format($$SELECT idempotency.complete('dc-wal', %s, '{}')$$, :fence_wal))
+       AS records_direct,
+       l.lanname AS language
+  FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang
+ WHERE p.oid = 'idempotency.complete(text, bigint, jsonb, integer, text, interval, interval)'::regprocedure \gset
+SELECT :records_direct = CASE :'language' WHEN 'c' THEN 2 ELSE 1 END AS lock_and_update;
+
 -- What only the statement honours, so the call runs it: a statement
 -- trigger fires once per completion
-CREATE FUNCTION pg_temp.dc_log_statement() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-  INSERT INTO pg_temp.dc_log VALUES (TG_WHEN || ' ' || TG_LEVEL, TG_OP);
-  RETURN NULL;
-END $$;
 CREATE TRIGGER dc_statement AFTER UPDATE ON idempotency.idempotency_keys
-  FOR EACH STATEMENT EXECUTE FUNCTION pg_temp.dc_log_statement();
-TRUNCATE pg_temp.dc_log;
+  FOR EACH STATEMENT EXECUTE FUNCTION pg_temp.log_statement();
+TRUNCATE pg_temp.trigger_log;
 SELECT fence AS fence6 FROM idempotency.claim('dc-statement', '{}') \gset
 SELECT idempotency.complete('dc-statement', :fence6, '{}');
-SELECT * FROM pg_temp.dc_log;
+SELECT * FROM pg_temp.trigger_log;
+-- and the update writes its one WAL record
+SELECT fence AS fence_wal2 FROM idempotency.claim('dc-wal-2', '{}') \gset
+SELECT pg_temp.wal_records(format($$SELECT idempotency.complete('dc-wal-2', %s, '{}')$$, :fence_wal2))
+       AS update_only;
+ALTER TABLE idempotency.idempotency_keys RESET (fillfactor);
 DROP TRIGGER dc_statement ON idempotency.idempotency_keys;
 -- transition tables see the old and the new version
 CREATE FUNCTION pg_temp.dc_log_transition() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-  INSERT INTO pg_temp.dc_log
+  INSERT INTO pg_temp.trigger_log
     SELECT o.status || ' -> ' || n.status, n.idempotency_key
       FROM old_keys o JOIN new_keys n USING (key_hash);
   RETURN NULL;
@@ -109,10 +122,10 @@ END $$;
 CREATE TRIGGER dc_transition AFTER UPDATE ON idempotency.idempotency_keys
   REFERENCING OLD TABLE AS old_keys NEW TABLE AS new_keys
   FOR EACH STATEMENT EXECUTE FUNCTION pg_temp.dc_log_transition();
-TRUNCATE pg_temp.dc_log;
+TRUNCATE pg_temp.trigger_log;
 SELECT fence AS fence7 FROM idempotency.claim('dc-transition', '{}') \gset
 SELECT idempotency.fail('dc-transition', :fence7, '{"e": 2}', 422, retryable => false);
-SELECT * FROM pg_temp.dc_log;
+SELECT * FROM pg_temp.trigger_log;
 DROP TRIGGER dc_transition ON idempotency.idempotency_keys;
 -- a stored generated column is computed again from the new version
 ALTER TABLE idempotency.idempotency_keys

@@ -9,12 +9,10 @@
 -- the same test.
 \set VERBOSITY terse
 \i test/sql/include/error_of.sql
-CREATE TABLE pg_temp.dw_log (op text, key text);
--- triggers fire as the extension owner (in the portable edition not a superuser)
-GRANT INSERT ON pg_temp.dw_log TO PUBLIC;
+\i test/sql/include/trigger_log.sql
 CREATE FUNCTION pg_temp.dw_log_row() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-  INSERT INTO pg_temp.dw_log VALUES (TG_WHEN || ' ' || TG_LEVEL, NEW.idempotency_key);
+  INSERT INTO pg_temp.trigger_log VALUES (TG_WHEN || ' ' || TG_LEVEL, NEW.idempotency_key);
   RETURN NEW;
 END $$;
 
@@ -34,7 +32,7 @@ SELECT x.outcome, x.response_body
   FROM idempotency.execute('dw-row-2', '{}', $$SELECT '{"done": true}'::jsonb$$) x;
 SELECT idempotency_key, dw_tag, status FROM idempotency.idempotency_keys
  WHERE idempotency_key LIKE 'dw-row-%' ORDER BY 1;
-SELECT * FROM pg_temp.dw_log ORDER BY key;
+SELECT * FROM pg_temp.trigger_log ORDER BY key;
 DROP TRIGGER dw_a_tag ON idempotency.idempotency_keys;
 DROP TRIGGER dw_after ON idempotency.idempotency_keys;
 
@@ -95,31 +93,26 @@ DROP INDEX idempotency.dw_unique;
 
 -- What only the statement honours, so the claim runs it: a statement
 -- trigger fires once per claim that creates a key
-CREATE FUNCTION pg_temp.dw_log_statement() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-  INSERT INTO pg_temp.dw_log VALUES (TG_WHEN || ' ' || TG_LEVEL, TG_OP);
-  RETURN NULL;
-END $$;
 CREATE TRIGGER dw_statement AFTER INSERT ON idempotency.idempotency_keys
-  FOR EACH STATEMENT EXECUTE FUNCTION pg_temp.dw_log_statement();
-TRUNCATE pg_temp.dw_log;
+  FOR EACH STATEMENT EXECUTE FUNCTION pg_temp.log_statement();
+TRUNCATE pg_temp.trigger_log;
 SELECT outcome FROM idempotency.claim('dw-statement', '{}');
 SELECT outcome FROM idempotency.claim('dw-statement', '{}');
 SELECT x.outcome FROM idempotency.execute('dw-statement-2', '{}', 'SELECT 1') x;
-SELECT * FROM pg_temp.dw_log;
+SELECT * FROM pg_temp.trigger_log;
 DROP TRIGGER dw_statement ON idempotency.idempotency_keys;
 -- a transition table sees the new row
 CREATE FUNCTION pg_temp.dw_log_new() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-  INSERT INTO pg_temp.dw_log SELECT 'new table', idempotency_key FROM new_keys;
+  INSERT INTO pg_temp.trigger_log SELECT 'new table', idempotency_key FROM new_keys;
   RETURN NULL;
 END $$;
 CREATE TRIGGER dw_new AFTER INSERT ON idempotency.idempotency_keys
   REFERENCING NEW TABLE AS new_keys
   FOR EACH STATEMENT EXECUTE FUNCTION pg_temp.dw_log_new();
-TRUNCATE pg_temp.dw_log;
+TRUNCATE pg_temp.trigger_log;
 SELECT outcome FROM idempotency.claim('dw-transition', '{}');
-SELECT * FROM pg_temp.dw_log;
+SELECT * FROM pg_temp.trigger_log;
 DROP TRIGGER dw_new ON idempotency.idempotency_keys;
 -- defaults and identity of added columns are filled in
 ALTER TABLE idempotency.idempotency_keys ADD COLUMN dw_note text DEFAULT 'noted';
