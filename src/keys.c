@@ -1325,7 +1325,8 @@ finish_key_row(KeyName *name, KeyFinish *finish)
 	for (i = 0; i < nupdated; i++)
 		updated[i] = key_attnums[finished_columns[i]];
 	/* a table before 1.6 lacks the answer's expiry: the statement says so */
-	if (updated[nupdated - 1] != InvalidAttrNumber)
+	if (!finish->answer_expiry ||
+		key_attnums[COL_RESPONSE_EXPIRES_AT] != InvalidAttrNumber)
 		result = idem_update_row(&scan, updated, nupdated, held_by_fence,
 								 finish_row, finish);
 	idem_index_scan_end(&scan);
