@@ -49,10 +49,8 @@ DROP TRIGGER dc_of_request ON idempotency.idempotency_keys;
 
 -- a BEFORE trigger that skips the update: the call finds nothing to
 -- finish, 55000 as for a lost lease, and the key stays held
-CREATE FUNCTION pg_temp.dc_skip() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN RETURN NULL; END $$;
 CREATE TRIGGER dc_skip BEFORE UPDATE ON idempotency.idempotency_keys
-  FOR EACH ROW EXECUTE FUNCTION pg_temp.dc_skip();
+  FOR EACH ROW EXECUTE FUNCTION pg_temp.skip_row();
 SELECT fence AS fence3 FROM idempotency.claim('dc-skip', '{}') \gset
 SELECT pg_temp.error_of(format($$SELECT idempotency.complete('dc-skip', %s, '{}')$$, :fence3));
 SELECT status FROM idempotency.idempotency_keys WHERE idempotency_key = 'dc-skip';

@@ -38,10 +38,8 @@ DROP TRIGGER dw_after ON idempotency.idempotency_keys;
 
 -- a BEFORE trigger that skips the row: no key, and the claim gives up
 -- with 40001 as for any trigger that keeps it from the key
-CREATE FUNCTION pg_temp.dw_skip() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN RETURN NULL; END $$;
 CREATE TRIGGER dw_skip BEFORE INSERT ON idempotency.idempotency_keys
-  FOR EACH ROW EXECUTE FUNCTION pg_temp.dw_skip();
+  FOR EACH ROW EXECUTE FUNCTION pg_temp.skip_row();
 SELECT pg_temp.error_of($$SELECT idempotency.claim('dw-skip', '{}')$$);
 SELECT count(*) FROM idempotency.idempotency_keys WHERE idempotency_key = 'dw-skip';
 DROP TRIGGER dw_skip ON idempotency.idempotency_keys;
