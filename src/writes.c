@@ -42,6 +42,21 @@
 #include "idempotency.h"
 
 /*
+ * True when "rel" is a plain table that no statement rewrites or filters
+ * (no rules, no row security) and the current user holds "privileges" on
+ * it: what both kinds of writes below need first.
+ */
+static bool
+table_is_plain(Relation rel, AclMode privileges)
+{
+	if (rel->rd_rel->relkind != RELKIND_RELATION ||
+		rel->rd_rel->relhasrules || rel->rd_rel->relrowsecurity)
+		return false;
+	return pg_class_aclmask(RelationGetRelid(rel), GetUserId(), privileges,
+							ACLMASK_ALL) == privileges;
+}
+
+/*
  * True when an INSERT of "rel" giving the columns of "given" (one flag per
  * attribute) would do nothing that ExecSimpleRelationInsert() leaves out.
  */
@@ -52,17 +67,13 @@ insert_is_plain(Relation rel, const bool *given)
 	TriggerDesc *triggers = rel->trigdesc;
 	int			i;
 
-	if (rel->rd_rel->relkind != RELKIND_RELATION ||
-		rel->rd_rel->relhasrules || rel->rd_rel->relrowsecurity)
+	if (!table_is_plain(rel, ACL_INSERT))
 		return false;
 	if (triggers != NULL &&
 		(triggers->trig_insert_before_statement ||
 		 triggers->trig_insert_after_statement ||
 		 triggers->trig_insert_instead_row ||
 		 triggers->trig_insert_new_table))
-		return false;
-	if (pg_class_aclcheck(RelationGetRelid(rel), GetUserId(),
-						  ACL_INSERT) != ACLCHECK_OK)
 		return false;
 	for (i = 0; i < tupdesc->natts; i++)
 	{
@@ -78,7 +89,6 @@ insert_is_plain(Relation rel, const bool *given)
 	return true;
 }
 
-
 /*
  * True when an UPDATE of "rel" would do nothing that
  * ExecSimpleRelationUpdate() leaves out.  Stored generated columns are
@@ -89,23 +99,18 @@ static bool
 update_is_plain(Relation rel)
 {
 	TriggerDesc *triggers = rel->trigdesc;
-	Oid			relid = RelationGetRelid(rel);
 
-	if (rel->rd_rel->relkind != RELKIND_RELATION ||
-		rel->rd_rel->relhasrules || rel->rd_rel->relrowsecurity)
+	/* the statement reads the row (its WHERE clause) and writes it */
+	if (!table_is_plain(rel, ACL_UPDATE | ACL_SELECT))
 		return false;
 	if (rel->rd_att->constr && rel->rd_att->constr->has_generated_stored)
 		return false;
-	if (triggers != NULL &&
-		(triggers->trig_update_before_statement ||
-		 triggers->trig_update_after_statement ||
-		 triggers->trig_update_instead_row ||
-		 triggers->trig_update_old_table ||
-		 triggers->trig_update_new_table))
-		return false;
-	/* the statement reads the row (its WHERE clause) and writes it */
-	return pg_class_aclcheck(relid, GetUserId(), ACL_UPDATE) == ACLCHECK_OK &&
-		pg_class_aclcheck(relid, GetUserId(), ACL_SELECT) == ACLCHECK_OK;
+	return triggers == NULL ||
+		!(triggers->trig_update_before_statement ||
+		  triggers->trig_update_after_statement ||
+		  triggers->trig_update_instead_row ||
+		  triggers->trig_update_old_table ||
+		  triggers->trig_update_new_table);
 }
 
 /*
