@@ -187,12 +187,30 @@ typedef bool (*IdemRowTest) (TupleTableSlot *slot, void *arg);
 /* Set the updated columns in a row's values (one per attribute). */
 typedef void (*IdemRowChange) (Datum *values, bool *isnull, void *arg);
 
+typedef struct IdemRowInserter IdemRowInserter;
+
 extern IdemWriteResult idem_insert_row(Relation rel, const Datum *values,
 									   const bool *isnull, const bool *given);
+extern IdemRowInserter *idem_begin_inserts(Relation rel, const bool *given);
+extern bool idem_insert_next(IdemRowInserter *inserter, const Datum *values,
+							 const bool *isnull);
+extern void idem_end_inserts(IdemRowInserter *inserter);
 extern IdemWriteResult idem_update_row(IdemIndexScan *scan,
 									   const AttrNumber *updated, int nupdated,
 									   IdemRowTest matches, IdemRowChange change,
 									   void *arg);
+
+/*
+ * The lock a transaction holds while it creates the row of a unique key
+ * that no ON CONFLICT guards (writes.c): an advisory lock on 64 bits of a
+ * hash of the key, in a space (pg_locks objsubid) of its own per table,
+ * where pg_advisory_lock uses 1 and 2 and the outbox's locks 4.
+ */
+#define IDEM_CREATE_KEY_SPACE 3
+#define IDEM_CREATE_MARK_SPACE 5
+
+extern bool idem_lock_creation(uint64 hash, uint16 space);
+extern void idem_unlock_creation(uint64 hash, uint16 space);
 
 extern Oid	idem_relation_oid(const char *relname);
 extern Snapshot idem_push_statement_snapshot(void);

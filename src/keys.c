@@ -59,12 +59,12 @@
  *
  * Creating a key.  execute() runs its statement before the key's row
  * exists, so every transaction that creates a key first takes the lock for
- * creating it (KEY_LOCK_CLASS_SUBID) and then waits for any transaction
- * whose uncommitted row of the key it finds (a dirty read of the index).
- * The lock is released as soon as the key's row is written, not at
- * commit: from then on the row itself makes concurrent creators wait, as
- * for any unique index.  So a transaction holds at most one such lock at a
- * time, however many keys it claims.
+ * creating it (idem_lock_creation() of writes.c, objsubid 3) and then
+ * waits for any transaction whose uncommitted row of the key it finds (a
+ * dirty read of the index).  The lock is released as soon as the key's row
+ * is written, not at commit: from then on the row itself makes concurrent
+ * creators wait, as for any unique index.  So a transaction holds at most
+ * one such lock at a time, however many keys it claims.
  *
  *-------------------------------------------------------------------------
  */
@@ -268,14 +268,6 @@ typedef struct KeyRow
 	Datum		values[KEY_NCOLUMNS];
 	bool		nulls[KEY_NCOLUMNS];
 } KeyRow;
-
-/*
- * The lock that a transaction takes before it creates a key (see "Creating
- * a key" above): an advisory lock on the first 8 bytes of the key's
- * key_hash, in a space of its own (pg_locks: locktype advisory, objsubid
- * 3), held from before the key's row is looked for until it is written.
- */
-#define KEY_LOCK_CLASS_SUBID 3
 
 /*
  * $1 scope, $2 key, $3 request hash, $4 now, $5 ttl, $6 lease, $7 key_hash;
@@ -870,42 +862,30 @@ run_claim_statement(IdemQuery *query, Datum *args, const char *nulls,
 }
 
 /*
- * The lock for creating the key (see KEY_LOCK_CLASS_SUBID).
+ * The lock for creating the key (idem_lock_creation()), on the first 8
+ * bytes of its key_hash; true when another transaction held it and this
+ * one waited.
  */
-static void
-key_creation_locktag(KeyName *name, LOCKTAG *tag)
+static uint64
+key_creation_hash(KeyName *name)
 {
 	uint64		hash;
 
 	(void) key_hash_of(name);
 	memcpy(&hash, name->hash.data, sizeof(hash));
-	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, (uint32) (hash >> 32),
-						 (uint32) hash, KEY_LOCK_CLASS_SUBID);
+	return hash;
 }
 
-/*
- * Take the lock for creating the key, until unlock_key_creation(); true
- * when another transaction held it and this one waited.
- */
 static bool
 lock_key_creation(KeyName *name)
 {
-	LOCKTAG		tag;
-
-	key_creation_locktag(name, &tag);
-	if (LockAcquire(&tag, ExclusiveLock, false, true) != LOCKACQUIRE_NOT_AVAIL)
-		return false;
-	(void) LockAcquire(&tag, ExclusiveLock, false, false);
-	return true;
+	return idem_lock_creation(key_creation_hash(name), IDEM_CREATE_KEY_SPACE);
 }
 
 static void
 unlock_key_creation(KeyName *name)
 {
-	LOCKTAG		tag;
-
-	key_creation_locktag(name, &tag);
-	LockRelease(&tag, ExclusiveLock, false);
+	idem_unlock_creation(key_creation_hash(name), IDEM_CREATE_KEY_SPACE);
 }
 
 /*

@@ -1,9 +1,9 @@
 /*-------------------------------------------------------------------------
  *
  * outbox.c
- *	  Transactional outbox and inbox: enqueue_event, enqueue_events,
- *	  emit_event, claim_events, mark_published, mark_failed,
- *	  outbox_quiet_commits and process_once.
+ *	  Transactional outbox: enqueue_event, enqueue_events, emit_event,
+ *	  claim_events, mark_published, mark_failed and outbox_quiet_commits
+ *	  (the inbox, process_once, is inbox.c).
  *
  * An event is pending while it is neither published nor dead; a pending
  * event is free when no relay holds a live lease on it and its retry time
@@ -286,29 +286,6 @@ static IdemQuery fail_events_1_1 = {
 	INT4OID, FLOAT8OID}
 };
 
-/* $1 consumer, $2 event id */
-static IdemQuery mark_processed = {
-	.sql = "INSERT INTO idempotency.processed_events (consumer, event_id)"
-	" VALUES ($1, $2) ON CONFLICT DO NOTHING",
-	.nargs = 2, .argtypes = {TEXTOID, TEXTOID}
-};
-
-/*
- * $1 consumer, $2 event ids, sorted by their bytes and each once
- * (process_once_batch sorts them): marks the ids not marked yet and
- * returns them.  They are inserted in the order of the array, so that two
- * batches sharing ids wait for each other instead of deadlocking, whatever
- * order their callers gave.  (The function scan WITH ORDINALITY is known to
- * be in that order, so the ORDER BY costs no sort.)
- */
-static IdemQuery mark_processed_batch = {
-	.sql = "INSERT INTO idempotency.processed_events (consumer, event_id)"
-	" SELECT $1, u.e FROM pg_catalog.unnest($2::pg_catalog.text[])"
-	"  WITH ORDINALITY AS u(e, n) ORDER BY u.n"
-	" ON CONFLICT DO NOTHING RETURNING event_id",
-	.nargs = 2, .argtypes = {TEXTOID, TEXTARRAYOID}
-};
-
 /* SQL-callable functions */
 PG_FUNCTION_INFO_V1(idempotency_enqueue_event);
 PG_FUNCTION_INFO_V1(idempotency_enqueue_events);
@@ -322,8 +299,6 @@ PG_FUNCTION_INFO_V1(idempotency_mark_failed);
 PG_FUNCTION_INFO_V1(idempotency_mark_failed_1_1);
 PG_FUNCTION_INFO_V1(idempotency_mark_failed_1_3);
 PG_FUNCTION_INFO_V1(idempotency_outbox_quiet_commits);
-PG_FUNCTION_INFO_V1(idempotency_process_once);
-PG_FUNCTION_INFO_V1(idempotency_process_once_batch);
 
 /*
  * The lock bucket of an aggregate.
@@ -600,66 +575,13 @@ append_jsonb(StringInfo buf, Jsonb *value)
 }
 
 /*
- * qsort/bsearch order of text Datums by their bytes (event ids are
- * COLLATE "C").
- */
-static int
-compare_text_bytes(const void *a, const void *b)
-{
-	text	   *ta = DatumGetTextPP(*(const Datum *) a);
-	text	   *tb = DatumGetTextPP(*(const Datum *) b);
-	int			la = VARSIZE_ANY_EXHDR(ta);
-	int			lb = VARSIZE_ANY_EXHDR(tb);
-	int			c = memcmp(VARDATA_ANY(ta), VARDATA_ANY(tb), Min(la, lb));
-
-	return c != 0 ? c : (la > lb) - (la < lb);
-}
-
-/*
- * Put the "nrows" text values of the first column of SPI_tuptable, each
- * distinct, into the result set in the order of their first occurrence in
- * order[0 .. norder - 1]: each element is looked up among them (sorted)
- * and put once.
- */
-static void
-put_rows_in_order(ReturnSetInfo *rsinfo, uint64 nrows, Datum *order,
-				  int norder)
-{
-	Datum	   *rows = palloc(sizeof(Datum) * Max(nrows, 1));
-	bool	   *put = palloc0(sizeof(bool) * Max(nrows, 1));
-	bool		isnull;
-	uint64		row;
-	int			i;
-
-	/* event ids are never NULL */
-	for (row = 0; row < nrows; row++)
-		rows[row] = idem_get_row_column(row, 1, &isnull);
-	isnull = false;
-	qsort(rows, nrows, sizeof(Datum), compare_text_bytes);
-	for (i = 0; i < norder && nrows > 0; i++)
-	{
-		Datum	   *found = bsearch(&order[i], rows, nrows, sizeof(Datum),
-									compare_text_bytes);
-
-		if (found != NULL && !put[found - rows])
-		{
-			put[found - rows] = true;
-			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc,
-								 &order[i], &isnull);
-		}
-	}
-}
-
-/*
  * Run "query" as the extension owner and return the first column of the
- * rows it returns as the rows of the calling set-returning function: in
- * the order the query returns them or, with "order", in the order of
- * their first occurrence among those text values (put_rows_in_order()).
+ * rows it returns, in its order, as the rows of the calling set-returning
+ * function.
  */
 static Datum
 return_first_column(FunctionCallInfo fcinfo, IdemQuery *query,
-					Datum *values, const char *nulls, Datum *order,
-					int norder)
+					Datum *values, const char *nulls)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	IdemOwnerRights owner;
@@ -670,18 +592,13 @@ return_first_column(FunctionCallInfo fcinfo, IdemQuery *query,
 	idem_become_owner(&owner);
 	SPI_connect();
 	nrows = idem_run(query, values, nulls, false, 0);
-	if (order != NULL)
-		put_rows_in_order(rsinfo, nrows, order, norder);
-	else
+	for (row = 0; row < nrows; row++)
 	{
-		for (row = 0; row < nrows; row++)
-		{
-			bool		isnull;
-			Datum		value = idem_get_row_column(row, 1, &isnull);
+		bool		isnull;
+		Datum		value = idem_get_row_column(row, 1, &isnull);
 
-			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, &value,
-								 &isnull);
-		}
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, &value,
+							 &isnull);
 	}
 	SPI_finish();
 	idem_restore_user(&owner);
@@ -739,7 +656,7 @@ idempotency_enqueue_events(PG_FUNCTION_ARGS)
 
 	for (i = 0; i < 5; i++)
 		values[i] = PG_ARGISNULL(i) ? (Datum) 0 : PG_GETARG_DATUM(i);
-	(void) return_first_column(fcinfo, &insert_events, values, nulls, NULL, 0);
+	(void) return_first_column(fcinfo, &insert_events, values, nulls);
 
 	if (n > 0)
 		wake_relays_at_commit(DatumGetTextPP(types[0]));
@@ -1150,94 +1067,4 @@ idempotency_outbox_quiet_commits(PG_FUNCTION_ARGS)
 		count += holders;
 	}
 	PG_RETURN_INT32(count);
-}
-
-/*
- * True when this transaction sees the mark of (consumer, event id): a
- * direct probe of the primary key.
- */
-static bool
-seen_processed(const Datum *values)
-{
-	ScanKeyData skey[2];
-	IdemIndexScan scan;
-	bool		found;
-
-	/* both key columns are text COLLATE "C", as ScanKeyInit() assumes */
-	ScanKeyInit(&skey[0], 1, BTEqualStrategyNumber, F_TEXTEQ, values[0]);
-	ScanKeyInit(&skey[1], 2, BTEqualStrategyNumber, F_TEXTEQ, values[1]);
-	idem_index_scan_begin(&scan, "processed_events", "processed_events_pkey",
-						  AccessShareLock, skey, 2);
-	found = idem_index_scan_next(&scan);
-	idem_index_scan_end(&scan);
-	return found;
-}
-
-/*
- * process_once(consumer text, event_id text) RETURNS boolean: true the
- * first time, false for a duplicate.  A concurrent duplicate waits for the
- * first one's transaction and gets false if it commits, true if it aborts.
- *
- * A duplicate that this transaction sees is answered by a direct probe,
- * writing nothing; otherwise a cached INSERT ... ON CONFLICT DO NOTHING
- * decides: it waits for a transaction that still holds the pair, and
- * raises a serialization failure where the isolation level requires one.
- * Being a write, it raises 25006 in a read-only transaction, even for a
- * duplicate.
- */
-Datum
-idempotency_process_once(PG_FUNCTION_ARGS)
-{
-	Datum		values[2];
-	bool		first;
-
-	values[0] = PointerGetDatum(idem_arg_name(fcinfo, 0, "consumer", 1,
-											  IDEM_MAX_NAME_CHARS));
-	values[1] = PointerGetDatum(idem_arg_name(fcinfo, 1, "event_id", 1,
-											  IDEM_MAX_NAME_CHARS));
-
-	PreventCommandIfReadOnly("idempotency.process_once()");
-	first = !seen_processed(values) &&
-		idem_run_as_owner(&mark_processed, values, NULL, false, NULL, NULL) == 1;
-	PG_RETURN_BOOL(first);
-}
-
-/*
- * process_once(consumer text, event_ids text[]) RETURNS SETOF text: the
- * ids of the array seen for the first time, in the order given; the
- * others (seen before, or earlier in the same array) are left out.  One
- * INSERT ... ON CONFLICT DO NOTHING for the whole batch: a concurrent
- * batch holding one of the ids makes it wait for that transaction, as
- * process_once of one id does.
- */
-Datum
-idempotency_process_once_batch(PG_FUNCTION_ARGS)
-{
-	Datum	   *ids;
-	Datum	   *sorted;
-	Datum		values[2];
-	int			n;
-	int			nsorted = 0;
-	int			i;
-
-	values[0] = PointerGetDatum(idem_arg_name(fcinfo, 0, "consumer", 1,
-											  IDEM_MAX_NAME_CHARS));
-	n = idem_arg_name_array(fcinfo, 1, "event_ids", 1, IDEM_MAX_NAME_CHARS,
-							-1, &ids);
-	PreventCommandIfReadOnly("idempotency.process_once()");
-
-	/* the ids in byte order, each once: see mark_processed_batch */
-	sorted = palloc(sizeof(Datum) * Max(n, 1));
-	memcpy(sorted, ids, sizeof(Datum) * n);
-	qsort(sorted, n, sizeof(Datum), compare_text_bytes);
-	for (i = 0; i < n; i++)
-		if (nsorted == 0 ||
-			compare_text_bytes(&sorted[nsorted - 1], &sorted[i]) != 0)
-			sorted[nsorted++] = sorted[i];
-	values[1] = PointerGetDatum(construct_array(sorted, nsorted, TEXTOID, -1,
-												false, TYPALIGN_INT));
-
-	/* the ids marked now, in the order of their first occurrence */
-	return return_first_column(fcinfo, &mark_processed_batch, values, NULL,
-							   ids, n);
 }

@@ -37,6 +37,7 @@
 #include "utils/acl.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
+#include "storage/lmgr.h"
 #include "utils/snapmgr.h"
 
 #include "idempotency.h"
@@ -124,22 +125,23 @@ typedef struct RowWriter
 {
 	EState	   *estate;
 	ResultRelInfo *result_rel;
-	MemoryContext caller;
 } RowWriter;
 
 /*
  * Set up "writer" for rel; "updated" lists the "nupdated" columns an
- * update sets (what UPDATE OF triggers and the lock mode look at).
+ * update sets (what UPDATE OF triggers and the lock mode look at).  What
+ * the writes allocate belongs in the executor state's es_query_cxt, as
+ * for a statement.
  */
 static void
 begin_row_writer(RowWriter *writer, Relation rel, Snapshot snapshot,
 				 const AttrNumber *updated, int nupdated)
 {
 	EState	   *estate = CreateExecutorState();
+	MemoryContext caller = MemoryContextSwitchTo(estate->es_query_cxt);
 	Bitmapset  *updated_cols = NULL;
 	int			i;
 
-	writer->caller = MemoryContextSwitchTo(estate->es_query_cxt);
 	for (i = 0; i < nupdated; i++)
 		updated_cols = bms_add_member(updated_cols,
 									  updated[i] - FirstLowInvalidHeapAttributeNumber);
@@ -154,6 +156,7 @@ begin_row_writer(RowWriter *writer, Relation rel, Snapshot snapshot,
 	ExecOpenIndices(writer->result_rel, false);
 	writer->estate = estate;
 	AfterTriggerBeginQuery();
+	MemoryContextSwitchTo(caller);
 }
 
 /*
@@ -163,60 +166,164 @@ begin_row_writer(RowWriter *writer, Relation rel, Snapshot snapshot,
 static void
 end_row_writer(RowWriter *writer)
 {
+	MemoryContext caller = MemoryContextSwitchTo(writer->estate->es_query_cxt);
+
 	AfterTriggerEndQuery(writer->estate);
 	ExecCloseIndices(writer->result_rel);
 	ExecResetTupleTable(writer->estate->es_tupleTable, false);
-	MemoryContextSwitchTo(writer->caller);
+	MemoryContextSwitchTo(caller);
 	FreeExecutorState(writer->estate);
 }
 
 /*
- * Insert into "rel", opened by the caller with RowExclusiveLock, the row
- * whose columns flagged in "given" have "values" and "isnull" (arrays of
- * one entry per attribute of the table; the other columns are NULL), as an
- * INSERT statement run by SPI at this point would: it sees the effects of
- * the earlier commands of this transaction, fires the table's row
- * triggers, checks its constraints and maintains its indexes.
+ * The lock for creating the row of a unique key whose hash is "hash", in
+ * "space" (see idempotency.h).  Without a statement's ON CONFLICT, a
+ * transaction that finds no row and inserts one would fail with a unique
+ * violation if another inserted the same key in between; so every creator
+ * takes this lock, then looks for the key with a dirty snapshot (waiting
+ * for a transaction that writes it), then inserts it, and releases the
+ * lock as soon as the row is written, not at commit: from then on the row
+ * itself makes concurrent creators wait, as for any unique index.  A
+ * transaction therefore holds at most one such lock at a time.
+ *
+ * Returns true when another transaction held the lock and this one
+ * waited.
+ */
+bool
+idem_lock_creation(uint64 hash, uint16 space)
+{
+	LOCKTAG		tag;
+
+	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, (uint32) (hash >> 32),
+						 (uint32) hash, space);
+	if (LockAcquire(&tag, ExclusiveLock, false, true) != LOCKACQUIRE_NOT_AVAIL)
+		return false;
+	(void) LockAcquire(&tag, ExclusiveLock, false, false);
+	return true;
+}
+
+void
+idem_unlock_creation(uint64 hash, uint16 space)
+{
+	LOCKTAG		tag;
+
+	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, (uint32) (hash >> 32),
+						 (uint32) hash, space);
+	LockRelease(&tag, ExclusiveLock, false);
+}
+
+/*
+ * Inserting rows of one table, one at a time, as one INSERT statement run
+ * by SPI at idem_begin_inserts() would insert them: its AFTER row triggers
+ * fire at idem_end_inserts(), as at the end of the statement.
+ */
+struct IdemRowInserter
+{
+	RowWriter	writer;
+	TupleTableSlot *slot;
+	const bool *given;
+};
+
+/*
+ * Start inserting into "rel", opened by the caller with RowExclusiveLock,
+ * rows whose columns flagged in "given" (one entry per attribute of the
+ * table, kept by the caller until idem_end_inserts()) are set and whose
+ * other columns are NULL.  The rows see the effects of the earlier
+ * commands of this transaction; the table's row triggers fire, its
+ * constraints are checked and its indexes maintained.
  *
  * Like the statement, it refuses to write in a read-only transaction or on
  * a hot standby (25006), whoever calls it.
  *
- * Returns IDEM_WRITE_BY_STATEMENT, having done nothing, when the table or
- * the row needs the INSERT statement (see the header comment);
- * IDEM_WRITE_SKIPPED when a BEFORE trigger skipped the row.
+ * Returns NULL, having done nothing, when the table or the rows need the
+ * INSERT statement (see the header comment).
  */
-IdemWriteResult
-idem_insert_row(Relation rel, const Datum *values, const bool *isnull,
-				const bool *given)
+IdemRowInserter *
+idem_begin_inserts(Relation rel, const bool *given)
 {
-	TupleDesc	tupdesc = RelationGetDescr(rel);
-	RowWriter	writer;
-	TupleTableSlot *slot;
-	bool		written;
-	int			i;
+	IdemRowInserter *inserter;
+	MemoryContext caller;
 
 	/* what the executor's start checks for an INSERT (ExecCheckXactReadOnly) */
 	PreventCommandIfReadOnly("INSERT");
 	PreventCommandIfParallelMode("INSERT");
 	if (!insert_is_plain(rel, given))
-		return IDEM_WRITE_BY_STATEMENT;
+		return NULL;
 
-	begin_row_writer(&writer, rel, idem_push_statement_snapshot(), NULL, 0);
-	slot = ExecInitExtraTupleSlot(writer.estate, tupdesc, &TTSOpsVirtual);
+	inserter = palloc(sizeof(IdemRowInserter));
+	inserter->given = given;
+	begin_row_writer(&inserter->writer, rel, idem_push_statement_snapshot(),
+					 NULL, 0);
+	caller = MemoryContextSwitchTo(inserter->writer.estate->es_query_cxt);
+	inserter->slot = ExecInitExtraTupleSlot(inserter->writer.estate,
+											RelationGetDescr(rel),
+											&TTSOpsVirtual);
+	MemoryContextSwitchTo(caller);
+	return inserter;
+}
+
+/*
+ * Insert the row whose given columns have "values" and "isnull" (one entry
+ * per attribute); false when a BEFORE trigger skipped it.
+ */
+bool
+idem_insert_next(IdemRowInserter *inserter, const Datum *values,
+				 const bool *isnull)
+{
+	EState	   *estate = inserter->writer.estate;
+	TupleTableSlot *slot = inserter->slot;
+	MemoryContext caller = MemoryContextSwitchTo(estate->es_query_cxt);
+	bool		written;
+	int			i;
+
 	ExecClearTuple(slot);
-	for (i = 0; i < tupdesc->natts; i++)
+	for (i = 0; i < slot->tts_tupleDescriptor->natts; i++)
 	{
-		slot->tts_values[i] = given[i] ? values[i] : (Datum) 0;
-		slot->tts_isnull[i] = given[i] ? isnull[i] : true;
+		slot->tts_values[i] = inserter->given[i] ? values[i] : (Datum) 0;
+		slot->tts_isnull[i] = inserter->given[i] ? isnull[i] : true;
 	}
 	ExecStoreVirtualTuple(slot);
 	ItemPointerSetInvalid(&slot->tts_tid);
 
-	ExecSimpleRelationInsert(writer.result_rel, writer.estate, slot);
+	ExecSimpleRelationInsert(inserter->writer.result_rel, estate, slot);
 	/* the table AM gives the row its TID; a skipped row has none */
 	written = ItemPointerIsValid(&slot->tts_tid);
-	end_row_writer(&writer);
+	/* as the statement's loop does after each row */
+	ResetPerTupleExprContext(estate);
+	MemoryContextSwitchTo(caller);
+	return written;
+}
+
+/*
+ * Fire the AFTER triggers of the rows inserted and free the executor
+ * state.
+ */
+void
+idem_end_inserts(IdemRowInserter *inserter)
+{
+	end_row_writer(&inserter->writer);
 	PopActiveSnapshot();
+	pfree(inserter);
+}
+
+/*
+ * Insert one row: idem_insert_row() is idem_begin_inserts(), one
+ * idem_insert_next() and idem_end_inserts().  Returns
+ * IDEM_WRITE_BY_STATEMENT, having done nothing, when the table or the row
+ * needs the INSERT statement; IDEM_WRITE_SKIPPED when a BEFORE trigger
+ * skipped the row.
+ */
+IdemWriteResult
+idem_insert_row(Relation rel, const Datum *values, const bool *isnull,
+				const bool *given)
+{
+	IdemRowInserter *inserter = idem_begin_inserts(rel, given);
+	bool		written;
+
+	if (inserter == NULL)
+		return IDEM_WRITE_BY_STATEMENT;
+	written = idem_insert_next(inserter, values, isnull);
+	idem_end_inserts(inserter);
 	return written ? IDEM_WRITE_DONE : IDEM_WRITE_SKIPPED;
 }
 
@@ -296,6 +403,7 @@ idem_update_row(IdemIndexScan *scan, const AttrNumber *updated, int nupdated,
 	TupleTableSlot *locked;
 	TupleTableSlot *slot;
 	EPQState	epqstate;
+	MemoryContext caller;
 	IdemWriteResult result = IDEM_WRITE_NO_ROW;
 	bool		found = false;
 
@@ -310,6 +418,7 @@ idem_update_row(IdemIndexScan *scan, const AttrNumber *updated, int nupdated,
 		return IDEM_WRITE_NO_ROW;
 
 	begin_row_writer(&writer, rel, scan->snapshot, updated, nupdated);
+	caller = MemoryContextSwitchTo(writer.estate->es_query_cxt);
 	locked = table_slot_create(rel, &writer.estate->es_tupleTable);
 	if (lock_row_for_update(&writer, scan->slot, locked) &&
 		matches(locked, arg))
@@ -330,6 +439,7 @@ idem_update_row(IdemIndexScan *scan, const AttrNumber *updated, int nupdated,
 			!ItemPointerEquals(&slot->tts_tid, &locked->tts_tid) ?
 			IDEM_WRITE_DONE : IDEM_WRITE_SKIPPED;
 	}
+	MemoryContextSwitchTo(caller);
 	end_row_writer(&writer);
 	return result;
 }
