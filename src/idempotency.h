@@ -211,6 +211,8 @@ extern IdemWriteResult idem_update_row(IdemIndexScan *scan,
 
 extern bool idem_lock_creation(uint64 hash, uint16 space);
 extern void idem_unlock_creation(uint64 hash, uint16 space);
+extern void idem_wait_for_creator(uint64 hash, uint16 space,
+								  TransactionId xid);
 
 extern Oid	idem_relation_oid(const char *relname);
 extern Snapshot idem_push_statement_snapshot(void);

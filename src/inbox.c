@@ -180,14 +180,15 @@ end_marking(Marker *marker)
 }
 
 /*
- * Look for the mark of the pair in "skey" with a dirty snapshot, waiting
- * for any other transaction that is inserting it; true when it is there
+ * With the lock for creating the mark of the pair in "skey" (of hash
+ * "hash") held, look for the mark with a dirty snapshot, waiting for any
+ * other transaction that is inserting it; true when it is there
  * (committed, or this transaction's), in marker->found.  A mark that
  * another transaction is deleting (a purge) is still there: the event was
  * processed, and the call does not wait to learn whether it is forgotten.
  */
 static bool
-find_mark(Marker *marker, ScanKey skey)
+find_mark(Marker *marker, ScanKey skey, uint64 hash)
 {
 	for (;;)
 	{
@@ -205,8 +206,7 @@ find_mark(Marker *marker, ScanKey skey)
 		index_endscan(scan);
 		if (!TransactionIdIsValid(writer))
 			return found;
-		XactLockTableWait(writer, marker->rel, &marker->found->tts_tid,
-						  XLTW_InsertIndex);
+		idem_wait_for_creator(hash, IDEM_CREATE_MARK_SPACE, writer);
 	}
 }
 
@@ -256,7 +256,7 @@ mark_event(Marker *marker, Datum event_id)
 											VARSIZE_ANY_EXHDR(e), hash));
 
 	(void) idem_lock_creation(hash, IDEM_CREATE_MARK_SPACE);
-	if (find_mark(marker, skey))
+	if (find_mark(marker, skey, hash))
 		check_mark_visible(marker);
 	else if (marker->inserter != NULL)
 	{

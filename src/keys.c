@@ -914,7 +914,8 @@ wait_for_key_creators(KeyName *name, bool *waited)
 		idem_index_scan_end(&scan);
 		if (!TransactionIdIsValid(creator))
 			return found;
-		XactLockTableWait(creator, NULL, NULL, XLTW_None);
+		idem_wait_for_creator(key_creation_hash(name), IDEM_CREATE_KEY_SPACE,
+							  creator);
 		*waited = true;
 	}
 }

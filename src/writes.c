@@ -213,6 +213,22 @@ idem_unlock_creation(uint64 hash, uint16 space)
 }
 
 /*
+ * With the lock for creating the key (hash, space) held: wait for
+ * transaction "xid", which has written an uncommitted row of the key, and
+ * take the lock again.  The lock is not held while waiting: the writer may
+ * need it again (to look for the key again, or to create it anew after
+ * deleting it), and would then wait for this transaction, a deadlock.
+ * The caller looks for the row again.
+ */
+void
+idem_wait_for_creator(uint64 hash, uint16 space, TransactionId xid)
+{
+	idem_unlock_creation(hash, space);
+	XactLockTableWait(xid, NULL, NULL, XLTW_None);
+	(void) idem_lock_creation(hash, space);
+}
+
+/*
  * Inserting rows of one table, one at a time, as one INSERT statement run
  * by SPI at idem_begin_inserts() would insert them: its AFTER row triggers
  * fire at idem_end_inserts(), as at the end of the statement.
