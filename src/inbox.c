@@ -20,8 +20,10 @@
  *	  then on.
  *
  * When the table needs the INSERT statement (see writes.c; or processed_at
- * has a default other than now()), the row is written by the INSERT ... ON
- * CONFLICT DO NOTHING statement instead, under the same lock.  Either way
+ * has a default other than now(), or a unique or exclusion index besides
+ * the primary key, which the statement's ON CONFLICT takes as an arbiter
+ * too), the row is written by the INSERT ... ON CONFLICT DO NOTHING
+ * statement instead, under the same lock.  Either way
  * every call takes the lock, so they never race each other to a unique
  * violation; an INSERT of a pair written into the table by hand while a
  * call marks the same pair can.
@@ -167,6 +169,13 @@ begin_marking(Marker *marker, Datum consumer)
 	marker->given[mark_attnums[MARK_PROCESSED_AT] - 1] = true;
 	marker->inserter = processed_at_is_now ?
 		idem_begin_inserts(marker->rel, marker->given) : NULL;
+	/* the statement's ON CONFLICT would take any other unique index too */
+	if (marker->inserter != NULL &&
+		!idem_inserts_check_only(marker->inserter, marker->pkey))
+	{
+		idem_end_inserts(marker->inserter);
+		marker->inserter = NULL;
+	}
 }
 
 static void

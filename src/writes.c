@@ -279,6 +279,31 @@ idem_begin_inserts(Relation rel, const bool *given)
 }
 
 /*
+ * True when "index" is the only unique or exclusion index that the inserts
+ * check (indexes still being built included): a caller that has looked for
+ * the row's key in it knows that no other unique check can fail, where
+ * INSERT ... ON CONFLICT DO NOTHING would have taken every such index as
+ * an arbiter.
+ */
+bool
+idem_inserts_check_only(IdemRowInserter *inserter, Relation index)
+{
+	ResultRelInfo *result_rel = inserter->writer.result_rel;
+	int			i;
+
+	for (i = 0; i < result_rel->ri_NumIndices; i++)
+	{
+		IndexInfo  *info = result_rel->ri_IndexRelationInfo[i];
+
+		if ((info->ii_Unique || info->ii_ExclusionOps != NULL) &&
+			RelationGetRelid(result_rel->ri_IndexRelationDescs[i]) !=
+			RelationGetRelid(index))
+			return false;
+	}
+	return true;
+}
+
+/*
  * Insert the row whose given columns have "values" and "isnull" (one entry
  * per attribute); false when a BEFORE trigger skipped it.
  */

@@ -57,6 +57,15 @@ SELECT event_id, processed_at = '2001-02-03 00:00:00+00' AS default_2001,
  WHERE event_id IN ('dated', 'dated-1', 'now') ORDER BY 1;
 COMMIT;
 
+-- a unique index besides the primary key: the statement, whose ON
+-- CONFLICT takes it as an arbiter too (a duplicate there is not an error)
+CREATE UNIQUE INDEX dm_unique_event ON idempotency.processed_events (event_id)
+  WHERE consumer LIKE 'dm%';
+SELECT idempotency.process_once('dm', 'unique') AS first,
+       idempotency.process_once('dm-other', 'unique') AS other_consumer;
+SELECT * FROM idempotency.process_once('dm-other', ARRAY['unique', 'unique-1']);
+DROP INDEX idempotency.dm_unique_event;
+
 -- a column added with a default, and a statement trigger: the statement
 ALTER TABLE idempotency.processed_events ADD COLUMN dm_source text DEFAULT 'added';
 CREATE TRIGGER dm_statement AFTER INSERT ON idempotency.processed_events
@@ -81,4 +90,4 @@ COMMIT;
 BEGIN READ ONLY;
 SELECT pg_temp.error_of($$SELECT idempotency.process_once('dm', 'one')$$);
 ROLLBACK;
-DELETE FROM idempotency.processed_events WHERE consumer = 'dm';
+DELETE FROM idempotency.processed_events WHERE consumer LIKE 'dm%';
