@@ -140,7 +140,8 @@ idem_run_as_owner(IdemQuery *query, Datum *values, const char *nulls,
 
 	idem_become_owner(&owner);
 	SPI_connect();
-	rows = idem_run(query, values, nulls, read_only, result ? 1 : 0);
+	/* every row: a limit would stop an INSERT before its AFTER STATEMENT triggers */
+	rows = idem_run(query, values, nulls, read_only, 0);
 	if (result != NULL)
 	{
 		*result_isnull = true;

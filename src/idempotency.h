@@ -194,6 +194,8 @@ extern IdemWriteResult idem_insert_row(Relation rel, const Datum *values,
 extern IdemRowInserter *idem_begin_inserts(Relation rel, const bool *given);
 extern bool idem_insert_next(IdemRowInserter *inserter, const Datum *values,
 							 const bool *isnull);
+extern Datum idem_inserted_value(IdemRowInserter *inserter, AttrNumber attnum,
+								 bool *isnull);
 extern bool idem_inserts_check_only(IdemRowInserter *inserter,
 									Relation index);
 extern void idem_end_inserts(IdemRowInserter *inserter);

@@ -844,7 +844,8 @@ run_claim_statement(IdemQuery *query, Datum *args, const char *nulls,
 	bool		took = false;
 
 	SPI_connect();
-	if (idem_run(query, args, nulls, false, 1) == 1)
+	/* no row limit: it would stop the statement before its AFTER STATEMENT triggers */
+	if (idem_run(query, args, nulls, false, 0) == 1)
 	{
 		bool		isnull;
 		Datum		recovery_point = idem_get_column(4, &isnull);

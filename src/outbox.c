@@ -71,6 +71,7 @@
 
 #include "access/htup_details.h"
 #include "access/nbtree.h"
+#include "access/table.h"
 #include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "commands/async.h"
@@ -132,6 +133,32 @@ static IdemQuery insert_event = {
 	" (aggregate_type, aggregate_id, event_type, payload, headers)"
 	" VALUES ($1, $2, $3, $4, $5) RETURNING id",
 	.nargs = 5, .argtypes = {TEXTOID, TEXTOID, TEXTOID, JSONBOID, JSONBOID}
+};
+
+/* The columns of outbox_events that enqueue_event gives ($1 to $5), and id. */
+enum
+{
+	EVENT_AGGREGATE_TYPE,
+	EVENT_AGGREGATE_ID,
+	EVENT_TYPE,
+	EVENT_PAYLOAD,
+	EVENT_HEADERS,
+	EVENT_ID,
+	EVENT_NCOLUMNS
+};
+
+static const char *const event_column_names[EVENT_NCOLUMNS] = {
+	"aggregate_type", "aggregate_id", "event_type", "payload", "headers", "id"
+};
+static const Oid event_column_types[EVENT_NCOLUMNS] = {
+	TEXTOID, TEXTOID, TEXTOID, JSONBOID, JSONBOID, INT8OID
+};
+static AttrNumber event_attnums[EVENT_NCOLUMNS];
+static IdemColumns event_columns = {
+	.ncolumns = EVENT_NCOLUMNS,
+	.names = event_column_names,
+	.types = event_column_types,
+	.attnums = event_attnums,
 };
 
 /*
@@ -528,6 +555,51 @@ wake_relays_at_commit(text *aggregate_type)
 }
 
 /*
+ * Insert the event whose columns are "values" and "nulls" (insert_event's
+ * $1 to $5) with the executor's row functions (writes.c), as insert_event
+ * would insert it, and set *id to its id, or *id_isnull when a BEFORE
+ * trigger skipped it.  Runs as the extension owner.  Returns false, having
+ * done nothing, when the table needs insert_event's statement.
+ */
+static bool
+insert_event_row(const Datum *values, const char *nulls, Datum *id,
+				 bool *id_isnull)
+{
+	Relation	rel = table_open(idem_relation_oid("outbox_events"),
+								 RowExclusiveLock);
+	int			natts = RelationGetDescr(rel)->natts;
+	Datum	   *row = palloc(natts * sizeof(Datum));
+	bool	   *isnull = palloc0(natts * sizeof(bool));
+	bool	   *given = palloc0(natts * sizeof(bool));
+	IdemRowInserter *inserter;
+	int			col;
+
+	(void) idem_learn_columns(&event_columns, rel);
+	for (col = 0; col < EVENT_ID; col++)
+	{
+		AttrNumber	att = event_attnums[col] - 1;
+
+		row[att] = values[col];
+		isnull[att] = nulls[col] == 'n';
+		given[att] = true;
+	}
+	inserter = idem_begin_inserts(rel, given);
+	if (inserter != NULL)
+	{
+		*id_isnull = true;
+		if (idem_insert_next(inserter, row, isnull))
+			*id = idem_inserted_value(inserter, event_attnums[EVENT_ID],
+									  id_isnull);
+		idem_end_inserts(inserter);
+	}
+	table_close(rel, NoLock);
+	pfree(row);
+	pfree(isnull);
+	pfree(given);
+	return inserter != NULL;
+}
+
+/*
  * enqueue_event(aggregate_type, aggregate_id, event_type, payload, headers)
  * RETURNS bigint: the new event's id.  The row and the notification belong
  * to the caller's transaction.
@@ -540,6 +612,8 @@ idempotency_enqueue_event(PG_FUNCTION_ARGS)
 	text	   *event_type;
 	Datum		values[5];
 	char		nulls[5] = "    ";
+	IdemOwnerRights owner;
+	bool		written;
 	bool		isnull;
 	Datum		id;
 
@@ -557,8 +631,16 @@ idempotency_enqueue_event(PG_FUNCTION_ARGS)
 	lock_buckets_for_write(bms_make_singleton((int) aggregate_bucket(aggregate_type,
 																	 aggregate_id)));
 
-	(void) idem_run_as_owner(&insert_event, values, nulls, false, &id, &isnull);
+	idem_become_owner(&owner);
+	written = insert_event_row(values, nulls, &id, &isnull);
+	idem_restore_user(&owner);
+	if (!written)
+		(void) idem_run_as_owner(&insert_event, values, nulls, false, &id,
+								 &isnull);
 	wake_relays_at_commit(aggregate_type);
+	/* no id: a BEFORE trigger skipped the row (RETURNING gave no row) */
+	if (isnull)
+		PG_RETURN_NULL();
 	PG_RETURN_DATUM(id);
 }
 

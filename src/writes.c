@@ -13,14 +13,19 @@
  *	  plan's start-up is saved.  An update finds its row with a direct
  *	  index scan and locks it as the statement does (lock_row_for_update()).
  *
+ * An INSERT's left-out columns get their defaults (identity included),
+ * evaluated for each row as the apply worker fills the columns that a
+ * publisher did not send (slot_fill_defaults() of worker.c), and NULL
+ * otherwise.
+ *
  * Only a row that the statement would write in exactly that way is
  * written here.  The table must be a plain table without rules, row
  * security, statement-level triggers or transition tables for the
- * command; an INSERT's left-out columns must take NULL (no default,
- * identity or domain); an UPDATE's table must have no stored generated
- * column; and the current user must hold the statement's privileges on
- * the table.  Otherwise nothing is written and the caller runs its
- * statement through SPI, which handles all of those.
+ * command; no column may be of a domain type (the statement checks the
+ * domain's constraints on the values it writes); an UPDATE's table must
+ * have no stored generated column; and the current user must hold the
+ * statement's privileges on the table.  Otherwise nothing is written and
+ * the caller runs its statement through SPI, which handles all of those.
  *
  *-------------------------------------------------------------------------
  */
@@ -28,15 +33,21 @@
 
 #include "access/sysattr.h"
 #include "access/tableam.h"
+#include "access/transam.h"
 #include "access/xact.h"
 #include "catalog/pg_class.h"
 #include "commands/trigger.h"
 #include "executor/executor.h"
 #include "miscadmin.h"
+#include "optimizer/optimizer.h"
+#include "rewrite/rewriteHandler.h"
 #include "tcop/utility.h"
 #include "utils/acl.h"
+#include "utils/inval.h"
 #include "utils/lsyscache.h"
+#include "utils/memutils.h"
 #include "utils/rel.h"
+#include "utils/syscache.h"
 #include "storage/lmgr.h"
 #include "utils/snapmgr.h"
 
@@ -58,11 +69,23 @@ table_is_plain(Relation rel, AclMode privileges)
 }
 
 /*
- * True when an INSERT of "rel" giving the columns of "given" (one flag per
- * attribute) would do nothing that ExecSimpleRelationInsert() leaves out.
+ * True when "type" is a domain.  Types made by initdb's bootstrap (OIDs
+ * below FirstGenbkiObjectId) never are, which spares the usual columns a
+ * syscache probe.
  */
 static bool
-insert_is_plain(Relation rel, const bool *given)
+type_is_domain(Oid type)
+{
+	return type >= FirstGenbkiObjectId && get_typtype(type) == TYPTYPE_DOMAIN;
+}
+
+/*
+ * True when an INSERT of "rel" would do nothing that
+ * ExecSimpleRelationInsert(), with the defaults of the columns left out
+ * filled in, leaves out.
+ */
+static bool
+insert_is_plain(Relation rel)
 {
 	TupleDesc	tupdesc = RelationGetDescr(rel);
 	TriggerDesc *triggers = rel->trigdesc;
@@ -80,11 +103,7 @@ insert_is_plain(Relation rel, const bool *given)
 	{
 		Form_pg_attribute attr = TupleDescAttr(tupdesc, i);
 
-		/* generated columns are computed by ExecSimpleRelationInsert() */
-		if (given[i] || attr->attisdropped || attr->attgenerated)
-			continue;
-		if (attr->atthasdef || attr->attidentity ||
-			get_typtype(attr->atttypid) == TYPTYPE_DOMAIN)
+		if (!attr->attisdropped && type_is_domain(attr->atttypid))
 			return false;
 	}
 	return true;
@@ -238,13 +257,147 @@ struct IdemRowInserter
 	RowWriter	writer;
 	TupleTableSlot *slot;
 	const bool *given;
+	int			ndefaults;		/* columns left out that have a default */
+	AttrNumber *default_attnums;
+	ExprState **defaults;
 };
+
+/*
+ * The defaults of a table written here, planned (build_column_default()
+ * and expression_planner()) once instead of for every insert: finding an
+ * identity's sequence scans pg_depend and a default is parsed from its
+ * text, which together cost more than the row's insert.  An entry is
+ * forgotten when its table's relcache entry is invalidated (a default, an
+ * identity or the columns changed) and every entry when a function is
+ * (a planned default may have inlined one), as the plan cache would.
+ * Callers copy the expressions they use: a forgotten entry is rebuilt in
+ * place by the next lookup, which may come from a trigger of a write.
+ */
+typedef struct TableDefaults
+{
+	Oid			relid;			/* InvalidOid: unused */
+	bool		valid;
+	MemoryContext cxt;
+	int			natts;
+	Expr	  **planned;		/* per attribute; NULL: no default */
+} TableDefaults;
+
+#define MAX_TABLE_DEFAULTS 8
+static TableDefaults table_defaults[MAX_TABLE_DEFAULTS];
+static int	table_defaults_evict = 0;
+static bool table_defaults_callbacks = false;
+
+static void
+forget_table_defaults(Datum arg pg_attribute_unused(), Oid relid)
+{
+	int			i;
+
+	for (i = 0; i < MAX_TABLE_DEFAULTS; i++)
+		if (relid == InvalidOid || table_defaults[i].relid == relid)
+			table_defaults[i].valid = false;
+}
+
+static void
+forget_all_table_defaults(Datum arg, int cacheid pg_attribute_unused(),
+						  uint32 hashvalue pg_attribute_unused())
+{
+	forget_table_defaults(arg, InvalidOid);
+}
+
+/*
+ * The planned defaults of "rel", planned now unless known.
+ */
+static TableDefaults *
+table_defaults_of(Relation rel)
+{
+	Oid			relid = RelationGetRelid(rel);
+	TupleDesc	tupdesc = RelationGetDescr(rel);
+	TableDefaults *entry = NULL;
+	int			i;
+
+	for (i = 0; i < MAX_TABLE_DEFAULTS && entry == NULL; i++)
+		if (table_defaults[i].relid == relid)
+			entry = &table_defaults[i];
+	if (entry != NULL && entry->valid)
+		return entry;
+	if (!table_defaults_callbacks)
+	{
+		CacheRegisterRelcacheCallback(forget_table_defaults, (Datum) 0);
+		CacheRegisterSyscacheCallback(PROCOID, forget_all_table_defaults,
+									  (Datum) 0);
+		table_defaults_callbacks = true;
+	}
+	for (i = 0; i < MAX_TABLE_DEFAULTS && entry == NULL; i++)
+		if (!OidIsValid(table_defaults[i].relid))
+			entry = &table_defaults[i];
+	if (entry == NULL)
+	{
+		entry = &table_defaults[table_defaults_evict];
+		table_defaults_evict = (table_defaults_evict + 1) % MAX_TABLE_DEFAULTS;
+	}
+	entry->relid = relid;
+	if (entry->cxt == NULL)
+		entry->cxt = AllocSetContextCreate(CacheMemoryContext,
+										   "idempotency table defaults",
+										   ALLOCSET_SMALL_SIZES);
+	do
+	{
+		MemoryContext caller;
+
+		/* set first: an invalidation processed below clears it again */
+		entry->valid = true;
+		MemoryContextReset(entry->cxt);
+		caller = MemoryContextSwitchTo(entry->cxt);
+		entry->natts = tupdesc->natts;
+		entry->planned = palloc0(sizeof(Expr *) * tupdesc->natts);
+		for (i = 0; i < tupdesc->natts; i++)
+		{
+			Form_pg_attribute attr = TupleDescAttr(tupdesc, i);
+			Node	   *expr;
+
+			/* generated columns are computed by ExecSimpleRelationInsert() */
+			if (attr->attisdropped || attr->attgenerated ||
+				!(attr->atthasdef || attr->attidentity))
+				continue;
+			expr = build_column_default(rel, i + 1);
+			if (expr != NULL)
+				entry->planned[i] = expression_planner((Expr *) expr);
+		}
+		MemoryContextSwitchTo(caller);
+	} while (!entry->valid);
+	return entry;
+}
+
+/*
+ * Prepare the defaults of the columns that the rows leave out, as the
+ * INSERT's plan computes them (a default, an identity's next value, else
+ * nothing: NULL), in the current memory context.
+ */
+static void
+prepare_defaults(IdemRowInserter *inserter, Relation rel)
+{
+	TableDefaults *defaults = table_defaults_of(rel);
+	int			i;
+
+	inserter->ndefaults = 0;
+	inserter->default_attnums = palloc(sizeof(AttrNumber) * defaults->natts);
+	inserter->defaults = palloc(sizeof(ExprState *) * defaults->natts);
+	for (i = 0; i < defaults->natts; i++)
+	{
+		if (inserter->given[i] || defaults->planned[i] == NULL)
+			continue;
+		inserter->default_attnums[inserter->ndefaults] = i + 1;
+		inserter->defaults[inserter->ndefaults] =
+			ExecInitExpr(copyObject(defaults->planned[i]), NULL);
+		inserter->ndefaults++;
+	}
+}
 
 /*
  * Start inserting into "rel", opened by the caller with RowExclusiveLock,
  * rows whose columns flagged in "given" (one entry per attribute of the
  * table, kept by the caller until idem_end_inserts()) are set and whose
- * other columns are NULL.  The rows see the effects of the earlier
+ * other columns take their defaults, else NULL.  The rows see the effects of the earlier
  * commands of this transaction; the table's row triggers fire, its
  * constraints are checked and its indexes maintained.
  *
@@ -263,7 +416,7 @@ idem_begin_inserts(Relation rel, const bool *given)
 	/* what the executor's start checks for an INSERT (ExecCheckXactReadOnly) */
 	PreventCommandIfReadOnly("INSERT");
 	PreventCommandIfParallelMode("INSERT");
-	if (!insert_is_plain(rel, given))
+	if (!insert_is_plain(rel))
 		return NULL;
 
 	inserter = palloc(sizeof(IdemRowInserter));
@@ -274,6 +427,7 @@ idem_begin_inserts(Relation rel, const bool *given)
 	inserter->slot = ExecInitExtraTupleSlot(inserter->writer.estate,
 											RelationGetDescr(rel),
 											&TTSOpsVirtual);
+	prepare_defaults(inserter, rel);
 	MemoryContextSwitchTo(caller);
 	return inserter;
 }
@@ -323,6 +477,21 @@ idem_insert_next(IdemRowInserter *inserter, const Datum *values,
 		slot->tts_values[i] = inserter->given[i] ? values[i] : (Datum) 0;
 		slot->tts_isnull[i] = inserter->given[i] ? isnull[i] : true;
 	}
+	if (inserter->ndefaults > 0)
+	{
+		ExprContext *econtext = GetPerTupleExprContext(estate);
+
+		/* in the row's memory, which the reset below frees */
+		MemoryContextSwitchTo(econtext->ecxt_per_tuple_memory);
+		for (i = 0; i < inserter->ndefaults; i++)
+		{
+			AttrNumber	att = inserter->default_attnums[i] - 1;
+
+			slot->tts_values[att] = ExecEvalExpr(inserter->defaults[i], econtext,
+												 &slot->tts_isnull[att]);
+		}
+		MemoryContextSwitchTo(estate->es_query_cxt);
+	}
 	ExecStoreVirtualTuple(slot);
 	ItemPointerSetInvalid(&slot->tts_tid);
 
@@ -333,6 +502,18 @@ idem_insert_next(IdemRowInserter *inserter, const Datum *values,
 	ResetPerTupleExprContext(estate);
 	MemoryContextSwitchTo(caller);
 	return written;
+}
+
+/*
+ * Column "attnum" of the row the last idem_insert_next() wrote, as the
+ * INSERT's RETURNING would give it (after the BEFORE triggers); valid
+ * until the next row.
+ */
+Datum
+idem_inserted_value(IdemRowInserter *inserter, AttrNumber attnum,
+					bool *isnull)
+{
+	return slot_getattr(inserter->slot, attnum, isnull);
 }
 
 /*

@@ -98,6 +98,12 @@ SELECT outcome FROM idempotency.claim('dw-statement', '{}');
 SELECT outcome FROM idempotency.claim('dw-statement', '{}');
 SELECT x.outcome FROM idempotency.execute('dw-statement-2', '{}', 'SELECT 1') x;
 SELECT * FROM pg_temp.trigger_log;
+-- and once per claim that takes a failed key over (its upsert)
+SELECT fence AS dw_fence FROM idempotency.claim('dw-statement-3', '{}') \gset
+SELECT idempotency.fail('dw-statement-3', :dw_fence);
+TRUNCATE pg_temp.trigger_log;
+SELECT outcome FROM idempotency.claim('dw-statement-3', '{}');
+SELECT * FROM pg_temp.trigger_log;
 DROP TRIGGER dw_statement ON idempotency.idempotency_keys;
 -- a transition table sees the new row
 CREATE FUNCTION pg_temp.dw_log_new() RETURNS trigger LANGUAGE plpgsql AS $$
