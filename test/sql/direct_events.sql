@@ -112,11 +112,13 @@ SELECT idempotency.enqueue_event('de', 'rolled-back', 'Made', '{}') IS NOT NULL 
 ROLLBACK;
 SELECT count(*) FROM idempotency.outbox_events WHERE aggregate_id = 'rolled-back';
 
--- no advisory lock is left but the aggregate's bucket lock, until commit
+-- the aggregate's bucket lock (classid 'OUTB') is held until commit, and no
+-- key's or mark's lock for creating a row (objsubid 3 and 5) is taken
 BEGIN;
 SELECT idempotency.enqueue_event('de', 'locks', 'Made', '{}') IS NOT NULL AS enqueued;
-SELECT count(*) AS outbox_locks FROM pg_locks
- WHERE locktype = 'advisory' AND pid = pg_backend_pid();
+SELECT count(*) FILTER (WHERE classid = 1330992194) > 0 AS bucket_lock_held,
+       count(*) FILTER (WHERE objsubid IN (3, 5)) AS creation_locks
+  FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid();
 COMMIT;
 
 -- a read-only transaction may not enqueue (25006)
