@@ -555,48 +555,76 @@ wake_relays_at_commit(text *aggregate_type)
 }
 
 /*
- * Insert the event whose columns are "values" and "nulls" (insert_event's
- * $1 to $5) with the executor's row functions (writes.c), as insert_event
- * would insert it, and set *id to its id, or *id_isnull when a BEFORE
- * trigger skipped it.  Runs as the extension owner.  Returns false, having
- * done nothing, when the table needs insert_event's statement.
+ * Writing events with the executor's row functions (writes.c), as
+ * insert_event and insert_events would insert them: outbox_events, open,
+ * and the row inserter; the columns of the event being written.
+ */
+typedef struct EventWriter
+{
+	Relation	rel;
+	IdemRowInserter *inserter;
+	Datum	   *row;
+	bool	   *isnull;
+	bool	   *given;
+} EventWriter;
+
+/*
+ * Start writing events, as the extension owner (the caller's current
+ * user).  Returns false, having done nothing, when the table needs the
+ * statements.
  */
 static bool
-insert_event_row(const Datum *values, const char *nulls, Datum *id,
-				 bool *id_isnull)
+begin_event_rows(EventWriter *writer)
 {
-	Relation	rel = table_open(idem_relation_oid("outbox_events"),
-								 RowExclusiveLock);
-	int			natts = RelationGetDescr(rel)->natts;
-	Datum	   *row = palloc(natts * sizeof(Datum));
-	bool	   *isnull = palloc0(natts * sizeof(bool));
-	bool	   *given = palloc0(natts * sizeof(bool));
-	IdemRowInserter *inserter;
+	int			natts;
 	int			col;
 
-	(void) idem_learn_columns(&event_columns, rel);
+	writer->rel = table_open(idem_relation_oid("outbox_events"),
+							 RowExclusiveLock);
+	natts = RelationGetDescr(writer->rel)->natts;
+	(void) idem_learn_columns(&event_columns, writer->rel);
+	writer->row = palloc(natts * sizeof(Datum));
+	writer->isnull = palloc0(natts * sizeof(bool));
+	writer->given = palloc0(natts * sizeof(bool));
+	for (col = 0; col < EVENT_ID; col++)
+		writer->given[event_attnums[col] - 1] = true;
+	writer->inserter = idem_begin_inserts(writer->rel, writer->given);
+	if (writer->inserter == NULL)
+		table_close(writer->rel, NoLock);
+	return writer->inserter != NULL;
+}
+
+/*
+ * Write the event whose columns are "values" and "nulls" (insert_event's
+ * $1 to $5) and set *id to its id, or *id_isnull when a BEFORE trigger
+ * skipped it.
+ */
+static void
+write_event_row(EventWriter *writer, const Datum *values, const bool *nulls,
+				Datum *id, bool *id_isnull)
+{
+	int			col;
+
 	for (col = 0; col < EVENT_ID; col++)
 	{
-		AttrNumber	att = event_attnums[col] - 1;
+		writer->row[event_attnums[col] - 1] = values[col];
+		writer->isnull[event_attnums[col] - 1] = nulls[col];
+	}
+	*id_isnull = true;
+	if (idem_insert_next(writer->inserter, writer->row, writer->isnull))
+		*id = idem_inserted_value(writer->inserter, event_attnums[EVENT_ID],
+								  id_isnull);
+}
 
-		row[att] = values[col];
-		isnull[att] = nulls[col] == 'n';
-		given[att] = true;
-	}
-	inserter = idem_begin_inserts(rel, given);
-	if (inserter != NULL)
-	{
-		*id_isnull = true;
-		if (idem_insert_next(inserter, row, isnull))
-			*id = idem_inserted_value(inserter, event_attnums[EVENT_ID],
-									  id_isnull);
-		idem_end_inserts(inserter);
-	}
-	table_close(rel, NoLock);
-	pfree(row);
-	pfree(isnull);
-	pfree(given);
-	return inserter != NULL;
+/* Fire the AFTER row triggers of the events written, as at a statement's end. */
+static void
+end_event_rows(EventWriter *writer)
+{
+	idem_end_inserts(writer->inserter);
+	table_close(writer->rel, NoLock);
+	pfree(writer->row);
+	pfree(writer->isnull);
+	pfree(writer->given);
 }
 
 /*
@@ -613,6 +641,7 @@ idempotency_enqueue_event(PG_FUNCTION_ARGS)
 	Datum		values[5];
 	char		nulls[5] = "    ";
 	IdemOwnerRights owner;
+	EventWriter writer;
 	bool		written;
 	bool		isnull;
 	Datum		id;
@@ -632,7 +661,14 @@ idempotency_enqueue_event(PG_FUNCTION_ARGS)
 																	 aggregate_id)));
 
 	idem_become_owner(&owner);
-	written = insert_event_row(values, nulls, &id, &isnull);
+	written = begin_event_rows(&writer);
+	if (written)
+	{
+		bool		given_nulls[5] = {false, false, false, false, PG_ARGISNULL(4)};
+
+		write_event_row(&writer, values, given_nulls, &id, &isnull);
+		end_event_rows(&writer);
+	}
 	idem_restore_user(&owner);
 	if (!written)
 		(void) idem_run_as_owner(&insert_event, values, nulls, false, &id,
@@ -701,11 +737,13 @@ idempotency_enqueue_events(PG_FUNCTION_ARGS)
 	Datum	   *ids;
 	Datum	   *event_types;
 	Datum	   *payloads;
-	Datum	   *headers;
-	bool	   *header_nulls;
+	Datum	   *headers = NULL;
+	bool	   *header_nulls = NULL;
 	Datum		values[5];
 	char		nulls[5] = "    ";
 	Bitmapset  *buckets = NULL;
+	IdemOwnerRights owner;
+	EventWriter writer;
 	int			n;
 	int			i;
 
@@ -736,9 +774,37 @@ idempotency_enqueue_events(PG_FUNCTION_ARGS)
 	}
 	lock_buckets_for_write(buckets);
 
-	for (i = 0; i < 5; i++)
-		values[i] = PG_ARGISNULL(i) ? (Datum) 0 : PG_GETARG_DATUM(i);
-	(void) return_first_column(fcinfo, &insert_events, values, nulls);
+	idem_become_owner(&owner);
+	if (begin_event_rows(&writer))
+	{
+		ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+
+		InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
+		for (i = 0; i < n; i++)
+		{
+			Datum		event[5] = {types[i], ids[i], event_types[i], payloads[i],
+			nulls[4] == 'n' ? (Datum) 0 : headers[i]};
+			bool		event_nulls[5] = {false, false, false, false,
+			nulls[4] == 'n' || header_nulls[i]};
+			Datum		id;
+			bool		isnull;
+
+			CHECK_FOR_INTERRUPTS();
+			write_event_row(&writer, event, event_nulls, &id, &isnull);
+			if (!isnull)
+				tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, &id,
+									 &isnull);
+		}
+		end_event_rows(&writer);
+		idem_restore_user(&owner);
+	}
+	else
+	{
+		idem_restore_user(&owner);
+		for (i = 0; i < 5; i++)
+			values[i] = PG_ARGISNULL(i) ? (Datum) 0 : PG_GETARG_DATUM(i);
+		(void) return_first_column(fcinfo, &insert_events, values, nulls);
+	}
 
 	if (n > 0)
 		wake_relays_at_commit(DatumGetTextPP(types[0]));

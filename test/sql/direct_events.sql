@@ -106,6 +106,48 @@ SELECT what, key FROM pg_temp.trigger_log;
 DELETE FROM pg_temp.trigger_log;
 DROP TRIGGER de_statement ON idempotency.outbox_events;
 
+-- enqueue_events writes its batch the same way: ids in the order of the
+-- arrays, each its row's; headers NULL as a whole or per event
+SELECT array_agg(i ORDER BY o) AS batch_ids
+  FROM idempotency.enqueue_events(ARRAY['de', 'de'], ARRAY['b-1', 'b-2'],
+       ARRAY['Made', 'Made'], ARRAY['{"n": 1}', '{"n": 2}']::jsonb[])
+       WITH ORDINALITY AS t(i, o) \gset
+SELECT array_agg(id ORDER BY id) = :'batch_ids'::bigint[] AS ids_are_the_rows,
+       bool_and(headers IS NULL AND attempts = 0) AS defaults
+  FROM idempotency.outbox_events WHERE aggregate_id IN ('b-1', 'b-2');
+SELECT array_agg(i) AS batch_ids FROM idempotency.enqueue_events(ARRAY['de', 'de'],
+       ARRAY['b-3', 'b-4'], ARRAY['Made', 'Made'], ARRAY['{}', '{}']::jsonb[],
+       ARRAY['{"h": 3}', NULL]::jsonb[]) AS t(i) \gset
+SELECT aggregate_id, headers FROM idempotency.outbox_events
+ WHERE id = ANY (:'batch_ids'::bigint[]) ORDER BY id;
+-- row triggers: BEFORE for each event, AFTER at the end of the batch; a
+-- skipped event has no id
+CREATE FUNCTION pg_temp.de_skip_odd() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  INSERT INTO pg_temp.trigger_log VALUES (TG_WHEN || ' ' || TG_LEVEL, NEW.aggregate_id);
+  IF TG_WHEN = 'BEFORE' AND NEW.aggregate_id LIKE '%odd' THEN RETURN NULL; END IF;
+  RETURN NEW;
+END $$;
+CREATE TRIGGER de_before BEFORE INSERT ON idempotency.outbox_events
+  FOR EACH ROW EXECUTE FUNCTION pg_temp.de_skip_odd();
+CREATE TRIGGER de_after AFTER INSERT ON idempotency.outbox_events
+  FOR EACH ROW EXECUTE FUNCTION pg_temp.de_skip_odd();
+SELECT count(*) AS ids FROM idempotency.enqueue_events(ARRAY['de', 'de', 'de'],
+       ARRAY['t-1', 't-2-odd', 't-3'], ARRAY['Made', 'Made', 'Made'],
+       ARRAY['{}', '{}', '{}']::jsonb[]);
+SELECT what, key FROM pg_temp.trigger_log;
+DELETE FROM pg_temp.trigger_log;
+DROP TRIGGER de_before ON idempotency.outbox_events;
+DROP TRIGGER de_after ON idempotency.outbox_events;
+-- with a statement-level trigger the batch runs its statement, which fires it once
+CREATE TRIGGER de_statement AFTER INSERT ON idempotency.outbox_events
+  FOR EACH STATEMENT EXECUTE FUNCTION pg_temp.log_statement();
+SELECT count(*) AS ids FROM idempotency.enqueue_events(ARRAY['de', 'de'],
+       ARRAY['s-1', 's-2'], ARRAY['Made', 'Made'], ARRAY['{}', '{}']::jsonb[]);
+SELECT what, key FROM pg_temp.trigger_log;
+DELETE FROM pg_temp.trigger_log;
+DROP TRIGGER de_statement ON idempotency.outbox_events;
+
 -- an enqueued event rolls back with its transaction
 BEGIN;
 SELECT idempotency.enqueue_event('de', 'rolled-back', 'Made', '{}') IS NOT NULL AS enqueued;
