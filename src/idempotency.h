@@ -224,6 +224,7 @@ extern void idem_index_scan_begin(IdemIndexScan *scan, const char *relname,
 								  const char *indexname, LOCKMODE lockmode,
 								  ScanKey keys, int nkeys);
 extern bool idem_index_scan_next(IdemIndexScan *scan);
+extern void idem_index_scan_restart(IdemIndexScan *scan, Snapshot snapshot);
 extern void idem_index_scan_end(IdemIndexScan *scan);
 
 /*

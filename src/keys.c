@@ -577,6 +577,24 @@ same_text(Datum a, text *b)
 }
 
 /*
+ * Raise the error for a row of another key found under the key's hash.
+ */
+static void
+check_same_key(KeyName *name, KeyRow *row)
+{
+	if (!same_text(row->values[COL_SCOPE], name->scope) ||
+		!same_text(row->values[COL_KEY], name->key))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNIQUE_VIOLATION),
+				 errmsg("idempotency key \"%s\" in scope \"%s\" has the same key_hash as key \"%s\" in scope \"%s\"",
+						text_to_cstring(name->key), text_to_cstring(name->scope),
+						TextDatumGetCString(row->values[COL_KEY]),
+						TextDatumGetCString(row->values[COL_SCOPE])),
+				 errdetail("Two keys share the first 16 bytes of their SHA-256; see doc/reference.md, \"Tables\"."),
+				 errhint("Use another key for this request.")));
+}
+
+/*
  * Read the key's row into "row"; false when there is none.  This runs on
  * every claim, so it probes the index directly instead of starting an
  * executor for a SELECT.
@@ -584,8 +602,6 @@ same_text(Datum a, text *b)
 static bool
 read_key(KeyName *name, KeyRow *row)
 {
-	text	   *scope = name->scope;
-	text	   *key = name->key;
 	ScanKeyData skey[1];
 	IdemIndexScan scan;
 	bool		found;
@@ -593,16 +609,8 @@ read_key(KeyName *name, KeyRow *row)
 	begin_key_scan(&scan, skey, name, AccessShareLock);
 	found = next_key_row(&scan, row);
 	idem_index_scan_end(&scan);
-	if (found && (!same_text(row->values[COL_SCOPE], scope) ||
-				  !same_text(row->values[COL_KEY], key)))
-		ereport(ERROR,
-				(errcode(ERRCODE_UNIQUE_VIOLATION),
-				 errmsg("idempotency key \"%s\" in scope \"%s\" has the same key_hash as key \"%s\" in scope \"%s\"",
-						text_to_cstring(key), text_to_cstring(scope),
-						TextDatumGetCString(row->values[COL_KEY]),
-						TextDatumGetCString(row->values[COL_SCOPE])),
-				 errdetail("Two keys share the first 16 bytes of their SHA-256; see doc/reference.md, \"Tables\"."),
-				 errhint("Use another key for this request.")));
+	if (found)
+		check_same_key(name, row);
 	return found;
 }
 
@@ -893,26 +901,25 @@ unlock_key_creation(KeyName *name)
  * With the lock for creating the key held: wait until no other transaction
  * has an uncommitted row of the key, and return whether the key has a row
  * now (which this transaction's snapshot may not show).  Sets *waited when
- * it waited.
+ * it waited.  "scan" is the caller's scan of the key, which it ends.
  */
 static bool
-wait_for_key_creators(KeyName *name, bool *waited)
+wait_for_key_creators(IdemIndexScan *scan, KeyName *name, bool *waited)
 {
+	SnapshotData dirty;
+
 	for (;;)
 	{
-		SnapshotData dirty;
-		ScanKeyData skey[1];
-		IdemIndexScan scan;
 		TransactionId creator = InvalidTransactionId;
 		bool		found;
 
 		InitDirtySnapshot(dirty);
-		begin_key_scan(&scan, skey, name, AccessShareLock);
-		scan.snapshot = &dirty;
-		found = idem_index_scan_next(&scan);
+		idem_index_scan_restart(scan, &dirty);
+		found = idem_index_scan_next(scan);
 		if (found)
 			creator = dirty.xmin;
-		idem_index_scan_end(&scan);
+		/* no buffer pinned while waiting */
+		idem_index_scan_restart(scan, NULL);
 		if (!TransactionIdIsValid(creator))
 			return found;
 		idem_wait_for_creator(key_creation_hash(name), IDEM_CREATE_KEY_SPACE,
@@ -949,15 +956,26 @@ idem_claim_key(text *key, text *scope, Jsonb *request, Interval *ttl,
 	' ', ' ', ' ', ' ', ' '};
 	KeyName		name = {.scope = scope, .key = key};
 	KeyRow		row;
+	ScanKeyData skey[1];
+	IdemIndexScan scan;
 	int			attempt;
 	bool		found;
 
 	memset(claim->nulls, true, sizeof(claim->nulls));
 	claim->request_hash = request_hash;
 
-	found = read_key(&name, &row);
-	if (found && answer_from_row(&row, request_hash, now, answers_expire, claim))
-		return;
+	/* a new key's scan is kept for the probe under the creation lock */
+	begin_key_scan(&scan, skey, &name, AccessShareLock);
+	found = next_key_row(&scan, &row);
+	if (found)
+	{
+		idem_index_scan_end(&scan);
+		check_same_key(&name, &row);
+		if (answer_from_row(&row, request_hash, now, answers_expire, claim))
+			return;
+	}
+	else
+		idem_index_scan_restart(&scan, NULL);
 
 	/* from here on the claim writes: not in a read-only transaction */
 	PreventCommandIfReadOnly(create_later ? "idempotency.execute()" :
@@ -973,7 +991,9 @@ idem_claim_key(text *key, text *scope, Jsonb *request, Interval *ttl,
 	if (!found)
 	{
 		bool		waited = lock_key_creation(&name);
-		bool		exists = wait_for_key_creators(&name, &waited);
+		bool		exists = wait_for_key_creators(&scan, &name, &waited);
+
+		idem_index_scan_end(&scan);
 
 		if (waited)
 			now = GetCurrentTimestamp();

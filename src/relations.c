@@ -145,6 +145,22 @@ idem_index_scan_next(IdemIndexScan *scan)
 }
 
 /*
+ * Let go of the row found and of the index scan, releasing their buffer
+ * pins (before a wait, say); the next idem_index_scan_next() scans the
+ * same keys again from the start, seeing "snapshot", which must stay
+ * valid until the scan ends or restarts again.
+ */
+void
+idem_index_scan_restart(IdemIndexScan *scan, Snapshot snapshot)
+{
+	ExecClearTuple(scan->slot);
+	if (scan->scan != NULL)
+		index_endscan(scan->scan);
+	scan->scan = NULL;
+	scan->snapshot = snapshot;
+}
+
+/*
  * End the scan and close the relations, keeping their locks.
  */
 void

@@ -12,6 +12,9 @@
  *	  checks, deferred ones included), foreign keys and WAL; only the
  *	  plan's start-up is saved.  An update finds its row with a direct
  *	  index scan and locks it as the statement does (lock_row_for_update()).
+ *	  What the plan would compute once per table (the defaults, and the
+ *	  indexes as ExecOpenIndices() finds them) is kept per session and
+ *	  table, and forgotten on the table's or an index's invalidation.
  *
  * An INSERT's left-out columns get their defaults (identity included),
  * evaluated for each row as the apply worker fills the columns that a
@@ -35,6 +38,7 @@
 #include "access/tableam.h"
 #include "access/transam.h"
 #include "access/xact.h"
+#include "catalog/index.h"
 #include "catalog/pg_class.h"
 #include "commands/trigger.h"
 #include "executor/executor.h"
@@ -134,6 +138,229 @@ update_is_plain(Relation rel)
 }
 
 /*
+ * What writing into a table needs that the statement's plan would compute
+ * once and the catalogs rarely change, kept per session and table instead
+ * of being rebuilt for every write: the defaults of its columns, planned
+ * (build_column_default() and expression_planner(): finding an identity's
+ * sequence scans pg_depend and a default is parsed from its text), and
+ * its indexes as ExecOpenIndices() would find them (their IndexInfo, and
+ * the predicates of partial indexes planned as ExecPrepareQual() plans
+ * them).  Together these cost more than the row's insert.
+ *
+ * An entry is forgotten when the relcache entry of its table or of one of
+ * its indexes is invalidated (a default, an identity, the columns, the
+ * indexes or an index's state changed: CREATE INDEX CONCURRENTLY marks its
+ * index ready that way), and every entry when a function is (a planned
+ * default may have inlined one), as the plan cache would.  Invalidations
+ * arrive when a lock is taken, so an entry is only trusted once the
+ * table's and its indexes' locks are held (open_indexes()).
+ *
+ * Writers use the entry's memory without copying it: an entry rebuilt while
+ * a write is under way (a trigger of the write may change the table) gets
+ * new memory, and the old is freed at the end of the transaction, by which
+ * time no write can use it.
+ */
+typedef struct TableCache
+{
+	Oid			relid;			/* InvalidOid: unused */
+	bool		valid;			/* no invalidation since the build began */
+	bool		built;			/* the build completed (did not fail) */
+	MemoryContext cxt;
+	int			natts;
+	Expr	  **defaults;		/* per attribute, planned; NULL: none */
+	int			nindexes;
+	Oid		   *index_oids;
+	IndexInfo **index_infos;	/* as BuildIndexInfo() gives them */
+	List	  **predicates;		/* per index, planned; NIL: not partial */
+} TableCache;
+
+#define MAX_TABLE_CACHES 8
+static TableCache table_caches[MAX_TABLE_CACHES];
+static int	table_caches_evict = 0;
+static bool table_caches_callbacks = false;
+
+static void
+forget_table_caches(Datum arg pg_attribute_unused(), Oid relid)
+{
+	int			i,
+				j;
+
+	for (i = 0; i < MAX_TABLE_CACHES; i++)
+	{
+		TableCache *entry = &table_caches[i];
+
+		if (!entry->valid)
+			continue;
+		if (relid == InvalidOid || entry->relid == relid)
+			entry->valid = false;
+		for (j = 0; j < entry->nindexes && entry->valid; j++)
+			if (entry->index_oids[j] == relid)
+				entry->valid = false;
+	}
+}
+
+static void
+forget_all_table_caches(Datum arg, int cacheid pg_attribute_unused(),
+						uint32 hashvalue pg_attribute_unused())
+{
+	forget_table_caches(arg, InvalidOid);
+}
+
+/*
+ * Fill "entry" for "rel" in its (new) memory.  The indexes are opened, and
+ * left locked, as ExecOpenIndices() opens them.
+ */
+static void
+build_table_cache(TableCache *entry, Relation rel)
+{
+	TupleDesc	tupdesc = RelationGetDescr(rel);
+	List	   *indexes = NIL;
+	ListCell   *lc;
+	int			i;
+
+	entry->natts = tupdesc->natts;
+	entry->defaults = palloc0(sizeof(Expr *) * tupdesc->natts);
+	for (i = 0; i < tupdesc->natts; i++)
+	{
+		Form_pg_attribute attr = TupleDescAttr(tupdesc, i);
+		Node	   *expr;
+
+		/* generated columns are computed by ExecSimpleRelationInsert() */
+		if (attr->attisdropped || attr->attgenerated ||
+			!(attr->atthasdef || attr->attidentity))
+			continue;
+		expr = build_column_default(rel, i + 1);
+		if (expr != NULL)
+			entry->defaults[i] = expression_planner((Expr *) expr);
+	}
+
+	if (RelationGetForm(rel)->relhasindex)
+		indexes = RelationGetIndexList(rel);
+	entry->index_oids = palloc(sizeof(Oid) * list_length(indexes));
+	entry->index_infos = palloc(sizeof(IndexInfo *) * list_length(indexes));
+	entry->predicates = palloc(sizeof(List *) * list_length(indexes));
+	i = 0;
+	foreach(lc, indexes)
+	{
+		Relation	index;
+		IndexInfo  *info;
+
+		entry->index_oids[i] = lfirst_oid(lc);
+		/* seen by forget_table_caches() from here on */
+		entry->nindexes = i + 1;
+		index = index_open(entry->index_oids[i], RowExclusiveLock);
+		info = BuildIndexInfo(index);
+		entry->index_infos[i] = info;
+		entry->predicates[i] = info->ii_Predicate == NIL ? NIL :
+			(List *) expression_planner((Expr *) info->ii_Predicate);
+		index_close(index, NoLock);
+		i++;
+	}
+}
+
+/*
+ * The cache entry of "rel", which the caller has opened (and so locked),
+ * built now unless known.
+ */
+static TableCache *
+table_cache_of(Relation rel)
+{
+	Oid			relid = RelationGetRelid(rel);
+	TableCache *entry = NULL;
+	int			i;
+
+	for (i = 0; i < MAX_TABLE_CACHES && entry == NULL; i++)
+		if (table_caches[i].relid == relid)
+			entry = &table_caches[i];
+	if (entry != NULL && entry->valid && entry->built)
+		return entry;
+	if (!table_caches_callbacks)
+	{
+		CacheRegisterRelcacheCallback(forget_table_caches, (Datum) 0);
+		CacheRegisterSyscacheCallback(PROCOID, forget_all_table_caches,
+									  (Datum) 0);
+		table_caches_callbacks = true;
+	}
+	for (i = 0; i < MAX_TABLE_CACHES && entry == NULL; i++)
+		if (!OidIsValid(table_caches[i].relid))
+			entry = &table_caches[i];
+	if (entry == NULL)
+	{
+		entry = &table_caches[table_caches_evict];
+		table_caches_evict = (table_caches_evict + 1) % MAX_TABLE_CACHES;
+	}
+	do
+	{
+		MemoryContext caller;
+
+		/* a write under way may still use the old memory */
+		if (entry->cxt != NULL)
+			MemoryContextSetParent(entry->cxt, TopTransactionContext);
+		entry->cxt = AllocSetContextCreate(CacheMemoryContext,
+										   "idempotency table cache",
+										   ALLOCSET_SMALL_SIZES);
+		entry->relid = relid;
+		entry->nindexes = 0;
+		entry->built = false;
+		/* set first: an invalidation processed below clears it again */
+		entry->valid = true;
+		caller = MemoryContextSwitchTo(entry->cxt);
+		build_table_cache(entry, rel);
+		MemoryContextSwitchTo(caller);
+		entry->built = true;
+	} while (!entry->valid);
+	return entry;
+}
+
+/*
+ * Open the indexes of the writer's table as ExecOpenIndices() does, with
+ * their IndexInfo from the table's cache entry: each writer gets its own
+ * copy, whose lazily built parts (expression states, the access method's
+ * insert state) live in the writer's memory, and its partial indexes'
+ * predicates ready to check.  Returns the entry.
+ */
+static TableCache *
+open_indexes(ResultRelInfo *result_rel)
+{
+	Relation	rel = result_rel->ri_RelationDesc;
+	TableCache *entry;
+	Relation   *indexes;
+	IndexInfo **infos;
+	int			i;
+
+	for (;;)
+	{
+		entry = table_cache_of(rel);
+		indexes = palloc(sizeof(Relation) * Max(entry->nindexes, 1));
+		for (i = 0; i < entry->nindexes; i++)
+			indexes[i] = index_open(entry->index_oids[i], RowExclusiveLock);
+		if (entry->valid)
+			break;
+		/* an invalidation came with an index's lock: look again */
+		for (i = 0; i < entry->nindexes; i++)
+			index_close(indexes[i], NoLock);
+		pfree(indexes);
+	}
+
+	result_rel->ri_NumIndices = entry->nindexes;
+	if (entry->nindexes == 0)
+		return entry;
+	infos = palloc(sizeof(IndexInfo *) * entry->nindexes);
+	for (i = 0; i < entry->nindexes; i++)
+	{
+		infos[i] = makeNode(IndexInfo);
+		memcpy(infos[i], entry->index_infos[i], sizeof(IndexInfo));
+		infos[i]->ii_ExpressionsState = NIL;
+		infos[i]->ii_PredicateState = ExecInitQual(entry->predicates[i], NULL);
+		infos[i]->ii_AmCache = NULL;
+		infos[i]->ii_Context = CurrentMemoryContext;
+	}
+	result_rel->ri_IndexRelationDescs = indexes;
+	result_rel->ri_IndexRelationInfo = infos;
+	return entry;
+}
+
+/*
  * An executor state for writing rows of one relation, as the apply worker
  * of logical replication sets one up: the relation as the only entry of
  * the range table and its result relation, with its indexes open, seeing
@@ -150,15 +377,17 @@ typedef struct RowWriter
  * Set up "writer" for rel; "updated" lists the "nupdated" columns an
  * update sets (what UPDATE OF triggers and the lock mode look at).  What
  * the writes allocate belongs in the executor state's es_query_cxt, as
- * for a statement.
+ * for a statement.  Returns the table's cache entry, for use before any
+ * other write.
  */
-static void
+static TableCache *
 begin_row_writer(RowWriter *writer, Relation rel, Snapshot snapshot,
 				 const AttrNumber *updated, int nupdated)
 {
 	EState	   *estate = CreateExecutorState();
 	MemoryContext caller = MemoryContextSwitchTo(estate->es_query_cxt);
 	Bitmapset  *updated_cols = NULL;
+	TableCache *cache;
 	int			i;
 
 	for (i = 0; i < nupdated; i++)
@@ -172,10 +401,11 @@ begin_row_writer(RowWriter *writer, Relation rel, Snapshot snapshot,
 		lappend(estate->es_opened_result_relations, writer->result_rel);
 	estate->es_snapshot = snapshot;
 	estate->es_output_cid = GetCurrentCommandId(true);
-	ExecOpenIndices(writer->result_rel, false);
+	cache = open_indexes(writer->result_rel);
 	writer->estate = estate;
 	AfterTriggerBeginQuery();
 	MemoryContextSwitchTo(caller);
+	return cache;
 }
 
 /*
@@ -263,132 +493,25 @@ struct IdemRowInserter
 };
 
 /*
- * The defaults of a table written here, planned (build_column_default()
- * and expression_planner()) once instead of for every insert: finding an
- * identity's sequence scans pg_depend and a default is parsed from its
- * text, which together cost more than the row's insert.  An entry is
- * forgotten when its table's relcache entry is invalidated (a default, an
- * identity or the columns changed) and every entry when a function is
- * (a planned default may have inlined one), as the plan cache would.
- * Callers copy the expressions they use: a forgotten entry is rebuilt in
- * place by the next lookup, which may come from a trigger of a write.
- */
-typedef struct TableDefaults
-{
-	Oid			relid;			/* InvalidOid: unused */
-	bool		valid;
-	MemoryContext cxt;
-	int			natts;
-	Expr	  **planned;		/* per attribute; NULL: no default */
-} TableDefaults;
-
-#define MAX_TABLE_DEFAULTS 8
-static TableDefaults table_defaults[MAX_TABLE_DEFAULTS];
-static int	table_defaults_evict = 0;
-static bool table_defaults_callbacks = false;
-
-static void
-forget_table_defaults(Datum arg pg_attribute_unused(), Oid relid)
-{
-	int			i;
-
-	for (i = 0; i < MAX_TABLE_DEFAULTS; i++)
-		if (relid == InvalidOid || table_defaults[i].relid == relid)
-			table_defaults[i].valid = false;
-}
-
-static void
-forget_all_table_defaults(Datum arg, int cacheid pg_attribute_unused(),
-						  uint32 hashvalue pg_attribute_unused())
-{
-	forget_table_defaults(arg, InvalidOid);
-}
-
-/*
- * The planned defaults of "rel", planned now unless known.
- */
-static TableDefaults *
-table_defaults_of(Relation rel)
-{
-	Oid			relid = RelationGetRelid(rel);
-	TupleDesc	tupdesc = RelationGetDescr(rel);
-	TableDefaults *entry = NULL;
-	int			i;
-
-	for (i = 0; i < MAX_TABLE_DEFAULTS && entry == NULL; i++)
-		if (table_defaults[i].relid == relid)
-			entry = &table_defaults[i];
-	if (entry != NULL && entry->valid)
-		return entry;
-	if (!table_defaults_callbacks)
-	{
-		CacheRegisterRelcacheCallback(forget_table_defaults, (Datum) 0);
-		CacheRegisterSyscacheCallback(PROCOID, forget_all_table_defaults,
-									  (Datum) 0);
-		table_defaults_callbacks = true;
-	}
-	for (i = 0; i < MAX_TABLE_DEFAULTS && entry == NULL; i++)
-		if (!OidIsValid(table_defaults[i].relid))
-			entry = &table_defaults[i];
-	if (entry == NULL)
-	{
-		entry = &table_defaults[table_defaults_evict];
-		table_defaults_evict = (table_defaults_evict + 1) % MAX_TABLE_DEFAULTS;
-	}
-	entry->relid = relid;
-	if (entry->cxt == NULL)
-		entry->cxt = AllocSetContextCreate(CacheMemoryContext,
-										   "idempotency table defaults",
-										   ALLOCSET_SMALL_SIZES);
-	do
-	{
-		MemoryContext caller;
-
-		/* set first: an invalidation processed below clears it again */
-		entry->valid = true;
-		MemoryContextReset(entry->cxt);
-		caller = MemoryContextSwitchTo(entry->cxt);
-		entry->natts = tupdesc->natts;
-		entry->planned = palloc0(sizeof(Expr *) * tupdesc->natts);
-		for (i = 0; i < tupdesc->natts; i++)
-		{
-			Form_pg_attribute attr = TupleDescAttr(tupdesc, i);
-			Node	   *expr;
-
-			/* generated columns are computed by ExecSimpleRelationInsert() */
-			if (attr->attisdropped || attr->attgenerated ||
-				!(attr->atthasdef || attr->attidentity))
-				continue;
-			expr = build_column_default(rel, i + 1);
-			if (expr != NULL)
-				entry->planned[i] = expression_planner((Expr *) expr);
-		}
-		MemoryContextSwitchTo(caller);
-	} while (!entry->valid);
-	return entry;
-}
-
-/*
  * Prepare the defaults of the columns that the rows leave out, as the
  * INSERT's plan computes them (a default, an identity's next value, else
  * nothing: NULL), in the current memory context.
  */
 static void
-prepare_defaults(IdemRowInserter *inserter, Relation rel)
+prepare_defaults(IdemRowInserter *inserter, TableCache *cache)
 {
-	TableDefaults *defaults = table_defaults_of(rel);
 	int			i;
 
 	inserter->ndefaults = 0;
-	inserter->default_attnums = palloc(sizeof(AttrNumber) * defaults->natts);
-	inserter->defaults = palloc(sizeof(ExprState *) * defaults->natts);
-	for (i = 0; i < defaults->natts; i++)
+	inserter->default_attnums = palloc(sizeof(AttrNumber) * cache->natts);
+	inserter->defaults = palloc(sizeof(ExprState *) * cache->natts);
+	for (i = 0; i < cache->natts; i++)
 	{
-		if (inserter->given[i] || defaults->planned[i] == NULL)
+		if (inserter->given[i] || cache->defaults[i] == NULL)
 			continue;
 		inserter->default_attnums[inserter->ndefaults] = i + 1;
 		inserter->defaults[inserter->ndefaults] =
-			ExecInitExpr(copyObject(defaults->planned[i]), NULL);
+			ExecInitExpr(cache->defaults[i], NULL);
 		inserter->ndefaults++;
 	}
 }
@@ -411,6 +534,7 @@ IdemRowInserter *
 idem_begin_inserts(Relation rel, const bool *given)
 {
 	IdemRowInserter *inserter;
+	TableCache *cache;
 	MemoryContext caller;
 
 	/* what the executor's start checks for an INSERT (ExecCheckXactReadOnly) */
@@ -421,13 +545,13 @@ idem_begin_inserts(Relation rel, const bool *given)
 
 	inserter = palloc(sizeof(IdemRowInserter));
 	inserter->given = given;
-	begin_row_writer(&inserter->writer, rel, idem_push_statement_snapshot(),
-					 NULL, 0);
+	cache = begin_row_writer(&inserter->writer, rel,
+							 idem_push_statement_snapshot(), NULL, 0);
 	caller = MemoryContextSwitchTo(inserter->writer.estate->es_query_cxt);
 	inserter->slot = ExecInitExtraTupleSlot(inserter->writer.estate,
 											RelationGetDescr(rel),
 											&TTSOpsVirtual);
-	prepare_defaults(inserter, rel);
+	prepare_defaults(inserter, cache);
 	MemoryContextSwitchTo(caller);
 	return inserter;
 }
@@ -639,7 +763,7 @@ idem_update_row(IdemIndexScan *scan, const AttrNumber *updated, int nupdated,
 	if (!found)
 		return IDEM_WRITE_NO_ROW;
 
-	begin_row_writer(&writer, rel, scan->snapshot, updated, nupdated);
+	(void) begin_row_writer(&writer, rel, scan->snapshot, updated, nupdated);
 	caller = MemoryContextSwitchTo(writer.estate->es_query_cxt);
 	locked = table_slot_create(rel, &writer.estate->es_tupleTable);
 	if (lock_row_for_update(&writer, scan->slot, locked) &&
