@@ -84,6 +84,16 @@ SELECT max(de_seq) - min(de_seq) AS seq_step FROM idempotency.outbox_events
  WHERE aggregate_id LIKE 'seq-%';
 ALTER TABLE idempotency.outbox_events DROP COLUMN de_seq;
 
+-- a default whose planning fails fails every call, as the statement's plan
+-- would, not only the first (these should fail with 22012); fixed, it works
+ALTER TABLE idempotency.outbox_events ALTER COLUMN attempts SET DEFAULT 1 / 0;
+SELECT pg_temp.error_of($$SELECT idempotency.enqueue_event('de', 'div-1', 'Made', '{}')$$);
+SELECT pg_temp.error_of($$SELECT idempotency.enqueue_event('de', 'div-2', 'Made', '{}')$$);
+ALTER TABLE idempotency.outbox_events ALTER COLUMN attempts SET DEFAULT 0;
+SELECT idempotency.enqueue_event('de', 'div-3', 'Made', '{}') IS NOT NULL AS enqueued;
+SELECT aggregate_id, attempts FROM idempotency.outbox_events
+ WHERE aggregate_id LIKE 'div-%';
+
 -- constraints of the table hold (these should fail with 23514)
 ALTER TABLE idempotency.outbox_events
   ADD CONSTRAINT de_check CHECK (aggregate_id NOT LIKE 'bad%') NOT VALID;
