@@ -225,7 +225,10 @@ write_doc() {
     echo "per-round TPS ratios (ours / baseline) and, in brackets, of the p50"
     echo "latency ratios (baseline / ours): above 1, ours is faster. The run also"
     echo "checks that a replay writes no WAL, that backend memory does not grow"
-    echo "over many calls, and how \`purge_expired\` compares with a bare \`DELETE\`."
+    echo "over many calls, how \`purge_expired\` compares with a bare \`DELETE\`,"
+    echo "and (\`waits\`) where the backends of a new request's workloads and"
+    echo "their baselines spend their time with the most clients: on a processor"
+    echo "or waiting for the WAL flush, with the WAL each transaction writes."
     echo
     echo "The baselines are plain files in \`bench/\`: \`setup.sql\` (the hand-written"
     echo "key table of the service this extension replaces, a PL/pgSQL"
@@ -238,7 +241,7 @@ write_doc() {
     echo "plain script (\`scripts/portable.py build\`), run with \`psql -f\` by a"
     echo "role that has \`CREATE\` on a second database and nothing more, as on a"
     echo "managed service, takes the same pgbench scripts as the C edition, as"
-    echo "that role (rows \`portable_<workload>\`). The WAL, memory, purge and"
+    echo "that role (rows \`portable_<workload>\`). The WAL, waits, memory, purge and"
     echo "relay wake-up checks measure the C edition only."
     echo
     echo "All the while Prometheus scrapes postgres_exporter with"

@@ -40,7 +40,7 @@
 #                       100000 [10000])
 #   BENCH_GROUPS        workload groups to run (default: all)
 #   BENCH_EDITIONS      the editions whose workloads run beside the
-#                       baselines (default "c portable"; the WAL, memory,
+#                       baselines (default "c portable"; the WAL, waits, memory,
 #                       purge and relay wake-up checks are the C edition's)
 #   NOTIFY_RATE         events per second of the steady load under which the
 #                       relay wake-up is measured (default 500)
@@ -89,7 +89,7 @@ else	# the quick run, under 5 minutes
 fi
 BENCH_CLIENTS=${BENCH_CLIENTS:-1 8}
 [ "$BENCH_METRICS_ROUNDS" -ge "$BENCH_ROUNDS" ] || BENCH_METRICS_ROUNDS=$BENCH_ROUNDS
-ALL_GROUPS="e2e bare syncoff replay hotkey inbox outbox inbox_batch outbox_batch transition metrics_claim metrics_replay relay notify wait wal memory purge"
+ALL_GROUPS="e2e bare syncoff replay hotkey inbox outbox inbox_batch outbox_batch transition metrics_claim metrics_replay relay notify wait waits wal memory purge"
 BENCH_GROUPS=${BENCH_GROUPS:-$ALL_GROUPS}
 BENCH_EDITIONS=${BENCH_EDITIONS:-c portable}
 for e in $BENCH_EDITIONS; do
@@ -499,6 +499,54 @@ wal_check() {
   REPLAY_WAL=$w_ours
 }
 
+# --- where the most clients' backends spend their time: pg_stat_activity
+# sampled every 5 ms by one more session while pgbench runs a new request's
+# workloads and their baselines, with the WAL each transaction wrote (no
+# checkpoint during the runs, as in the rounds: few full-page images).  A
+# backend with no wait event is on a processor or waiting for one.
+waits_check() {
+  has execute claim complete || return 0
+  local clients s b a out tps n
+  clients=$(echo $BENCH_CLIENTS | tr ' ' '\n' | sort -n | tail -1)
+  q -c 'CREATE TABLE IF NOT EXISTS bench.wait_samples (script text, wait text)' -c 'TRUNCATE bench.wait_samples' >/dev/null
+  {
+    echo "- Where $clients clients' backends wait (\`pg_stat_activity\` sampled every 5 ms during one run of $((BENCH_SECONDS * 2)) s of each script, share of the samples of active backends; WAL bytes per transaction over the run):"
+    echo
+    echo "  | script | samples | on a processor | WAL flush (\`WALWrite\`, \`WALSync\`) | WAL insert | other waits | WAL bytes / transaction |"
+    echo "  | --- | ---: | ---: | ---: | ---: | ---: | ---: |"
+  } >>"$NOTES"
+  for s in e2e_execute.sql e2e_floor.sql e2e_insert_only.sql phased.sql floor.sql onetx.sql onetx_raw.sql; do
+    b=$(qv 'SELECT pg_current_wal_insert_lsn()')
+    "$BIN/pgbench" -n -M prepared -h "$CLUSTER" -U postgres -c "$clients" -j "$clients" \
+      -T $((BENCH_SECONDS * 2)) -D rows="$BENCH_ROWS" -f "$SCRIPTS/$s" bench >"$WORK/waits-$s.log" 2>&1 &
+    q -c "DO \$\$
+      BEGIN
+        PERFORM pg_sleep(0.2);
+        FOR i IN 1..$((BENCH_SECONDS * 2 * 150)) LOOP
+          PERFORM pg_stat_clear_snapshot();
+          INSERT INTO bench.wait_samples
+            SELECT '$s', coalesce(wait_event_type || ':' || wait_event, 'CPU')
+              FROM pg_stat_activity
+             WHERE backend_type = 'client backend' AND state = 'active'
+               AND datname = 'bench' AND pid <> pg_backend_pid();
+          PERFORM pg_sleep(0.005);
+        END LOOP;
+      END \$\$" >/dev/null
+    wait $!
+    a=$(qv 'SELECT pg_current_wal_insert_lsn()')
+    n=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$WORK/waits-$s.log")
+    out=$(qv "SELECT count(*),
+                     round(100.0 * count(*) FILTER (WHERE wait = 'CPU') / count(*)),
+                     round(100.0 * count(*) FILTER (WHERE wait IN ('LWLock:WALWrite', 'IO:WALSync', 'IO:WALWrite')) / count(*)),
+                     round(100.0 * count(*) FILTER (WHERE wait = 'LWLock:WALInsert') / count(*)),
+                     round(100.0 * count(*) FILTER (WHERE wait NOT IN ('CPU', 'LWLock:WALWrite', 'IO:WALSync', 'IO:WALWrite', 'LWLock:WALInsert')) / count(*)),
+                     CASE WHEN ${n:-0} > 0 THEN round(pg_wal_lsn_diff('$a', '$b') / ${n:-1}) END
+                FROM bench.wait_samples WHERE script = '$s'")
+    echo "$s|$out" | awk -F'|' '{printf "  | `%s` | %s | %s %% | %s %% | %s %% | %s %% | %s |\n", $1, $2, $3, $4, $5, $6, $7}' >>"$NOTES"
+  done
+  echo >>"$NOTES"
+}
+
 # --- memory: growth of a backend's memory contexts over many calls of each
 # hot function, one transaction per call from one pgbench client.  The
 # backend records its total into bench.memory_probe after 1000 and 2000
@@ -712,6 +760,7 @@ for g in $BENCH_GROUPS; do
   case $g in
   notify) notify_check ;;
   wait) wait_check ;;
+  waits) waits_check ;;
   wal) wal_check ;;
   memory) memory_check ;;
   purge) purge_check ;;
