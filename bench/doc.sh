@@ -241,8 +241,8 @@ write_doc() {
     echo "plain script (\`scripts/portable.py build\`), run with \`psql -f\` by a"
     echo "role that has \`CREATE\` on a second database and nothing more, as on a"
     echo "managed service, takes the same pgbench scripts as the C edition, as"
-    echo "that role (rows \`portable_<workload>\`). The WAL, waits, memory, purge and"
-    echo "relay wake-up checks measure the C edition only."
+    echo "that role (rows \`portable_<workload>\`). The WAL, waits, memory,"
+    echo "purge and relay wake-up checks measure the C edition only."
     echo
     echo "All the while Prometheus scrapes postgres_exporter with"
     echo "\`monitoring/postgres_exporter.yaml\` in the C edition's database every"

@@ -40,8 +40,9 @@
 #                       100000 [10000])
 #   BENCH_GROUPS        workload groups to run (default: all)
 #   BENCH_EDITIONS      the editions whose workloads run beside the
-#                       baselines (default "c portable"; the WAL, waits, memory,
-#                       purge and relay wake-up checks are the C edition's)
+#                       baselines (default "c portable"; the WAL, waits,
+#                       memory, purge and relay wake-up checks are the C
+#                       edition's)
 #   NOTIFY_RATE         events per second of the steady load under which the
 #                       relay wake-up is measured (default 500)
 #   BENCH_KEEP=1        keep the work directory (cluster, logs)
@@ -500,32 +501,35 @@ wal_check() {
 }
 
 # --- where the most clients' backends spend their time: pg_stat_activity
-# sampled every 5 ms by one more session while pgbench runs a new request's
-# workloads and their baselines, with the WAL each transaction wrote (no
-# checkpoint during the runs, as in the rounds: few full-page images).  A
-# backend with no wait event is on a processor or waiting for one.
+# sampled every 5 ms by one more session during a run (run_pgbench) of each
+# of a new request's workloads and their baselines, with the WAL each
+# transaction wrote (no checkpoint during the runs, as in the rounds: few
+# full-page images).  A backend with no wait event is on a processor or
+# waiting for one.
 waits_check() {
   has execute claim complete || return 0
-  local clients s b a out tps n
+  local clients s b a tps wal
   clients=$(echo $BENCH_CLIENTS | tr ' ' '\n' | sort -n | tail -1)
   q -c 'CREATE TABLE IF NOT EXISTS bench.wait_samples (script text, wait text)' -c 'TRUNCATE bench.wait_samples' >/dev/null
   {
-    echo "- Where $clients clients' backends wait (\`pg_stat_activity\` sampled every 5 ms during one run of $((BENCH_SECONDS * 2)) s of each script, share of the samples of active backends; WAL bytes per transaction over the run):"
+    echo "- Where $clients clients' backends wait (\`pg_stat_activity\` sampled every 5 ms during one run of $BENCH_SECONDS s of each script, share of the samples of active backends; WAL bytes per transaction: the WAL of the run over TPS x seconds):"
     echo
     echo "  | script | samples | on a processor | WAL flush (\`WALWrite\`, \`WALSync\`) | WAL insert | other waits | WAL bytes / transaction |"
     echo "  | --- | ---: | ---: | ---: | ---: | ---: | ---: |"
   } >>"$NOTES"
   for s in e2e_execute.sql e2e_floor.sql e2e_insert_only.sql phased.sql floor.sql onetx.sql onetx_raw.sql; do
     b=$(qv 'SELECT pg_current_wal_insert_lsn()')
-    "$BIN/pgbench" -n -M prepared -h "$CLUSTER" -U postgres -c "$clients" -j "$clients" \
-      -T $((BENCH_SECONDS * 2)) -D rows="$BENCH_ROWS" -f "$SCRIPTS/$s" bench >"$WORK/waits-$s.log" 2>&1 &
+    run_pgbench "$s" "$clients" >"$WORK/waits-$s.out" &
     q -c "DO \$\$
       BEGIN
         PERFORM pg_sleep(0.2);
-        FOR i IN 1..$((BENCH_SECONDS * 2 * 150)) LOOP
+        FOR i IN 1..$((BENCH_SECONDS * 120)) LOOP
           PERFORM pg_stat_clear_snapshot();
           INSERT INTO bench.wait_samples
-            SELECT '$s', coalesce(wait_event_type || ':' || wait_event, 'CPU')
+            SELECT '$s', CASE WHEN wait_event IS NULL THEN 'processor'
+                              WHEN wait_event IN ('WALWrite', 'WALSync') THEN 'flush'
+                              WHEN wait_event = 'WALInsert' THEN 'insert'
+                              ELSE 'other' END
               FROM pg_stat_activity
              WHERE backend_type = 'client backend' AND state = 'active'
                AND datname = 'bench' AND pid <> pg_backend_pid();
@@ -534,15 +538,14 @@ waits_check() {
       END \$\$" >/dev/null
     wait $!
     a=$(qv 'SELECT pg_current_wal_insert_lsn()')
-    n=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$WORK/waits-$s.log")
-    out=$(qv "SELECT count(*),
-                     round(100.0 * count(*) FILTER (WHERE wait = 'CPU') / count(*)),
-                     round(100.0 * count(*) FILTER (WHERE wait IN ('LWLock:WALWrite', 'IO:WALSync', 'IO:WALWrite')) / count(*)),
-                     round(100.0 * count(*) FILTER (WHERE wait = 'LWLock:WALInsert') / count(*)),
-                     round(100.0 * count(*) FILTER (WHERE wait NOT IN ('CPU', 'LWLock:WALWrite', 'IO:WALSync', 'IO:WALWrite', 'LWLock:WALInsert')) / count(*)),
-                     CASE WHEN ${n:-0} > 0 THEN round(pg_wal_lsn_diff('$a', '$b') / ${n:-1}) END
-                FROM bench.wait_samples WHERE script = '$s'")
-    echo "$s|$out" | awk -F'|' '{printf "  | `%s` | %s | %s %% | %s %% | %s %% | %s %% | %s |\n", $1, $2, $3, $4, $5, $6, $7}' >>"$NOTES"
+    read -r tps _ <"$WORK/waits-$s.out"
+    wal=NULL
+    [ "$tps" = NA ] || wal="round(pg_wal_lsn_diff('$a', '$b') / ($tps * $BENCH_SECONDS))"
+    qv "SELECT count(*), $(for k in processor flush insert other; do
+                            printf "round(100.0 * count(*) FILTER (WHERE wait = '%s') / count(*)), " "$k"
+                          done) $wal
+          FROM bench.wait_samples WHERE script = '$s'" |
+      awk -F'|' -v s="$s" '{printf "  | `%s` | %s | %s %% | %s %% | %s %% | %s %% | %s |\n", s, $1, $2, $3, $4, $5, $6}' >>"$NOTES"
   done
   echo >>"$NOTES"
 }
