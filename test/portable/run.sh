@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # test/portable/run.sh: the regression tests (test/sql), isolation specs
-# (test/specs), pgTAP tests (test/pgtap) and the update path
-# (test/portable/update.sh) on the portable edition (doc/portable.md), on
+# (test/specs), pgTAP tests (test/pgtap), the update path
+# (test/portable/update.sh) and dump and restore (test/portable/dump.sh)
+# on the portable edition (doc/portable.md), on
 # the PostgreSQL major that runs natively here: the host's 15, or 17 and 18
 # inside their chroots, where test/run.sh's group "portable" runs it
 # (make test; doc/testing.md).
@@ -34,7 +35,7 @@
 # below), each where another test covers what it checks.
 #
 # PORTABLE_MODES="plain tle" (default both), PORTABLE_GROUPS="regress
-# isolation pgtap update" (default all; TEST_GROUPS when run by hand),
+# isolation pgtap update dump" (default all; TEST_GROUPS when run by hand),
 # TESTS="claim tokens" (names, default all), KEEP_WORK=1.
 # The last line is "N passed, M failed" (skipped tests are not counted).
 set -uo pipefail
@@ -45,7 +46,7 @@ idem_runs_natively "$PG_MAJOR" ||
   { echo "PostgreSQL $PG_MAJOR runs in its chroot: TEST_GROUPS=portable make test PG=$PG_MAJOR" >&2; exit 2; }
 PORTABLE_MODES=${PORTABLE_MODES:-plain tle}
 # test/run.sh passes PORTABLE_GROUPS (its own TEST_GROUPS says "portable")
-PORTABLE_GROUPS=${PORTABLE_GROUPS:-${TEST_GROUPS:-regress isolation pgtap update}}
+PORTABLE_GROUPS=${PORTABLE_GROUPS:-${TEST_GROUPS:-regress isolation pgtap update dump}}
 PORT=${PORTABLE_PORT:-5491}
 . "$IDEM_TOP/test/portable/lib.sh"
 
@@ -154,16 +155,16 @@ run_pgtap() {
   done
 }
 
-# run_update MODE: test/portable/update.sh, one result
-run_update() {
-  local mode=$1 role=regress_portable_owner log=$WORK/$1-update.log
+# run_script MODE NAME: test/portable/NAME.sh (update, dump), one result
+run_script() {
+  local mode=$1 name=$2 role=regress_portable_owner log=$WORK/$1-$2.log
   [ "$mode" = tle ] && role=regress_portable_tle
-  idem_log "$mode update"
+  idem_log "$mode $name"
   if as_postgres env PORTABLE_EDITION="$PORTABLE_EDITION" \
-       bash "$WORK/repo/test/portable/update.sh" "$mode" "$role" >"$log" 2>&1; then
-    results+=("$mode update update ok"); passed=$((passed + 1))
+       bash "$WORK/repo/test/portable/$name.sh" "$mode" "$role" >"$log" 2>&1; then
+    results+=("$mode $name $name ok"); passed=$((passed + 1))
   else
-    results+=("$mode update update FAILED"); failed=$((failed + 1))
+    results+=("$mode $name $name FAILED"); failed=$((failed + 1))
   fi
   cat "$log"
 }
@@ -176,7 +177,7 @@ run_group() {
   regress) runner=test/regress/pg_regress db=contrib_regression dir=sql ext=sql ;;
   isolation) runner=test/isolation/pg_isolation_regress db=isolation_regression dir=specs ext=spec ;;
   pgtap) run_pgtap "$mode"; return ;;
-  update) run_update "$mode"; return ;;
+  update|dump) run_script "$mode" "$group"; return ;;
   *) echo "unknown group $group" >&2; return ;;
   esac
   for f in "$WORK/repo/test/$dir"/*.$ext; do

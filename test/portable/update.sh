@@ -4,18 +4,19 @@
 # test/sql/state_machine_update.sql where they cannot run
 # (doc/portable.md, "Edition differences"; test/portable/run.sh skips them).
 #
-#   plain  ROLE installs the plain 1.0 script, grants an application role
+# Both start at the first version the edition serves (1.3, scripts/portable.py
+# PORTABLE_FIRST_VERSION), for which the edition has scripts.
+#
+#   plain  ROLE installs the plain 1.3 script, grants an application role
 #          (grant_usage), runs every update script to the default version;
 #          the catalog (functions, relations, columns, constraints, indexes,
 #          types, views, grants: the summary of test/sql/upgrade.sql) then
 #          equals that of a fresh install granted alike, pg_init_privs has
 #          nothing of it, plain_version says the version, and an update
 #          script run on another version is refused (55000) and changes
-#          nothing.  A table enforced at 1.2 (1.2's AFTER trigger) gets the
-#          BEFORE trigger of 1.3 from the update and refuses a bad move.
+#          nothing.
 #   tle    ROLE (pgtle_admin) runs CREATE EXTENSION idempotency VERSION
-#          '1.0' and ALTER EXTENSION UPDATE; granted after the update (a
-#          grant made before it makes the 1.2 to 1.3 update fail, 42501), the
+#          '1.3' and ALTER EXTENSION UPDATE; granted after the update, the
 #          catalog equals that of a fresh CREATE EXTENSION granted alike.
 #          Then from 1.5 with the application role granted first: the 1.6
 #          update hands its grants on to the new signatures of complete,
@@ -32,6 +33,8 @@ TOP=$(cd "$(dirname "$0")/../.." && pwd)
 mode=$1 role=$2
 app=regress_portable_update_app
 default_version=$(sed -n "s/^default_version = '\(.*\)'/\1/p" "$TOP/idempotency.control")
+# the first version the edition serves, and so has scripts for
+first=$(sed -n "s/^PORTABLE_FIRST_VERSION = '\(.*\)'/\1/p" "$TOP/scripts/portable.py")
 # the catalog summary of test/sql/upgrade.sql, taken from there
 summary_fn=$(sed -n '/^CREATE FUNCTION regress_catalog_summary/,/^\$\$;/p' "$TOP/test/sql/upgrade.sql")
 [ -n "$summary_fn" ] || { echo "no regress_catalog_summary in test/sql/upgrade.sql"; exit 1; }
@@ -56,7 +59,7 @@ newdb() {
     as_role "$1" -f "$PORTABLE_EDITION/idempotency-tle.sql" >/dev/null
   fi
 }
-dbs="portable_update_old portable_update_new portable_update_sm portable_update_grants"
+dbs="portable_update_old portable_update_new portable_update_grants"
 cleanup() {
   for db in $dbs; do q postgres -c "DROP DATABASE IF EXISTS $db" 2>/dev/null || true; done
   q postgres -c "DROP ROLE IF EXISTS $app" 2>/dev/null || true
@@ -79,14 +82,14 @@ newdb portable_update_old
 newdb portable_update_new
 case $mode in
 plain)
-  as_role portable_update_old -f "$PORTABLE_EDITION/idempotency--1.0.sql" >/dev/null
+  as_role portable_update_old -f "$PORTABLE_EDITION/idempotency--$first.sql" >/dev/null
   as_role portable_update_old -c "SELECT idempotency.grant_usage('$app')" >/dev/null
-  plain_updates portable_update_old 1.0
+  plain_updates portable_update_old "$first"
   as_role portable_update_new -f "$PORTABLE_EDITION/idempotency--$default_version.sql" >/dev/null
   as_role portable_update_new -c "SELECT idempotency.grant_usage('$app')" >/dev/null
   ;;
 tle)
-  as_role portable_update_old -c "CREATE EXTENSION idempotency VERSION '1.0'" \
+  as_role portable_update_old -c "CREATE EXTENSION idempotency VERSION '$first'" \
     -c 'ALTER EXTENSION idempotency UPDATE' -c "SELECT idempotency.grant_usage('$app')" >/dev/null
   [ "$(q portable_update_old -c "SELECT extversion FROM pg_extension WHERE extname = 'idempotency'")" = \
     "$default_version" ] || fail "ALTER EXTENSION UPDATE did not reach $default_version"
@@ -117,41 +120,15 @@ if [ "$mode" = plain ]; then
        WHERE i.classoid = 'pg_proc'::regclass AND p.pronamespace = 'idempotency'::regnamespace")" = 0 ] ||
     fail "the plain script left rows in pg_init_privs"
   # an update script on another version: 55000, nothing changed
-  first=$(ls "$PORTABLE_EDITION"/idempotency--1.0--*.sql | head -1)
-  if err=$(as_role portable_update_new -v VERBOSITY=verbose -f "$first" 2>&1); then
-    fail "$(basename "$first") ran on $default_version"
+  script=$(ls "$PORTABLE_EDITION"/idempotency--"$first"--*.sql | head -1)
+  if err=$(as_role portable_update_new -v VERBOSITY=verbose -f "$script" 2>&1); then
+    fail "$(basename "$script") ran on $default_version"
   fi
-  case $err in *"ERROR:  55000: "*) ;; *) fail "$(basename "$first") on $default_version: $err" ;; esac
+  case $err in *"ERROR:  55000: "*) ;; *) fail "$(basename "$script") on $default_version: $err" ;; esac
   [ "$(q portable_update_new -c 'SELECT regress_catalog_summary()')" = "$new" ] &&
   [ "$(q portable_update_new -c 'SELECT version FROM idempotency.plain_version')" = "$default_version" ] ||
     fail "the refused update script changed the installation"
 
-  # a table enforced at 1.2 (the trigger 1.2's enforce_state_machine made)
-  newdb portable_update_sm
-  q portable_update_sm -c "GRANT CREATE ON SCHEMA public TO $role"
-  as_role portable_update_sm -f "$PORTABLE_EDITION/idempotency--1.2.sql" >/dev/null
-  as_role portable_update_sm >/dev/null <<'SQL'
-SELECT idempotency.define_state_machine('order', '{"PENDING": ["PAID"], "PAID": ["SHIPPED"]}');
-CREATE TABLE orders (order_no text NOT NULL, status text NOT NULL) PARTITION BY LIST (status);
-CREATE TABLE orders_pending PARTITION OF orders FOR VALUES IN ('PENDING');
-CREATE TABLE orders_other PARTITION OF orders DEFAULT;
-INSERT INTO orders VALUES ('O1', 'PENDING'), ('O2', 'PENDING');
-CREATE TRIGGER idempotency_state_machine_2 AFTER UPDATE ON orders FOR EACH ROW
-  WHEN (OLD.status IS DISTINCT FROM NEW.status)
-  EXECUTE FUNCTION idempotency.state_machine_trigger('status', 'order');
-SQL
-  plain_updates portable_update_sm 1.2
-  [ "$(q portable_update_sm -c "SELECT string_agg(DISTINCT CASE WHEN tgtype & 2 = 2 THEN 'before' ELSE 'after' END, ',')
-         FROM pg_trigger WHERE tgfoid = 'idempotency.state_machine_trigger()'::regprocedure")" = before ] ||
-    fail "the 1.2 to $default_version update left 1.2's AFTER trigger"
-  as_role portable_update_sm -c "UPDATE orders SET status = 'PAID' WHERE order_no = 'O2'" >/dev/null
-  if err=$(as_role portable_update_sm -v VERBOSITY=verbose \
-             -c "UPDATE orders SET status = 'SHIPPED' WHERE order_no = 'O1'" 2>&1); then
-    fail "a move the machine forbids passed after the update"
-  fi
-  # check_violation, as the trigger refuses a move (doc/reference.md)
-  case $err in *"ERROR:  23514: "*) ;;
-  *) fail "a forbidden move after the update: $err" ;; esac
 fi
 if [ "$mode" = tle ]; then
   newdb portable_update_grants
@@ -167,4 +144,4 @@ if [ "$mode" = tle ]; then
          AND EXISTS (SELECT FROM aclexplode(i.initprivs) a WHERE a.grantee = '$app'::regrole)")" = 3 ] ||
     fail "tle: the grants the 1.6 update handed on are not initial privileges (doc/portable.md says they are)"
 fi
-echo "ok: the $mode update from 1.0 to $default_version equals a fresh install"
+echo "ok: the $mode update from $first to $default_version equals a fresh install"
