@@ -59,7 +59,8 @@ tar -C "$IDEM_TOP" --exclude=.git --exclude=node_modules -cf - . | tar -C "$WORK
 ln -sfn ../expected "$WORK/repo/test/expected"	# see REGRESS_PREP in the Makefile
 chown -R postgres: "$WORK"
 CLUSTER=$WORK/cluster
-PORT=5432
+# IDEM_TEST_PORT: another port, for a second run beside this one
+PORT=${IDEM_TEST_PORT:-5432}
 
 export IDEM_TEST_WORK=$WORK IDEM_TEST_BIN=$BIN IDEM_TOP
 export PGHOST=$CLUSTER PGPORT=$PORT PGUSER=postgres
