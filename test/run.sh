@@ -12,11 +12,14 @@
 #   tap           test/t/*.pl (prove, PostgreSQL::Test::Cluster)
 #   integration   test/integration/*.sh (examples, relays, clients)
 #   portable      the portable edition (doc/portable.md): its hashes against
-#                 the C's in this cluster (test/portable/compare_hashes.sh),
-#                 then test/portable/run.sh (regress, isolation, pgtap and
-#                 the update path on clusters of its own, in the modes of
-#                 PORTABLE_MODES: doc/testing.md) and test/portable/tap.sh
-#                 when it exists, each counted by its closing line
+#                 the C's in this cluster (test/portable/compare_hashes.sh)
+#                 and the C edition's catalog (test/portable/catalog.sh
+#                 dump, in a fresh database), then test/portable/run.sh
+#                 (regress, isolation, pgtap, the update path and the
+#                 catalog against the C's on clusters of its own, in the
+#                 modes of PORTABLE_MODES: doc/testing.md) and
+#                 test/portable/tap.sh when it exists, each counted by its
+#                 closing line
 # The last line is "N passed, M failed", counting test files.
 # TEST_GROUPS="regress isolation" limits the run to some groups;
 # INTEGRATION_TESTS="test/integration/docs.sh" to some integration scripts,
@@ -181,6 +184,18 @@ for group in $TEST_GROUPS; do
       tail -40 "$WORK/portable.log"
       echo "test/portable/compare_hashes.sh .. FAILED" | tee -a "$WORK/portable.log"
     fi
+    # the C edition's catalog, which test/portable/run.sh's group catalog
+    # compares with each mode's (a failure here counts; that group then
+    # skips)
+    idem_log "portable: the C edition's catalog (test/portable/catalog.sh dump)"
+    if ! { as_postgres psql -q -X -d postgres -c 'DROP DATABASE IF EXISTS catalog_regression' \
+             -c 'CREATE DATABASE catalog_regression' &&
+           as_postgres psql -q -X -d catalog_regression -c 'CREATE EXTENSION idempotency' &&
+           as_postgres env PSQL="$BIN/psql" bash test/portable/catalog.sh dump -d catalog_regression \
+             >"$WORK/portable-c-catalog.tsv"; } >>"$WORK/portable.log" 2>&1; then
+      rm -f "$WORK/portable-c-catalog.tsv"
+      echo "test/portable/catalog.sh dump .. FAILED" | tee -a "$WORK/portable.log"
+    fi
     count "$WORK/portable.log" '\.\. ok$' '\.\. FAILED$'
     for t in run tap; do
       [ -f "$IDEM_TOP/test/portable/$t.sh" ] || continue
@@ -191,8 +206,8 @@ for group in $TEST_GROUPS; do
         continue
       fi
       idem_log "portable: test/portable/$t.sh ($PORTABLE_MODES)"
-      env -u TEST_GROUPS PORTABLE_MODES="$PORTABLE_MODES" PORTABLE_GROUPS="regress isolation pgtap update" \
-        bash "$IDEM_TOP/test/portable/$t.sh" >"$WORK/portable-$t.log" 2>&1
+      env -u TEST_GROUPS PORTABLE_MODES="$PORTABLE_MODES" PORTABLE_GROUPS="regress isolation pgtap update dump catalog" \
+        PORTABLE_C_CATALOG="$WORK/portable-c-catalog.tsv" bash "$IDEM_TOP/test/portable/$t.sh" >"$WORK/portable-$t.log" 2>&1
       cat "$WORK/portable-$t.log"
       count_closing "$WORK/portable-$t.log"
     done

@@ -23,10 +23,14 @@
 -- are counted in a WARNING.  One clock reading per call.
 --
 -- Edition differences (doc/portable.md): the statements are built at
--- each call (the C keeps them until the foreign keys change); a batch
--- that deletes nothing takes a transaction id, so that its commit is
--- flushed and makes the earlier batches of purge_expired() durable (the
--- C flushes the WAL itself).
+-- each call (the C keeps them until the foreign keys change); the
+-- function is SECURITY DEFINER with SET search_path = pg_catalog, pg_temp
+-- (since 1.7; the C switches to the owner inside the call), so the
+-- triggers and rules of the purged tables run with that search_path
+-- where the C's run with the caller's; a batch that deletes nothing emits
+-- an empty transactional logical message, so that its commit is flushed
+-- and makes the earlier batches of purge_expired() durable (the C flushes
+-- the WAL itself).
 
 -- portable helper: since 1.0
 
@@ -90,15 +94,19 @@ BEGIN
 END
 $$;
 
--- portable helper: since 1.0, again in 1.6
+-- portable helper: since 1.0, again in 1.6, 1.7
 
--- Delete at most "room" rows of one walk, or with "change" (a SET list,
--- 1.6) update them; returns how many went.  (The 1.6 script replaces the
--- walk of older editions, which only deletes.)
-CREATE FUNCTION idempotency.portable_purge_walk(rel text, cond text, unreferenced text,
-                                                order_column text, cutoff timestamptz,
-                                                room bigint, caller_path text,
-                                                change text DEFAULT NULL)
+-- Delete at most "room" rows of one walk, or, with "change" (a SET list,
+-- 1.6; NULL: delete), update them; returns how many went.  It runs under
+-- purge_expired_batch()'s pinned search_path, and so do the triggers and
+-- rules of the table.  (The 1.6 and 1.7 scripts replace the walks of
+-- older editions: 1.6's deletes only, and both take the caller's
+-- search_path to set it around each write.  "change" comes second so
+-- that the argument types are neither older walk's, which the 1.6 and
+-- 1.7 scripts drop by them.)
+CREATE FUNCTION idempotency.portable_purge_walk(rel text, change text, cond text,
+                                                unreferenced text, order_column text,
+                                                cutoff timestamptz, room bigint)
 RETURNS bigint
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 AS $$
@@ -115,15 +123,10 @@ DECLARE
     row_ctid pg_catalog.tid;
 BEGIN
     BEGIN
-        -- the write (all of whose names are qualified) runs with the
-        -- caller's search_path, for the table's triggers and rules, as in
-        -- the C; an error reverts the setting with the subtransaction
-        PERFORM pg_catalog.set_config('search_path', caller_path, true);
         EXECUTE pg_catalog.format('%s WHERE ctid OPERATOR(pg_catalog.=) ANY (ARRAY(%s))',
                                   write, candidates)
            USING cutoff, room;
         GET DIAGNOSTICS deleted = ROW_COUNT;
-        PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
         RETURN deleted;
     EXCEPTION WHEN OTHERS THEN
         IF pg_catalog.left(SQLSTATE, 2) OPERATOR(pg_catalog.<>) ALL (ARRAY['23', '09', '27', 'P0']) THEN
@@ -134,10 +137,8 @@ BEGIN
     FOR row_ctid IN EXECUTE candidates USING cutoff, 9223372036854775807::pg_catalog.int8 LOOP
         EXIT WHEN deleted OPERATOR(pg_catalog.>=) room;
         BEGIN
-            PERFORM pg_catalog.set_config('search_path', caller_path, true);
             EXECUTE write OPERATOR(pg_catalog.||) ' WHERE ctid OPERATOR(pg_catalog.=) $1'
                USING row_ctid;
-            PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
             deleted := deleted OPERATOR(pg_catalog.+) 1;
         EXCEPTION WHEN OTHERS THEN
             IF pg_catalog.left(SQLSTATE, 2) OPERATOR(pg_catalog.<>) ALL (ARRAY['23', '09', '27', 'P0']) THEN
@@ -167,7 +168,7 @@ BEGIN
     RETURN deleted;
 END
 $$;
-REVOKE ALL ON FUNCTION idempotency.portable_purge_walk(text, text, text, text, timestamptz, bigint, text, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION idempotency.portable_purge_walk(text, text, text, text, text, timestamptz, bigint) FROM PUBLIC;
 
 -- portable helper: since 1.6
 
@@ -180,17 +181,25 @@ BEGIN
 END
 $portable$;
 
+-- portable helper: since 1.7
+
+-- An installation of an older edition has 1.6's walk, which takes the
+-- caller's search_path.
+DO $portable$
+BEGIN
+    IF pg_catalog.to_regprocedure('idempotency.portable_purge_walk(text, text, text, text, timestamptz, bigint, text, text)') IS NOT NULL THEN
+        DROP FUNCTION idempotency.portable_purge_walk(text, text, text, text, timestamptz, bigint, text, text);
+    END IF;
+END
+$portable$;
+
 -- portable: idempotency_purge_expired_batch_1_6, idempotency_purge_expired_batch
 CREATE OR REPLACE FUNCTION idempotency.purge_expired_batch(batch_size integer DEFAULT 10000)
 RETURNS TABLE (relation text, deleted bigint)
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE ROWS 5
-SECURITY DEFINER
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
--- No SET clause: the caller's search_path is kept for the triggers and
--- rules of the purged tables (as in the C), and pinned here by hand for
--- everything else; every name of this body is qualified.
 DECLARE
-    caller_path CONSTANT pg_catalog.text := pg_catalog.current_setting('search_path');
     now pg_catalog.timestamptz;
     processed_retention pg_catalog.interval;
     outbox_retention pg_catalog.interval;
@@ -204,7 +213,6 @@ DECLARE
     n_outbox pg_catalog.int8 := 0;
     n_answers pg_catalog.int8 := 0;
 BEGIN
-    PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
     IF $1 IS NULL THEN
         RAISE EXCEPTION 'batch_size must not be null'
             USING ERRCODE = 'invalid_parameter_value';
@@ -225,28 +233,29 @@ BEGIN
     processed_unref := idempotency.portable_unreferenced('idempotency.processed_events'::pg_catalog.regclass);
     outbox_unref := idempotency.portable_unreferenced('idempotency.outbox_events'::pg_catalog.regclass);
 
-    n_keys := idempotency.portable_purge_walk('idempotency_keys',
+    n_keys := idempotency.portable_purge_walk('idempotency_keys', NULL,
         'p.expires_at OPERATOR(pg_catalog.<=) $1 AND (p.locked_until IS NULL OR p.locked_until OPERATOR(pg_catalog.<=) $1)',
-        keys_unref, 'p.expires_at', now, $1, caller_path);
-    n_tokens := idempotency.portable_purge_walk('tokens', 'p.expires_at OPERATOR(pg_catalog.<=) $1',
-        tokens_unref, 'p.expires_at', now, $1, caller_path);
+        keys_unref, 'p.expires_at', now, $1);
+    n_tokens := idempotency.portable_purge_walk('tokens', NULL, 'p.expires_at OPERATOR(pg_catalog.<=) $1',
+        tokens_unref, 'p.expires_at', now, $1);
     IF n_tokens OPERATOR(pg_catalog.<) $1 THEN
-        n_tokens := n_tokens OPERATOR(pg_catalog.+) idempotency.portable_purge_walk('tokens',
+        n_tokens := n_tokens OPERATOR(pg_catalog.+) idempotency.portable_purge_walk('tokens', NULL,
             'p.consumed_at IS NOT NULL AND p.consumed_at OPERATOR(pg_catalog.<=) $1',
-            tokens_unref, 'p.consumed_at', now, $1 OPERATOR(pg_catalog.-) n_tokens, caller_path);
+            tokens_unref, 'p.consumed_at', now, $1 OPERATOR(pg_catalog.-) n_tokens);
     END IF;
-    n_processed := idempotency.portable_purge_walk('processed_events', 'p.processed_at OPERATOR(pg_catalog.<=) $1',
-        processed_unref, 'p.processed_at', now OPERATOR(pg_catalog.-) processed_retention, $1, caller_path);
-    n_outbox := idempotency.portable_purge_walk('outbox_events',
+    n_processed := idempotency.portable_purge_walk('processed_events', NULL,
+        'p.processed_at OPERATOR(pg_catalog.<=) $1',
+        processed_unref, 'p.processed_at', now OPERATOR(pg_catalog.-) processed_retention, $1);
+    n_outbox := idempotency.portable_purge_walk('outbox_events', NULL,
         'p.published_at IS NOT NULL AND p.published_at OPERATOR(pg_catalog.<=) $1',
-        outbox_unref, 'p.published_at', now OPERATOR(pg_catalog.-) outbox_retention, $1, caller_path);
+        outbox_unref, 'p.published_at', now OPERATOR(pg_catalog.-) outbox_retention, $1);
     IF idempotency.portable_answers_expire() THEN
         -- 1.6: the answers past response_expires_at of keys that live on
         n_answers := idempotency.portable_purge_walk('idempotency_keys',
+            'response_body = NULL, response_expires_at = ''-infinity''',
             'p.response_expires_at OPERATOR(pg_catalog.>) ''-infinity'' AND p.response_expires_at OPERATOR(pg_catalog.<=) $1'
             ' AND p.expires_at OPERATOR(pg_catalog.>) $1',
-            '', 'p.response_expires_at', now, $1, caller_path,
-            'response_body = NULL, response_expires_at = ''-infinity''');
+            '', 'p.response_expires_at', now, $1);
     END IF;
 
     -- Nothing to delete: purge_expired() is done, and it committed its
@@ -262,7 +271,6 @@ BEGIN
         PERFORM pg_catalog.pg_logical_emit_message(true, 'idempotency.purge', '');
     END IF;
 
-    PERFORM pg_catalog.set_config('search_path', caller_path, true);
     RETURN QUERY VALUES ('idempotency_keys'::pg_catalog.text, n_keys), ('tokens', n_tokens),
                         ('processed_events', n_processed), ('outbox_events', n_outbox);
     IF idempotency.portable_answers_expire() THEN

@@ -14,11 +14,21 @@
 -- Edition differences (doc/portable.md):
 -- - the functions that write or read the table of keys are SECURITY
 --   DEFINER, where the C switches to the extension owner inside the call;
--- - the lock for creating a key is pg_advisory_xact_lock(int4, int4) on
---   the first 8 bytes of its key_hash, held until the transaction ends
---   (the C releases its own once the key's row is written); so after it is
---   taken every earlier creator of the key has ended, and a read with a
---   new snapshot replaces the C's dirty read of the index;
+-- - no lock for creating a key (the C takes one, objsubid 3, and releases
+--   it once the key's row is written, since its execute() runs the
+--   statement before the row exists; the portable execute() writes the
+--   row first): the unique index on key_hash makes a second creator wait
+--   inside its INSERT ... ON CONFLICT DO NOTHING for the first one's
+--   transaction, so a transaction holds no lock per key it creates,
+--   however many.  The clock: when that INSERT inserts nothing (a creator
+--   it waited for committed, or the row was there) the claim reads the
+--   clock again and decides from the row as a read with a new snapshot
+--   shows it (the C reads again only when it waited); when it inserts
+--   after waiting for a creator that rolled back (more than 1 ms between
+--   the INSERT's own first reading and RETURNING's, and its check of the
+--   primary key ran again, which it does only after a wait), one UPDATE
+--   writes the row's lease, expiry and times again from RETURNING's
+--   reading, in that case only (an UPDATE trigger on the table sees it);
 -- - lookup() shows the fence when the role of the session (SET ROLE, or
 --   the session user) may read idempotency_keys: a SECURITY DEFINER
 --   function cannot see the role that called it;
@@ -33,6 +43,8 @@
 --   there, and that version's script replaces them ("again in" below:
 --   an installation updated to it has the helpers of the edition that
 --   installed it); the C's old symbols keep their version's behaviour.
+--   1.7's script replaces them too, for the creation of a key without a
+--   lock (portable_claim_key, portable_insert_key).
 
 -- portable helper: since 1.0
 
@@ -265,39 +277,6 @@ BEGIN
 END
 $$;
 
--- Create the key, held (the C's INSERT_KEY): the claim, or NULL when
--- another transaction created it first.
-CREATE FUNCTION idempotency.portable_insert_key(p_hash uuid, p_scope text, p_key text,
-                                                p_request_hash bytea, now timestamptz,
-                                                ttl interval, lease interval)
-RETURNS idempotency.claim_result
-LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
-AS $$
-DECLARE
-    new_status idempotency.key_status;
-    new_fence bigint;
-    new_attempts integer;
-    new_recovery_point text;
-BEGIN
-    INSERT INTO idempotency.idempotency_keys
-           (key_hash, scope, idempotency_key, request_hash, status, fence, attempts,
-            recovery_point, locked_until, created_at, updated_at, expires_at)
-    VALUES (p_hash, p_scope, p_key, p_request_hash, 'processing',
-            pg_catalog.nextval('idempotency.fence_seq'::pg_catalog.regclass), 1,
-            'started', now OPERATOR(pg_catalog.+) lease, now, now,
-            now OPERATOR(pg_catalog.+) ttl)
-    ON CONFLICT (key_hash) DO NOTHING
-    RETURNING status, fence, attempts, recovery_point
-         INTO new_status, new_fence, new_attempts, new_recovery_point;
-    IF NOT FOUND THEN
-        RETURN NULL;
-    END IF;
-    RETURN ROW(CASE WHEN new_attempts OPERATOR(pg_catalog.=) 1 THEN 'claimed' ELSE 'resumed' END,
-               new_fence, new_status, NULL, NULL, new_recovery_point, new_attempts,
-               NULL)::idempotency.claim_result;
-END
-$$;
-
 -- Whether the table of keys has response_expires_at, and answers expire
 -- (1.6 and later): false here, true from the 1.6 script on.  A helper
 -- that reads or writes the column asks it first: PL/pgSQL parses a
@@ -318,15 +297,79 @@ COMMENT ON FUNCTION idempotency.portable_arg_response(jsonb, text) IS 'portable 
 COMMENT ON FUNCTION idempotency.portable_prevent_if_read_only(text) IS 'portable edition: refuse a write in a read-only transaction';
 COMMENT ON FUNCTION idempotency.portable_lease_lost(text, text, bigint) IS 'portable edition: the error of a holder call that lost its key';
 COMMENT ON FUNCTION idempotency.portable_read_key(text, text, uuid) IS 'portable edition: the row of a key';
-COMMENT ON FUNCTION idempotency.portable_insert_key(uuid, text, text, bytea, timestamptz, interval, interval) IS 'portable edition: create a key, held';
 
 COMMENT ON FUNCTION idempotency.portable_answers_expire() IS 'portable edition: whether answers expire (response_expires_at, 1.6 and later)';
 
--- portable helper: since 1.0, again in 1.6
+-- portable helper: since 1.0, again in 1.6, 1.7
 
 -- (The helpers below read or write response_expires_at from 1.6 on: the
--- 1.6 script replaces them; REVOKE, since an installation updated to 1.6
--- from an older edition gets the ones it lacks from that script.)
+-- 1.6 script replaces them; 1.7's, for the creation of a key without a
+-- lock.  REVOKE, since an installation updated to 1.6 or 1.7 from an
+-- older edition gets the ones it lacks from that script.)
+
+-- Create the key, held (the C's INSERT_KEY): the claim, or NULL when
+-- another transaction created it first.  No lock keeps other creators
+-- out: the unique index on key_hash makes this INSERT wait for a creator
+-- in flight.  When that creator rolled back and this one inserted, the
+-- row was computed from "now", the clock before the wait, so the lease,
+-- the expiry and the times are written again from the clock after it
+-- (RETURNING's reading).  The INSERT waited when more than 1 ms went by
+-- between its first reading, as it starts to run, and RETURNING's, and
+-- its check of the primary key ran more than once: it checks again only
+-- after waiting for another transaction (pg_stat_get_xact_numscans()
+-- counts the checks; none counted when track_counts is off, and then the
+-- time alone decides).  The time alone would also take the first INSERT
+-- of a session, whose trigger is compiled then, for a wait.
+CREATE FUNCTION idempotency.portable_insert_key(p_hash uuid, p_scope text, p_key text,
+                                                p_request_hash bytea, now timestamptz,
+                                                ttl interval, lease interval)
+RETURNS idempotency.claim_result
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+AS $$
+DECLARE
+    new_status idempotency.key_status;
+    new_fence bigint;
+    new_attempts integer;
+    new_recovery_point text;
+    started_at timestamptz;
+    checks_before bigint;
+    inserted_at timestamptz;
+BEGIN
+    WITH clock AS MATERIALIZED (
+        SELECT pg_catalog.clock_timestamp() AS reading,
+               pg_catalog.pg_stat_get_xact_numscans('idempotency.idempotency_keys_pkey'::pg_catalog.regclass) AS checks)
+    INSERT INTO idempotency.idempotency_keys
+           (key_hash, scope, idempotency_key, request_hash, status, fence, attempts,
+            recovery_point, locked_until, created_at, updated_at, expires_at)
+    SELECT p_hash, p_scope, p_key, p_request_hash, 'processing'::idempotency.key_status,
+           pg_catalog.nextval('idempotency.fence_seq'::pg_catalog.regclass), 1,
+           'started', now OPERATOR(pg_catalog.+) lease, now, now,
+           now OPERATOR(pg_catalog.+) ttl
+      FROM clock
+    ON CONFLICT (key_hash) DO NOTHING
+    RETURNING status, fence, attempts, recovery_point,
+              (SELECT c.reading FROM clock c), (SELECT c.checks FROM clock c),
+              pg_catalog.clock_timestamp()
+         INTO new_status, new_fence, new_attempts, new_recovery_point,
+              started_at, checks_before, inserted_at;
+    IF NOT FOUND THEN
+        RETURN NULL;
+    END IF;
+    IF inserted_at OPERATOR(pg_catalog.>) (started_at OPERATOR(pg_catalog.+) '1 millisecond'::pg_catalog.interval)
+       AND pg_catalog.pg_stat_get_xact_numscans('idempotency.idempotency_keys_pkey'::pg_catalog.regclass)
+           OPERATOR(pg_catalog.-) checks_before OPERATOR(pg_catalog.<>) 1 THEN
+        -- it waited for another creator of the key, which rolled back
+        UPDATE idempotency.idempotency_keys k SET
+               locked_until = inserted_at OPERATOR(pg_catalog.+) lease,
+               created_at = inserted_at, updated_at = inserted_at,
+               expires_at = inserted_at OPERATOR(pg_catalog.+) ttl
+         WHERE k.key_hash OPERATOR(pg_catalog.=) p_hash AND k.fence OPERATOR(pg_catalog.=) new_fence;
+    END IF;
+    RETURN ROW(CASE WHEN new_attempts OPERATOR(pg_catalog.=) 1 THEN 'claimed' ELSE 'resumed' END,
+               new_fence, new_status, NULL, NULL, new_recovery_point, new_attempts,
+               NULL)::idempotency.claim_result;
+END
+$$;
 
 -- The answer of a claim from the key's row when the row decides it
 -- (answer_from_row): replay, gone, in_progress or mismatch; NULL when the
@@ -391,7 +434,6 @@ DECLARE
     now timestamptz := pg_catalog.clock_timestamp();
     p_request_hash bytea;
     hash uuid := idempotency.key_hash(p_scope, p_key);
-    hash_hex text;
     found_row idempotency.idempotency_keys;
     answer idempotency.claim_result;
     message text;
@@ -412,46 +454,39 @@ BEGIN
     PERFORM idempotency.portable_prevent_if_read_only(command);
 
     IF found_row.key_hash IS NULL THEN
-        -- the lock for creating the key; every creator holds it until it
-        -- ends, so once it is ours no other transaction is creating the key
-        hash_hex := pg_catalog.replace(hash::pg_catalog.text, '-', '');
-        IF NOT pg_catalog.pg_try_advisory_xact_lock(
-                   ('x' OPERATOR(pg_catalog.||) pg_catalog.substr(hash_hex, 1, 8))::pg_catalog.bit(32)::pg_catalog.int4,
-                   ('x' OPERATOR(pg_catalog.||) pg_catalog.substr(hash_hex, 9, 8))::pg_catalog.bit(32)::pg_catalog.int4) THEN
-            PERFORM pg_catalog.pg_advisory_xact_lock(
-                ('x' OPERATOR(pg_catalog.||) pg_catalog.substr(hash_hex, 1, 8))::pg_catalog.bit(32)::pg_catalog.int4,
-                ('x' OPERATOR(pg_catalog.||) pg_catalog.substr(hash_hex, 9, 8))::pg_catalog.bit(32)::pg_catalog.int4);
-            now := pg_catalog.clock_timestamp();
-            -- a new snapshot (READ COMMITTED) shows what the creator wrote
-            found_row := idempotency.portable_read_key(p_scope, p_key, hash);
-            IF found_row.key_hash IS NOT NULL THEN
-                answer := idempotency.portable_answer(found_row, p_request_hash, now);
-                IF answer.outcome IS NOT NULL THEN
-                    RETURN answer;
-                END IF;
-            END IF;
-        END IF;
-        IF found_row.key_hash IS NULL THEN
-            IF pg_catalog.current_setting('transaction_isolation')
-               OPERATOR(pg_catalog.=) ANY ('{repeatable read,serializable}'::pg_catalog.text[]) THEN
-                BEGIN
-                    answer := idempotency.portable_insert_key(hash, p_scope, p_key, p_request_hash,
-                                                              now, ttl, lease);
-                EXCEPTION WHEN serialization_failure THEN
-                    -- a creator committed the key after this transaction's
-                    -- snapshot: the INSERT's own error, in the C's words
-                    GET STACKED DIAGNOSTICS message = MESSAGE_TEXT;
-                    IF message OPERATOR(pg_catalog.<>) 'could not serialize access due to concurrent update' THEN
-                        RAISE;
-                    END IF;
-                    RAISE EXCEPTION 'could not serialize access due to concurrent claim of idempotency key "%"', p_key
-                        USING ERRCODE = 'serialization_failure',
-                              HINT = 'Retry the request in a new transaction; it replays or resumes the other claim.';
-                END;
-            ELSE
+        -- No lock for creating the key: the INSERT waits for a creator in
+        -- flight (the unique index), so a transaction holds no lock per
+        -- key it creates.
+        IF pg_catalog.current_setting('transaction_isolation')
+           OPERATOR(pg_catalog.=) ANY ('{repeatable read,serializable}'::pg_catalog.text[]) THEN
+            BEGIN
                 answer := idempotency.portable_insert_key(hash, p_scope, p_key, p_request_hash,
                                                           now, ttl, lease);
-            END IF;
+            EXCEPTION WHEN serialization_failure THEN
+                -- a creator committed the key after this transaction's
+                -- snapshot: the INSERT's own error, in the C's words
+                GET STACKED DIAGNOSTICS message = MESSAGE_TEXT;
+                IF message OPERATOR(pg_catalog.<>) 'could not serialize access due to concurrent update' THEN
+                    RAISE;
+                END IF;
+                RAISE EXCEPTION 'could not serialize access due to concurrent claim of idempotency key "%"', p_key
+                    USING ERRCODE = 'serialization_failure',
+                          HINT = 'Retry the request in a new transaction; it replays or resumes the other claim.';
+            END;
+        ELSE
+            answer := idempotency.portable_insert_key(hash, p_scope, p_key, p_request_hash,
+                                                      now, ttl, lease);
+        END IF;
+        IF answer.outcome IS NOT NULL THEN
+            RETURN answer;
+        END IF;
+        -- Created since the read, by a transaction that the INSERT may have
+        -- waited for: read the clock again, and decide from the row as a
+        -- new snapshot (READ COMMITTED) shows it.
+        now := pg_catalog.clock_timestamp();
+        found_row := idempotency.portable_read_key(p_scope, p_key, hash);
+        IF found_row.key_hash IS NOT NULL THEN
+            answer := idempotency.portable_answer(found_row, p_request_hash, now);
             IF answer.outcome IS NOT NULL THEN
                 RETURN answer;
             END IF;
@@ -624,10 +659,12 @@ BEGIN
 END
 $$;
 
+REVOKE ALL ON FUNCTION idempotency.portable_insert_key(uuid, text, text, bytea, timestamptz, interval, interval) FROM PUBLIC;
 REVOKE ALL ON FUNCTION idempotency.portable_answer(idempotency.idempotency_keys, bytea, timestamptz) FROM PUBLIC;
 REVOKE ALL ON FUNCTION idempotency.portable_claim_key(text, text, jsonb, interval, interval, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION idempotency.portable_arg_final_interval(interval, text, boolean) FROM PUBLIC;
 REVOKE ALL ON FUNCTION idempotency.portable_finish_held_key(text, bigint, jsonb, integer, text, boolean, boolean, interval, interval) FROM PUBLIC;
+COMMENT ON FUNCTION idempotency.portable_insert_key(uuid, text, text, bytea, timestamptz, interval, interval) IS 'portable edition: create a key, held';
 COMMENT ON FUNCTION idempotency.portable_answer(idempotency.idempotency_keys, bytea, timestamptz) IS 'portable edition: a claim answered from the key''s row';
 COMMENT ON FUNCTION idempotency.portable_claim_key(text, text, jsonb, interval, interval, text) IS 'portable edition: claim a key';
 COMMENT ON FUNCTION idempotency.portable_arg_final_interval(interval, text, boolean) IS 'portable edition: an interval argument for a final answer only';

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # test/portable/run.sh: the regression tests (test/sql), isolation specs
 # (test/specs), pgTAP tests (test/pgtap), the update path
-# (test/portable/update.sh) and dump and restore (test/portable/dump.sh)
-# on the portable edition (doc/portable.md), on
+# (test/portable/update.sh), dump and restore (test/portable/dump.sh)
+# and the catalog against the C edition's (test/portable/catalog.sh) on
+# the portable edition (doc/portable.md), on
 # the PostgreSQL major that runs natively here: the host's 15, or 17 and 18
 # inside their chroots, where test/run.sh's group "portable" runs it
 # (make test; doc/testing.md).
@@ -35,8 +36,11 @@
 # below), each where another test covers what it checks.
 #
 # PORTABLE_MODES="plain tle" (default both), PORTABLE_GROUPS="regress
-# isolation pgtap update dump" (default all; TEST_GROUPS when run by hand),
-# TESTS="claim tokens" (names, default all), KEEP_WORK=1.
+# isolation pgtap update dump catalog" (default all; TEST_GROUPS when run
+# by hand), TESTS="claim tokens" (names, default all), KEEP_WORK=1,
+# PORTABLE_C_CATALOG (the C edition's catalog, a file of
+# "test/portable/catalog.sh dump": test/run.sh's group portable writes it;
+# without it the group catalog is skipped).
 # The last line is "N passed, M failed" (skipped tests are not counted).
 set -uo pipefail
 IDEM_TOP=$(cd "$(dirname "$0")/../.." && pwd)
@@ -46,7 +50,7 @@ idem_runs_natively "$PG_MAJOR" ||
   { echo "PostgreSQL $PG_MAJOR runs in its chroot: TEST_GROUPS=portable make test PG=$PG_MAJOR" >&2; exit 2; }
 PORTABLE_MODES=${PORTABLE_MODES:-plain tle}
 # test/run.sh passes PORTABLE_GROUPS (its own TEST_GROUPS says "portable")
-PORTABLE_GROUPS=${PORTABLE_GROUPS:-${TEST_GROUPS:-regress isolation pgtap update dump}}
+PORTABLE_GROUPS=${PORTABLE_GROUPS:-${TEST_GROUPS:-regress isolation pgtap update dump catalog}}
 PORT=${PORTABLE_PORT:-5491}
 . "$IDEM_TOP/test/portable/lib.sh"
 
@@ -169,6 +173,29 @@ run_script() {
   cat "$log"
 }
 
+# run_catalog MODE: test/portable/catalog.sh, one result: the catalog of a
+# database prepared as the tests' against the C edition's, which
+# PORTABLE_C_CATALOG names (a file of "catalog.sh dump", written by
+# test/run.sh's group portable; skipped without it)
+run_catalog() {
+  local mode=$1 db=catalog_regression log=$WORK/$1-catalog.log reason
+  if [ -z "${PORTABLE_C_CATALOG:-}" ] || ! [ -s "$PORTABLE_C_CATALOG" ]; then
+    reason="no C edition catalog (PORTABLE_C_CATALOG: a file of test/portable/catalog.sh dump,"
+    results+=("$mode catalog catalog skipped: $reason which test/run.sh's group portable writes)")
+    return
+  fi
+  idem_log "$mode catalog"
+  if prepare_db "$mode" "$db" >"$WORK/$mode-catalog-setup.log" 2>&1 &&
+     as_postgres env PSQL="$BIN/psql" bash "$WORK/repo/test/portable/catalog.sh" \
+       "$PORTABLE_C_CATALOG" "$db" "$mode" >"$log" 2>&1; then
+    results+=("$mode catalog catalog ok"); passed=$((passed + 1))
+  else
+    cat "$WORK/$mode-catalog-setup.log"
+    results+=("$mode catalog catalog FAILED"); failed=$((failed + 1))
+  fi
+  cat "$log" 2>/dev/null
+}
+
 # run_group MODE GROUP: one pg_regress or pg_isolation_regress run, or
 # the pgTAP tests, or the update path
 run_group() {
@@ -178,6 +205,7 @@ run_group() {
   isolation) runner=test/isolation/pg_isolation_regress db=isolation_regression dir=specs ext=spec ;;
   pgtap) run_pgtap "$mode"; return ;;
   update|dump) run_script "$mode" "$group"; return ;;
+  catalog) run_catalog "$mode"; return ;;
   *) echo "unknown group $group" >&2; return ;;
   esac
   for f in "$WORK/repo/test/$dir"/*.$ext; do

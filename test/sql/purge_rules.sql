@@ -25,7 +25,7 @@ SELECT tableowner AS owner FROM pg_tables
 GRANT INSERT ON purged_log TO :"owner";
 CREATE FUNCTION log_purge() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-  INSERT INTO purged_log VALUES (OLD.idempotency_key);
+  INSERT INTO public.purged_log VALUES (OLD.idempotency_key);
   RETURN OLD;
 END $$;
 CREATE TRIGGER log_purge AFTER DELETE ON idempotency.idempotency_keys
