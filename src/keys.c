@@ -425,6 +425,7 @@ PG_FUNCTION_INFO_V1(idempotency_fail_1_6);
 PG_FUNCTION_INFO_V1(idempotency_checkpoint);
 PG_FUNCTION_INFO_V1(idempotency_release);
 PG_FUNCTION_INFO_V1(idempotency_lookup);
+PG_FUNCTION_INFO_V1(idempotency_lookup_1_7);
 
 /*
  * Refuse a table of keys older than the layouts served (see KeyLayout).
@@ -1655,11 +1656,15 @@ idempotency_release(PG_FUNCTION_ARGS)
 }
 
 /*
- * The row "row" of the table of keys with its fence hidden (NULL): only
- * the holder learns the fence, from its claim.
+ * The row "row" of the table of keys as lookup() shows it at "now": its
+ * response_body NULL once its response_expires_at (1.6; absent before) has
+ * come, the moment a claim starts answering gone (the code stays, as in
+ * gone), and its fence NULL unless "show_fence": only the holder learns
+ * the fence, from its claim.  The row is formed again only when it loses
+ * a value.
  */
 static Datum
-hide_fence(Datum row)
+row_for_caller(Datum row, TimestampTz now, bool show_fence)
 {
 	HeapTupleHeader header = DatumGetHeapTupleHeader(row);
 	TupleDesc	tupdesc = lookup_rowtype_tupdesc(HeapTupleHeaderGetTypeId(header),
@@ -1667,6 +1672,10 @@ hide_fence(Datum row)
 	HeapTupleData tuple;
 	Datum	   *values = palloc(sizeof(Datum) * tupdesc->natts);
 	bool	   *nulls = palloc(sizeof(bool) * tupdesc->natts);
+	int			fence = -1;
+	int			body = -1;
+	int			answer_expiry = -1;
+	bool		changed = false;
 	int			i;
 
 	tuple.t_len = HeapTupleHeaderGetDatumLength(header);
@@ -1675,22 +1684,42 @@ hide_fence(Datum row)
 	tuple.t_data = header;
 	heap_deform_tuple(&tuple, tupdesc, values, nulls);
 	for (i = 0; i < tupdesc->natts; i++)
-		if (strcmp(NameStr(TupleDescAttr(tupdesc, i)->attname),
-				   key_column_names[COL_FENCE]) == 0)
-			nulls[i] = true;
-	row = HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls));
+	{
+		const char *name = NameStr(TupleDescAttr(tupdesc, i)->attname);
+
+		if (strcmp(name, key_column_names[COL_FENCE]) == 0)
+			fence = i;
+		else if (strcmp(name, key_column_names[COL_RESPONSE_BODY]) == 0)
+			body = i;
+		else if (strcmp(name, key_column_names[COL_RESPONSE_EXPIRES_AT]) == 0)
+			answer_expiry = i;
+	}
+	if (!show_fence && fence >= 0 && !nulls[fence])
+		nulls[fence] = changed = true;
+	/* answer_from_row()'s test for gone */
+	if (body >= 0 && !nulls[body] && answer_expiry >= 0 &&
+		!nulls[answer_expiry] &&
+		DatumGetTimestampTz(values[answer_expiry]) <= now)
+		nulls[body] = changed = true;
+	if (changed)
+		row = HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls));
 	ReleaseTupleDesc(tupdesc);
 	return row;
 }
 
 /*
  * lookup(key, scope) RETURNS idempotency_keys: the row, or NULL when the key
- * is absent or expired.  The fence is only shown to a role that may read
- * the table of keys itself (its owner, a superuser); an application role
- * sees NULL, so that it cannot act as the holder of another request.
+ * is absent or expired.  Past its response_expires_at (1.6) the row has no
+ * response_body, whoever asks: claims answer gone from then on, and the
+ * body waits only for purge_expired() to drop it.  The fence is only shown
+ * to a role that may read the table of keys itself (its owner, a
+ * superuser); an application role sees NULL, so that it cannot act as the
+ * holder of another request.  idempotency_lookup_1_7 is the symbol of 1.7,
+ * which declares the function again (for the portable edition's body):
+ * both behave alike, and so does a database not yet updated.
  */
 Datum
-idempotency_lookup(PG_FUNCTION_ARGS)
+idempotency_lookup_1_7(PG_FUNCTION_ARGS)
 {
 	text	   *key = idem_arg_key(fcinfo, 0);
 	text	   *scope = idem_arg_scope(fcinfo, 1);
@@ -1708,8 +1737,13 @@ idempotency_lookup(PG_FUNCTION_ARGS)
 	(void) idem_run_as_owner(&lookup_key, values, NULL, true, &row, &isnull);
 	if (isnull)
 		PG_RETURN_NULL();
-	if (pg_class_aclcheck(idem_relation_oid("idempotency_keys"), GetUserId(),
-						  ACL_SELECT) != ACLCHECK_OK)
-		row = hide_fence(row);
-	PG_RETURN_DATUM(row);
+	PG_RETURN_DATUM(row_for_caller(row, DatumGetTimestampTz(values[2]),
+								   pg_class_aclcheck(idem_relation_oid("idempotency_keys"),
+													 GetUserId(), ACL_SELECT) == ACLCHECK_OK));
+}
+
+Datum
+idempotency_lookup(PG_FUNCTION_ARGS)
+{
+	return idempotency_lookup_1_7(fcinfo);
 }

@@ -873,11 +873,15 @@ BEGIN
 END
 $$;
 
+-- Past response_expires_at (1.6) the row has no response_body, whoever
+-- asks, from the moment claims answer gone (portable_answer()'s test).
 -- The fence is shown to a role that may read the table of keys itself;
 -- the role is the session's (SET ROLE, else the session user): inside a
--- SECURITY DEFINER function current_user is the owner.
--- portable: idempotency_lookup
-CREATE FUNCTION idempotency.lookup(key text, scope text DEFAULT '')
+-- SECURITY DEFINER function current_user is the owner.  The 1.7 script
+-- declares the function again (idempotency_lookup_1_7), so that an
+-- installation updated to 1.7 gets this body.
+-- portable: idempotency_lookup_1_7, idempotency_lookup
+CREATE OR REPLACE FUNCTION idempotency.lookup(key text, scope text DEFAULT '')
 RETURNS idempotency.idempotency_keys
 LANGUAGE plpgsql STABLE PARALLEL RESTRICTED
 SECURITY DEFINER SET search_path = pg_catalog, pg_temp
@@ -899,6 +903,12 @@ BEGIN
        AND k.expires_at OPERATOR(pg_catalog.>) now;
     IF NOT FOUND THEN
         RETURN NULL;
+    END IF;
+    IF idempotency.portable_answers_expire() THEN
+        -- 1.6: past response_expires_at the answer is gone; its code stays
+        IF found_row.response_expires_at OPERATOR(pg_catalog.<=) now THEN
+            found_row.response_body := NULL;
+        END IF;
     END IF;
     caller := pg_catalog.current_setting('role');
     IF caller OPERATOR(pg_catalog.=) 'none' THEN

@@ -45,10 +45,13 @@ CREATE TEMP SEQUENCE rt_runs;
 SELECT outcome, fence, status, response_code, response_body, attempts
   FROM idempotency.execute('rt-1', '{"n": 1}', 'SELECT nextval(''rt_runs'')');
 SELECT is_called AS statement_ran FROM rt_runs;
--- lookup() shows the row as stored: the body stays until purge drops it
+-- lookup() shows the row without the body, as gone does (1.7): the code
+-- stays; the table keeps the body until purge drops it
 SELECT status, response_code, response_body,
        response_expires_at < now() AS answer_past
   FROM idempotency.lookup('rt-1');
+SELECT response_body AS stored_body FROM idempotency.idempotency_keys
+ WHERE idempotency_key = 'rt-1';
 
 -- gone writes nothing: it answers in a read-only transaction, and in a
 -- read-write one it takes no transaction id and writes no WAL, as a replay
