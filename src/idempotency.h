@@ -152,7 +152,7 @@ extern bool idem_wait_available(void);
 extern void idem_wake_waiters_at_commit(const pg_uuid_t *key_hash);
 extern uint64 idem_wait_generation(const pg_uuid_t *key_hash);
 extern bool idem_wait_for_holder(const pg_uuid_t *key_hash, uint64 seen,
-								 long timeout_ms);
+								 TimestampTz until);
 
 /* fingerprint.c */
 extern bytea *idem_fingerprint(Jsonb *request);

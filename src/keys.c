@@ -1122,10 +1122,13 @@ idem_claim_key_waiting(text *key, text *scope, Jsonb *request, Interval *ttl,
 		lease_end = DatumGetTimestampTz(DirectFunctionCall2(timestamptz_pl_interval,
 															TimestampTzGetDatum(now),
 															claim->values[CLAIM_RETRY_AFTER]));
-		/* one millisecond more, so that the lease is over at the wake-up */
+		/*
+		 * Until then and one millisecond more, so that the lease is over at
+		 * the wake-up; a time, not a count of milliseconds, which would not
+		 * fit an int past about 24.8 days (waits.c sleeps in steps).
+		 */
 		(void) idem_wait_for_holder(&hash, seen,
-									TimestampDifferenceMilliseconds(now,
-																	Min(deadline, lease_end)) + 1);
+									TimestampTzPlusMilliseconds(Min(deadline, lease_end), 1));
 	}
 }
 
