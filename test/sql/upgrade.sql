@@ -149,6 +149,18 @@ GRANT EXECUTE ON FUNCTION idempotency.claim(text, jsonb, text, interval, interva
       idempotency.fail(text, bigint, jsonb, integer, boolean, text, interval),
       idempotency.execute(text, jsonb, text, text[], text, interval)
    TO "regress_upgrade direct";
+-- a role granted EXECUTE on complete with the grant option, which granted
+-- it on: the update hands both grants on as they were, grant option and
+-- grantor, so that the role may still revoke what it granted
+CREATE ROLE regress_upgrade_mon;
+CREATE ROLE regress_upgrade_relay;
+GRANT USAGE ON SCHEMA idempotency TO regress_upgrade_mon, regress_upgrade_relay;
+GRANT EXECUTE ON FUNCTION idempotency.complete(text, bigint, jsonb, integer, text, interval)
+   TO regress_upgrade_mon WITH GRANT OPTION;
+SET ROLE regress_upgrade_mon;
+GRANT EXECUTE ON FUNCTION idempotency.complete(text, bigint, jsonb, integer, text, interval)
+   TO regress_upgrade_relay;
+RESET ROLE;
 SELECT pg_catalog.nextval('idempotency.fence_seq') AS fence_before \gset
 SET client_min_messages = warning;
 ALTER EXTENSION idempotency UPDATE;
@@ -190,6 +202,21 @@ SELECT p.oid::regprocedure AS routine_svc_lacks FROM pg_proc p
    AND p.proname IN ('claim', 'complete', 'fail', 'checkpoint', 'release', 'lookup', 'execute',
                      'mark_published', 'mark_failed', 'claim_events', 'enqueue_event')
    AND NOT has_function_privilege('regress_upgrade-svc', p.oid, 'EXECUTE');
+-- complete's grants to the role with the grant option and by it
+SELECT a.grantee::regrole AS grantee,
+       CASE WHEN a.grantor = p.proowner THEN 'owner' ELSE a.grantor::regrole::text END AS grantor,
+       a.is_grantable
+  FROM pg_proc p, aclexplode(p.proacl) a
+ WHERE p.oid = 'idempotency.complete(text,bigint,jsonb,integer,text,interval,interval)'::regprocedure
+   AND a.grantee IN ('regress_upgrade_mon'::regrole, 'regress_upgrade_relay'::regrole)
+ ORDER BY a.grantee::regrole::text COLLATE "C";
+SET ROLE regress_upgrade_mon;
+REVOKE EXECUTE ON FUNCTION idempotency.complete(text, bigint, jsonb, integer, text, interval, interval)
+  FROM regress_upgrade_relay;
+RESET ROLE;
+SELECT has_function_privilege('regress_upgrade_relay',
+         'idempotency.complete(text,bigint,jsonb,integer,text,interval,interval)', 'EXECUTE')
+       AS relay_may_complete_after_revoke;
 -- the keys of 1.0 and 1.2 have their hash, and the primary key is on it
 SELECT idempotency_key, key_hash = idempotency.key_hash(scope, idempotency_key) AS hashed
   FROM idempotency.idempotency_keys ORDER BY idempotency_key;
@@ -219,6 +246,9 @@ GRANT EXECUTE ON FUNCTION idempotency.claim(text, jsonb, text, interval, interva
       idempotency.fail(text, bigint, jsonb, integer, boolean, text, interval, interval),
       idempotency.execute(text, jsonb, text, text[], text, interval, interval, interval)
    TO "regress_upgrade direct";
+GRANT USAGE ON SCHEMA idempotency TO regress_upgrade_mon, regress_upgrade_relay;
+GRANT EXECUTE ON FUNCTION idempotency.complete(text, bigint, jsonb, integer, text, interval, interval)
+   TO regress_upgrade_mon WITH GRANT OPTION;
 SELECT regress_catalog_summary() = :'updated_catalog' AS fresh_equals_updated;
 DROP EXTENSION idempotency;
 SELECT count(*) AS tables_left FROM pg_class
@@ -228,3 +258,5 @@ DROP DATABASE regress_upgrade;
 DROP ROLE regress_upgrade_app;
 DROP ROLE "regress_upgrade direct";
 DROP ROLE "regress_upgrade-svc";
+DROP ROLE regress_upgrade_mon;
+DROP ROLE regress_upgrade_relay;
