@@ -5,7 +5,11 @@
 \echo Use "ALTER EXTENSION idempotency UPDATE TO '1.1'" to load this file. \quit
 
 -- Grant EXECUTE on routine "to" to every role that holds it on "from"
--- (the old signature, before it is dropped).  Dropped at the end.
+-- (the old signature, before it is dropped).  Dropped at the end.  A
+-- regrole's text is its name quoted where needed ("svc-api"): quoted
+-- again with quote_ident(), as this script did until 1.7, it named a
+-- role that does not exist and the update failed, so nobody has run this
+-- script to its end with such a role.
 CREATE FUNCTION idempotency.copy_execute_grants(from_routine regprocedure, to_routine regprocedure)
 RETURNS void
 LANGUAGE plpgsql
@@ -23,7 +27,7 @@ BEGIN
     LOOP
         EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO %s', to_routine,
             CASE WHEN grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
-                 ELSE pg_catalog.quote_ident(grantee::regrole::text) END);
+                 ELSE grantee::pg_catalog.regrole::pg_catalog.text END);
     END LOOP;
 END
 $$;

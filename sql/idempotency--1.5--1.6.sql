@@ -36,10 +36,23 @@ COMMENT ON FUNCTION idempotency.purge_expired_batch(integer) IS 'one batch of pu
 -- New signatures: the old ones are dropped once the roles that could run
 -- them may run the new ones (move_execute_grants, below).
 --
--- Grant EXECUTE on routine "to" to every role that holds it on "from",
--- then drop "from".  (A regrole's text is its name quoted where needed,
--- as 1.2--1.3 uses it: quote_ident() of it, as in 1.0--1.1, would quote
--- a name such as "App Role" twice.)  A GRANT that an extension script makes is recorded
+-- Grant EXECUTE on routine "to" to every role that holds it on "from", as
+-- it holds it there: with the grant option where it had it, and granted by
+-- the same role, so that a role that passed the privilege on may still
+-- revoke it (REVOKE touches only the grants its role made); then drop
+-- "from".  A grant by a role other than the owner is made under SET LOCAL
+-- ROLE to that role, after the grant that gave that role the grant option
+-- (the grants in the order of their chains from the owner; PostgreSQL 15
+-- takes GRANTED BY only for the current user).  When the role cannot be
+-- set (through pg_tle or the plain script the installing role is no
+-- superuser, and may not be a member of it), the grant is made as the
+-- installing role: the grantee keeps EXECUTE and any grant option, and
+-- the owner is then its grantor.  (Until 1.7 this script granted every
+-- grant as the owner and without the grant option; it is fixed in place,
+-- as it is what an update runs.)  (A regrole's text is its name quoted
+-- where needed, as 1.2--1.3 uses it: quote_ident() of it, as in 1.0--1.1
+-- until 1.7, would quote a name such as "App Role" twice.)  A GRANT that
+-- an extension script makes is recorded
 -- in pg_init_privs as an initial privilege, which pg_dump leaves out of a
 -- dump (see the initial privileges in 1.2--1.3), so "to"'s initial
 -- privileges are set back to its owner's own.  That needs a superuser:
@@ -53,18 +66,56 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    grantee oid;
+    item record;
+    grant_sql text;
+    saved_role text := pg_catalog.current_setting('role');
 BEGIN
-    FOR grantee IN
-        SELECT a.grantee
-          FROM pg_catalog.pg_proc p, pg_catalog.aclexplode(p.proacl) a
-         WHERE p.oid OPERATOR(pg_catalog.=) from_routine
-           AND a.privilege_type OPERATOR(pg_catalog.=) 'EXECUTE'
-           AND a.grantee OPERATOR(pg_catalog.<>) p.proowner
+    FOR item IN
+        WITH RECURSIVE acl AS (
+            SELECT a.grantee, a.grantor, a.is_grantable, p.proowner
+              FROM pg_catalog.pg_proc p, pg_catalog.aclexplode(p.proacl) a
+             WHERE p.oid OPERATOR(pg_catalog.=) from_routine
+               AND a.privilege_type OPERATOR(pg_catalog.=) 'EXECUTE'
+               AND a.grantee OPERATOR(pg_catalog.<>) p.proowner
+        ), chain AS (
+            SELECT acl.grantee, acl.grantor, 0 AS depth
+              FROM acl WHERE acl.grantor OPERATOR(pg_catalog.=) acl.proowner
+            UNION
+            SELECT acl.grantee, acl.grantor, chain.depth OPERATOR(pg_catalog.+) 1
+              FROM acl, chain, acl AS given
+             WHERE acl.grantor OPERATOR(pg_catalog.=) chain.grantee
+               AND given.grantee OPERATOR(pg_catalog.=) chain.grantee
+               AND given.grantor OPERATOR(pg_catalog.=) chain.grantor
+               AND given.is_grantable
+               AND chain.depth OPERATOR(pg_catalog.<) 100
+        )
+        SELECT acl.grantee, acl.grantor, acl.is_grantable,
+               acl.grantor OPERATOR(pg_catalog.=) acl.proowner AS by_owner,
+               (SELECT r.rolname FROM pg_catalog.pg_roles r
+                 WHERE r.oid OPERATOR(pg_catalog.=) acl.grantor) AS grantor_name
+          FROM acl
+         ORDER BY (SELECT pg_catalog.min(chain.depth) FROM chain
+                    WHERE chain.grantee OPERATOR(pg_catalog.=) acl.grantee
+                      AND chain.grantor OPERATOR(pg_catalog.=) acl.grantor) NULLS LAST,
+                  acl.grantor, acl.grantee
     LOOP
-        EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO %s', to_routine,
-            CASE WHEN grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
-                 ELSE grantee::pg_catalog.regrole::pg_catalog.text END);
+        grant_sql := pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO %s%s', to_routine,
+            CASE WHEN item.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
+                 ELSE item.grantee::pg_catalog.regrole::pg_catalog.text END,
+            CASE WHEN item.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END);
+        IF item.by_owner THEN
+            EXECUTE grant_sql;
+            CONTINUE;
+        END IF;
+        BEGIN
+            PERFORM pg_catalog.set_config('role', item.grantor_name, true);
+            EXECUTE grant_sql;
+            PERFORM pg_catalog.set_config('role', saved_role, true);
+        EXCEPTION WHEN OTHERS THEN
+            -- the role could not be set, or may not grant (the block's
+            -- SET is undone with it): granted by the installing role
+            EXECUTE grant_sql;
+        END;
     END LOOP;
     EXECUTE pg_catalog.format('DROP FUNCTION %s', from_routine);
     IF NOT (SELECT r.rolsuper FROM pg_catalog.pg_roles r

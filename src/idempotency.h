@@ -152,7 +152,7 @@ extern bool idem_wait_available(void);
 extern void idem_wake_waiters_at_commit(const pg_uuid_t *key_hash);
 extern uint64 idem_wait_generation(const pg_uuid_t *key_hash);
 extern bool idem_wait_for_holder(const pg_uuid_t *key_hash, uint64 seen,
-								 long timeout_ms);
+								 TimestampTz until);
 
 /* fingerprint.c */
 extern bytea *idem_fingerprint(Jsonb *request);
@@ -219,6 +219,8 @@ extern void idem_wait_for_creator(uint64 hash, uint16 space,
 								  TransactionId xid);
 
 extern Oid	idem_relation_oid(const char *relname);
+extern void idem_refuse_old_extension(void) pg_attribute_noreturn();
+extern void idem_require_column(const char *relname, const char *attname);
 extern Snapshot idem_push_statement_snapshot(void);
 extern void idem_index_scan_begin(IdemIndexScan *scan, const char *relname,
 								  const char *indexname, LOCKMODE lockmode,

@@ -428,19 +428,6 @@ PG_FUNCTION_INFO_V1(idempotency_lookup);
 PG_FUNCTION_INFO_V1(idempotency_lookup_1_7);
 
 /*
- * Refuse a table of keys older than the layouts served (see KeyLayout).
- */
-static void
-refuse_old_key_table(void)
-{
-	ereport(ERROR,
-			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-			 errmsg("the idempotency extension of this database is older than its library"),
-			 errdetail("The library serves idempotency 1.2 and later; this database has an earlier version."),
-			 errhint("Run ALTER EXTENSION idempotency UPDATE in this database.")));
-}
-
-/*
  * The layout of the table of keys before 1.6: whether key_hash is written
  * or generated (one syscache probe).
  */
@@ -453,7 +440,7 @@ key_layout(void)
 	tuple = SearchSysCacheAttName(idem_relation_oid("idempotency_keys"),
 								  "key_hash");
 	if (!HeapTupleIsValid(tuple))
-		refuse_old_key_table();
+		idem_refuse_old_extension();
 	generated = ((Form_pg_attribute) GETSTRUCT(tuple))->attgenerated != '\0';
 	ReleaseSysCache(tuple);
 	return generated ? KEYS_GENERATE_HASH : KEYS_WRITE_HASH;
@@ -513,7 +500,7 @@ begin_key_scan(IdemIndexScan *scan, ScanKeyData *skey, KeyName *name,
 						  lockmode, skey, 1);
 	learn_key_table(scan->rel);
 	if (IndexRelationGetNumberOfKeyAttributes(scan->index) != 1)
-		refuse_old_key_table();
+		idem_refuse_old_extension();
 	/* key_hash, and the row's scope and key are compared after */
 	ScanKeyInit(&skey[0], 1, BTEqualStrategyNumber, F_UUID_EQ,
 				key_hash_of(name));
@@ -1123,10 +1110,13 @@ idem_claim_key_waiting(text *key, text *scope, Jsonb *request, Interval *ttl,
 		lease_end = DatumGetTimestampTz(DirectFunctionCall2(timestamptz_pl_interval,
 															TimestampTzGetDatum(now),
 															claim->values[CLAIM_RETRY_AFTER]));
-		/* one millisecond more, so that the lease is over at the wake-up */
+		/*
+		 * Until then and one millisecond more, so that the lease is over at
+		 * the wake-up; a time, not a count of milliseconds, which would not
+		 * fit an int past about 24.8 days (waits.c sleeps in steps).
+		 */
 		(void) idem_wait_for_holder(&hash, seen,
-									TimestampDifferenceMilliseconds(now,
-																	Min(deadline, lease_end)) + 1);
+									TimestampTzPlusMilliseconds(Min(deadline, lease_end), 1));
 	}
 }
 

@@ -1036,7 +1036,7 @@ claim_events(FunctionCallInfo fcinfo, IdemQuery *lease_query)
 }
 
 /*
- * claim_events of 1.3, which counts takeovers, and of 1.1 and 1.2.
+ * claim_events of 1.3, which counts takeovers.
  */
 Datum
 idempotency_claim_events_1_3(PG_FUNCTION_ARGS)
@@ -1044,9 +1044,15 @@ idempotency_claim_events_1_3(PG_FUNCTION_ARGS)
 	return claim_events(fcinfo, &lease_events);
 }
 
+/*
+ * claim_events of 1.0 to 1.2.  A table of events of 1.0 has no lease_token
+ * (nor outbox_lease_seq): the database is refused, as the key calls refuse
+ * it, until it is updated.
+ */
 Datum
 idempotency_claim_events(PG_FUNCTION_ARGS)
 {
+	idem_require_column("outbox_events", "lease_token");
 	return claim_events(fcinfo, &lease_events_1_1);
 }
 
@@ -1099,7 +1105,8 @@ mark_published(FunctionCallInfo fcinfo, IdemQuery *query)
 }
 
 /*
- * mark_published of 1.3, of 1.1 and 1.2, and of 1.0 (without lease_token).
+ * mark_published of 1.3, of 1.1 and 1.2, and of 1.0 (without lease_token,
+ * whose table of events has none: refused as claim_events of 1.0 is).
  */
 Datum
 idempotency_mark_published_1_3(PG_FUNCTION_ARGS)
@@ -1116,6 +1123,7 @@ idempotency_mark_published_1_1(PG_FUNCTION_ARGS)
 Datum
 idempotency_mark_published(PG_FUNCTION_ARGS)
 {
+	idem_require_column("outbox_events", "lease_token");
 	return mark_published(fcinfo, &publish_events_1_1);
 }
 
@@ -1174,7 +1182,8 @@ mark_failed(FunctionCallInfo fcinfo, IdemQuery *query)
 }
 
 /*
- * mark_failed of 1.3, of 1.1 and 1.2, and of 1.0 (without lease_token).
+ * mark_failed of 1.3, of 1.1 and 1.2, and of 1.0 (refused as
+ * mark_published of 1.0 is).
  */
 Datum
 idempotency_mark_failed_1_3(PG_FUNCTION_ARGS)
@@ -1191,6 +1200,7 @@ idempotency_mark_failed_1_1(PG_FUNCTION_ARGS)
 Datum
 idempotency_mark_failed(PG_FUNCTION_ARGS)
 {
+	idem_require_column("outbox_events", "lease_token");
 	return mark_failed(fcinfo, &fail_events_1_1);
 }
 

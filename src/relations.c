@@ -58,6 +58,37 @@ forget_relations(Datum arg pg_attribute_unused(), int cacheid pg_attribute_unuse
 }
 
 /*
+ * Refuse a database whose extension is older than the versions the library
+ * serves, 1.2 and later (55000, with the hint to update it): the key calls
+ * find no key_hash in the table of keys (1.0 and 1.1), the outbox calls no
+ * lease_token in the table of events (1.0).
+ */
+void
+idem_refuse_old_extension(void)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("the idempotency extension of this database is older than its library"),
+			 errdetail("The library serves idempotency 1.2 and later; this database has an earlier version."),
+			 errhint("Run ALTER EXTENSION idempotency UPDATE in this database.")));
+}
+
+/*
+ * Refuse the database (idem_refuse_old_extension) when relation "relname"
+ * has no column "attname" (one syscache probe).
+ */
+void
+idem_require_column(const char *relname, const char *attname)
+{
+	HeapTuple	tuple;
+
+	tuple = SearchSysCacheAttName(idem_relation_oid(relname), attname);
+	if (!HeapTupleIsValid(tuple))
+		idem_refuse_old_extension();
+	ReleaseSysCache(tuple);
+}
+
+/*
  * The OID of relation "relname" of schema idempotency; an error when it is
  * missing.
  */

@@ -167,29 +167,40 @@ idem_wait_generation(const pg_uuid_t *key_hash)
 
 /*
  * Sleep until the key's slot moves past "seen" (a holder call of a key in
- * the slot committed) or "timeout_ms" passes; false when the time ran
+ * the slot committed) or the clock reaches "until"; false when the time ran
  * out.  Cancel and statement_timeout interrupt it as any wait.
+ *
+ * A latch sleep takes its timeout in milliseconds as an int (epoll_wait's),
+ * and a longer one wraps around to a negative count, which sleeps for
+ * ever: a wait and a lease of 30 days would sleep past both.  So no single
+ * sleep is longer than WAIT_MAX_SLEEP_MS, and the loop reads the clock
+ * again after each, until "until".
  */
+#define WAIT_MAX_SLEEP_MS (3600 * 1000L)
+
 bool
-idem_wait_for_holder(const pg_uuid_t *key_hash, uint64 seen, long timeout_ms)
+idem_wait_for_holder(const pg_uuid_t *key_hash, uint64 seen, TimestampTz until)
 {
 	WaitSlot   *slot = &wait_slots[slot_of(key_hash)];
 	bool		woken = true;
-	TimestampTz until = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-													timeout_ms);
 
 	ConditionVariablePrepareToSleep(&slot->cv);
 	while (pg_atomic_read_u64(&slot->generation) == seen)
 	{
-		long		left = TimestampDifferenceMilliseconds(GetCurrentTimestamp(),
-														   until);
+		TimestampTz now = GetCurrentTimestamp();
+		long		left;
 
-		if (left <= 0 ||
-			ConditionVariableTimedSleep(&slot->cv, left, PG_WAIT_EXTENSION))
+		if (now >= until)
 		{
-			woken = pg_atomic_read_u64(&slot->generation) != seen;
+			woken = false;
 			break;
 		}
+		/* whole milliseconds, rounded up, at most WAIT_MAX_SLEEP_MS */
+		if (until - now >= WAIT_MAX_SLEEP_MS * INT64CONST(1000))
+			left = WAIT_MAX_SLEEP_MS;
+		else
+			left = (long) ((until - now + 999) / 1000);
+		(void) ConditionVariableTimedSleep(&slot->cv, left, PG_WAIT_EXTENSION);
 	}
 	ConditionVariableCancelSleep();
 	return woken;

@@ -22,16 +22,21 @@
 #          update hands its grants on to the new signatures of complete,
 #          fail and execute, which stay initial privileges (ROLE is no
 #          superuser; doc/portable.md, "Edition differences").
+#   both   from 1.5, a role granted EXECUTE on complete with the grant
+#          option, which granted it on: the 1.6 update keeps the grant
+#          option and the other role's EXECUTE.
 #
 # Run by test/portable/run.sh as the OS user of a superuser role (PGUSER),
 # with psql in PATH, PGHOST/PGPORT set and PORTABLE_EDITION the built
 # edition (test/portable/lib.sh).  Creates and drops the databases
-# portable_update_* and the role regress_portable_update_app; prints
+# portable_update_* and the roles regress_portable_update_*; prints
 # "ok: ..." and exits 0 when everything holds.
 set -euo pipefail
 TOP=$(cd "$(dirname "$0")/../.." && pwd)
 mode=$1 role=$2
 app=regress_portable_update_app
+mon=regress_portable_update_mon
+relay=regress_portable_update_relay
 default_version=$(sed -n "s/^default_version = '\(.*\)'/\1/p" "$TOP/idempotency.control")
 # the first version the edition serves, and so has scripts for
 first=$(sed -n "s/^PORTABLE_FIRST_VERSION = '\(.*\)'/\1/p" "$TOP/scripts/portable.py")
@@ -62,11 +67,11 @@ newdb() {
 dbs="portable_update_old portable_update_new portable_update_grants"
 cleanup() {
   for db in $dbs; do q postgres -c "DROP DATABASE IF EXISTS $db" 2>/dev/null || true; done
-  q postgres -c "DROP ROLE IF EXISTS $app" 2>/dev/null || true
+  for r in $app $mon $relay; do q postgres -c "DROP ROLE IF EXISTS $r" 2>/dev/null || true; done
 }
 trap cleanup EXIT
 cleanup
-q postgres -c "CREATE ROLE $app"
+q postgres -c "CREATE ROLE $app" -c "CREATE ROLE $mon" -c "CREATE ROLE $relay"
 
 plain_updates() {	# plain_updates DB FROM: every update script from FROM on
   local db=$1 v=$2 f
@@ -144,4 +149,41 @@ if [ "$mode" = tle ]; then
          AND EXISTS (SELECT FROM aclexplode(i.initprivs) a WHERE a.grantee = '$app'::regrole)")" = 3 ] ||
     fail "tle: the grants the 1.6 update handed on are not initial privileges (doc/portable.md says they are)"
 fi
+
+# Both routes, from 1.5: a role granted EXECUTE on complete with the grant
+# option, which granted it on.  The 1.6 update keeps the grant option;
+# ROLE is no member of that role, so it may not grant as it: the role's
+# grant is made by the owner (doc/portable.md), and the grantee keeps
+# EXECUTE.  (The C edition keeps the grantor too: test/sql/upgrade.sql.)
+newdb portable_update_grants
+if [ "$mode" = tle ]; then
+  as_role portable_update_grants -c "CREATE EXTENSION idempotency VERSION '1.5'" >/dev/null
+else
+  as_role portable_update_grants -f "$PORTABLE_EDITION/idempotency--$first.sql" >/dev/null
+  v=$first
+  while [ "$v" != 1.5 ]; do
+    f=$(ls "$PORTABLE_EDITION"/idempotency--"$v"--*.sql | head -1)
+    as_role portable_update_grants -f "$f" >/dev/null
+    v=$(basename "$f" .sql)
+    v=${v##*--}
+  done
+fi
+old_complete='idempotency.complete(text, bigint, jsonb, integer, text, interval)'
+q portable_update_grants -c "GRANT USAGE ON SCHEMA idempotency TO $mon, $relay" \
+  -c "GRANT EXECUTE ON FUNCTION $old_complete TO $mon WITH GRANT OPTION" \
+  -c "SET ROLE $mon" -c "GRANT EXECUTE ON FUNCTION $old_complete TO $relay"
+if [ "$mode" = tle ]; then
+  as_role portable_update_grants -c 'ALTER EXTENSION idempotency UPDATE' >/dev/null
+else
+  plain_updates portable_update_grants 1.5
+fi
+new_complete="'idempotency.complete(text,bigint,jsonb,integer,text,interval,interval)'::regprocedure"
+[ "$(q portable_update_grants -c "SELECT string_agg(a.grantee::regrole || ' ' || a.is_grantable, ',' ORDER BY a.grantee::regrole::text)
+       FROM pg_proc p, aclexplode(p.proacl) a
+      WHERE p.oid = $new_complete AND a.grantee IN ('$mon'::regrole, '$relay'::regrole)")" = \
+  "$mon true,$relay false" ] ||
+  fail "$mode: the 1.6 update did not hand on complete's grant option and the grant made with it"
+q portable_update_grants -c "SET ROLE $mon" \
+  -c "GRANT EXECUTE ON FUNCTION $(q portable_update_grants -c "SELECT $new_complete") TO $app" ||
+  fail "$mode: the role lost its grant option on complete in the 1.6 update"
 echo "ok: the $mode update from $first to $default_version equals a fresh install"

@@ -1,8 +1,9 @@
 -- Versions and upgrades (doc/operations.md, "Upgrades"): 1.7 is the
 -- default, reached from 1.0 by the update scripts in turn.  The library
 -- serves a database at 1.2 before it is updated (its key_hash is still a
--- generated column) and refuses key calls in one at 1.0 or 1.1 until it
--- is updated; with live keys, a holder in flight and grants to an
+-- generated column) and refuses key calls in one at 1.0 or 1.1, and the
+-- outbox's calls in one at 1.0, until it is updated (55000); with live
+-- keys, a holder in flight and grants to an
 -- application role a database is updated: rows, fences and grants
 -- survive, the keys are found by their hash, the holder completes with
 -- its fence, and the catalog equals that of a fresh CREATE EXTENSION.
@@ -89,12 +90,22 @@ RESET check_function_bodies;
 CREATE ROLE regress_upgrade_app;
 CREATE EXTENSION idempotency VERSION '1.0';
 SELECT idempotency.grant_usage('regress_upgrade_app');
+-- an application role whose name needs quoting: the update to 1.1 copies
+-- its grants to the new signatures (it quoted the quoted name again, and
+-- failed: role ""regress_upgrade-svc"" does not exist)
+CREATE ROLE "regress_upgrade-svc";
+SELECT idempotency.grant_usage('"regress_upgrade-svc"');
 -- the library serves the layout of its version and of the one before
--- (1.2): a database two versions behind is told to update first
+-- (1.2): a database two versions behind is told to update first, by the
+-- key calls and by the outbox's (not 42P01 or 42703)
 \set VERBOSITY sqlstate
 SELECT outcome FROM idempotency.claim('done-before', '{"n": 1}');
 SELECT idempotency.lookup('done-before');
+SELECT id FROM idempotency.claim_events(10, '1 minute');
+SELECT idempotency.mark_published('{1}');
+SELECT idempotency.mark_failed('{1}', 'refused');
 \set VERBOSITY default
+SELECT idempotency.claim_events(10, '1 minute');
 -- a key stored at 1.0 (as the 1.0 library wrote it) survives the updates
 INSERT INTO idempotency.idempotency_keys (scope, idempotency_key, request_hash, status,
        fence, attempts, recovery_point, response_code, response_body, expires_at)
@@ -138,6 +149,18 @@ GRANT EXECUTE ON FUNCTION idempotency.claim(text, jsonb, text, interval, interva
       idempotency.fail(text, bigint, jsonb, integer, boolean, text, interval),
       idempotency.execute(text, jsonb, text, text[], text, interval)
    TO "regress_upgrade direct";
+-- a role granted EXECUTE on complete with the grant option, which granted
+-- it on: the update hands both grants on as they were, grant option and
+-- grantor, so that the role may still revoke what it granted
+CREATE ROLE regress_upgrade_mon;
+CREATE ROLE regress_upgrade_relay;
+GRANT USAGE ON SCHEMA idempotency TO regress_upgrade_mon, regress_upgrade_relay;
+GRANT EXECUTE ON FUNCTION idempotency.complete(text, bigint, jsonb, integer, text, interval)
+   TO regress_upgrade_mon WITH GRANT OPTION;
+SET ROLE regress_upgrade_mon;
+GRANT EXECUTE ON FUNCTION idempotency.complete(text, bigint, jsonb, integer, text, interval)
+   TO regress_upgrade_relay;
+RESET ROLE;
 SELECT pg_catalog.nextval('idempotency.fence_seq') AS fence_before \gset
 SET client_min_messages = warning;
 ALTER EXTENSION idempotency UPDATE;
@@ -174,6 +197,26 @@ SELECT p.oid::regprocedure AS routine_app_lacks FROM pg_proc p
    AND p.proname IN ('claim', 'complete', 'fail', 'checkpoint', 'release', 'lookup', 'execute',
                      'mark_published', 'mark_failed', 'claim_events', 'enqueue_event')
    AND NOT has_function_privilege('regress_upgrade_app', p.oid, 'EXECUTE');
+SELECT p.oid::regprocedure AS routine_svc_lacks FROM pg_proc p
+ WHERE p.pronamespace = 'idempotency'::regnamespace
+   AND p.proname IN ('claim', 'complete', 'fail', 'checkpoint', 'release', 'lookup', 'execute',
+                     'mark_published', 'mark_failed', 'claim_events', 'enqueue_event')
+   AND NOT has_function_privilege('regress_upgrade-svc', p.oid, 'EXECUTE');
+-- complete's grants to the role with the grant option and by it
+SELECT a.grantee::regrole AS grantee,
+       CASE WHEN a.grantor = p.proowner THEN 'owner' ELSE a.grantor::regrole::text END AS grantor,
+       a.is_grantable
+  FROM pg_proc p, aclexplode(p.proacl) a
+ WHERE p.oid = 'idempotency.complete(text,bigint,jsonb,integer,text,interval,interval)'::regprocedure
+   AND a.grantee IN ('regress_upgrade_mon'::regrole, 'regress_upgrade_relay'::regrole)
+ ORDER BY a.grantee::regrole::text COLLATE "C";
+SET ROLE regress_upgrade_mon;
+REVOKE EXECUTE ON FUNCTION idempotency.complete(text, bigint, jsonb, integer, text, interval, interval)
+  FROM regress_upgrade_relay;
+RESET ROLE;
+SELECT has_function_privilege('regress_upgrade_relay',
+         'idempotency.complete(text,bigint,jsonb,integer,text,interval,interval)', 'EXECUTE')
+       AS relay_may_complete_after_revoke;
 -- the keys of 1.0 and 1.2 have their hash, and the primary key is on it
 SELECT idempotency_key, key_hash = idempotency.key_hash(scope, idempotency_key) AS hashed
   FROM idempotency.idempotency_keys ORDER BY idempotency_key;
@@ -196,12 +239,16 @@ SELECT :'updated_catalog' LIKE '%routine idempotency.complete(text,bigint,jsonb,
 DROP EXTENSION idempotency;
 CREATE EXTENSION idempotency;
 SELECT idempotency.grant_usage('regress_upgrade_app');
+SELECT idempotency.grant_usage('"regress_upgrade-svc"');
 GRANT USAGE ON SCHEMA idempotency TO "regress_upgrade direct";
 GRANT EXECUTE ON FUNCTION idempotency.claim(text, jsonb, text, interval, interval, interval),
       idempotency.complete(text, bigint, jsonb, integer, text, interval, interval),
       idempotency.fail(text, bigint, jsonb, integer, boolean, text, interval, interval),
       idempotency.execute(text, jsonb, text, text[], text, interval, interval, interval)
    TO "regress_upgrade direct";
+GRANT USAGE ON SCHEMA idempotency TO regress_upgrade_mon, regress_upgrade_relay;
+GRANT EXECUTE ON FUNCTION idempotency.complete(text, bigint, jsonb, integer, text, interval, interval)
+   TO regress_upgrade_mon WITH GRANT OPTION;
 SELECT regress_catalog_summary() = :'updated_catalog' AS fresh_equals_updated;
 DROP EXTENSION idempotency;
 SELECT count(*) AS tables_left FROM pg_class
@@ -210,3 +257,6 @@ SELECT count(*) AS tables_left FROM pg_class
 DROP DATABASE regress_upgrade;
 DROP ROLE regress_upgrade_app;
 DROP ROLE "regress_upgrade direct";
+DROP ROLE "regress_upgrade-svc";
+DROP ROLE regress_upgrade_mon;
+DROP ROLE regress_upgrade_relay;

@@ -9,7 +9,8 @@
 # crashes (its lease runs out); many waiters of one key; a completion that
 # rolls back; a waiter blocks no other key; cancel and statement_timeout
 # end a wait; REPEATABLE READ refuses one; a server without the library
-# preloaded refuses one (55000).  The portable edition waits by claiming
+# preloaded refuses one (55000); a wait and a lease of 30 days, longer than
+# an int of milliseconds, sleep a finite time at a go.  The portable edition waits by claiming
 # again after naps (doc/portable.md), which the same answers and times
 # satisfy.
 use strict;
@@ -20,6 +21,8 @@ use FindBin;
 use lib $FindBin::RealBin;
 use IdemEdition;
 use Test::More;
+use POSIX ();
+use Time::HiRes qw(usleep);
 
 my $node = PostgreSQL::Test::Cluster->new('claim_wait');
 idem_init($node);
@@ -225,6 +228,67 @@ is(answer_of('exec'), 'replay|false|7', 'execute() waits and replays the answer'
 is($node->safe_psql('postgres', 'SELECT count(*) FROM paid'), '0',
 	'and runs nothing');
 $exec->quit;
+
+# Waits longer than an int of milliseconds (about 24.8 days).  A latch
+# sleep takes its timeout as an int: 30 days of it wrapped around to a
+# negative count (epoll_wait(..., -1702968429)), which sleeps for ever, so
+# a waiter slept past its wait and the holder's lease.  With a short lease,
+# a wait of 30 days ends at the lease's end as a short one does; with a
+# lease and a wait of 30 days, the waiter's sleep, as /proc shows it while
+# it sleeps, is finite (the C edition sleeps an hour at most at a go, and
+# reads the clock again; the portable edition naps 200 ms at most); the
+# holder's completion then wakes it.
+hold('w-long-crash', '2s');
+$node->safe_psql('postgres', q{INSERT INTO marks VALUES ('long-crash', clock_timestamp())});
+$waiter = start_waiter('long-crash', 'w-long-crash', wait => '30 days');
+is(answer_of('long-crash'), 'resumed|true|',
+	"wait => '30 days', the holder crashed: resumed when its lease ran out");
+cmp_ok(delay('long-crash', 'long-crash'), '<', 10,
+	"wait => '30 days': at the end of the lease, as with a short wait");
+$waiter->quit;
+
+# The timeout of the latch sleep (epoll_wait) that process $pid is in, as
+# the int the kernel takes; undef when /proc does not say.
+sub sleep_timeout_ms
+{
+	my ($pid) = @_;
+	no warnings 'portable';    # hex() of a 64-bit register
+	my %epoll = (x86_64 => [ 232, 281 ], aarch64 => [22]);   # epoll_wait, epoll_pwait
+	my $calls = $epoll{ (POSIX::uname())[4] } or return undef;
+	for (1 .. 100)
+	{
+		open(my $fh, '<', "/proc/$pid/syscall") or return undef;
+		my @f = split ' ', (<$fh> // '');
+		close $fh;
+		if (@f > 4 && $f[0] =~ /^\d+$/ && grep { $_ == $f[0] } @$calls)
+		{
+			my $ms = hex($f[4]) & 0xffffffff;
+			return $ms >= 2**31 ? $ms - 2**32 : $ms;
+		}
+		usleep(50_000);
+	}
+	return undef;
+}
+
+$fence = $node->safe_psql('postgres',
+	q{SELECT fence FROM idempotency.claim('w-long', '{"a": 1}', lease => '30 days', ttl => '60 days')});
+$waiter = start_waiter('long', 'w-long', wait => '30 days');
+wait_until_sleeping(1);
+my $pid = $node->safe_psql('postgres', q{
+SELECT pid FROM pg_stat_activity
+ WHERE query LIKE '%INSERT INTO seen%' AND state = 'active' AND pid <> pg_backend_pid()});
+SKIP:
+{
+	my $ms = sleep_timeout_ms($pid);
+	skip "/proc/$pid/syscall shows no epoll_wait", 1 unless defined $ms;
+	ok($ms >= 0 && $ms <= 3600 * 1000,
+		"a wait and a lease of 30 days: the waiter sleeps a finite time at a go ($ms ms)");
+}
+holder_call('long', "SELECT idempotency.complete('w-long', $fence, '{\"paid\": 30}')");
+is(answer_of('long'), 'replay|false|{"paid": 30}',
+	"a wait and a lease of 30 days: the holder's completion wakes the waiter");
+cmp_ok(delay('long', 'long'), '<', 5, '30 days: at the holder\'s commit');
+$waiter->quit;
 
 $node->stop;
 done_testing();
