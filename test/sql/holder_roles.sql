@@ -176,18 +176,18 @@ INSERT INTO holder_notes
 SELECT 'token-b', max(lease_token) FROM idempotency.claim_events(1);
 SELECT regexp_replace(pg_temp.error_of(format($$SELECT idempotency.mark_published(ARRAY[%s, %s])$$,
                                               pg_temp.note('event-x1'), pg_temp.note('event-x2'))),
-                      '\d+', 'N', 'g');
+                      'event \d+', 'event N');
 SELECT regexp_replace(pg_temp.error_of(format($$SELECT idempotency.mark_published(ARRAY[%s], %s)$$,
                                               pg_temp.note('event-x1'), pg_temp.note('token-a'))),
-                      '\d+', 'N', 'g');
+                      'event \d+', 'event N');
 SELECT regexp_replace(pg_temp.error_of(format($$SELECT idempotency.mark_failed(ARRAY[%s], 'forged', %s)$$,
                                               pg_temp.note('event-x2'), pg_temp.note('token-a'))),
-                      '\d+', 'N', 'g');
+                      'event \d+', 'event N');
 -- one of its own and one of the other role's: refused, its own unmarked
 SELECT regexp_replace(pg_temp.error_of(format($$SELECT idempotency.mark_published(ARRAY[%s, %s], %s)$$,
                                               pg_temp.note('event-x3'), pg_temp.note('event-x1'),
                                               pg_temp.note('token-b'))),
-                      '\d+', 'N', 'g');
+                      'event \d+', 'event N');
 RESET ROLE;
 SELECT aggregate_id, published_at IS NOT NULL AS published, attempts, last_error, lease_role
   FROM idempotency.outbox_events WHERE aggregate_type = 'holder' ORDER BY id;
