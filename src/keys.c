@@ -38,7 +38,9 @@
  * UPDATE locks it, the fence checked again on the version locked).  Fences
  * come from one sequence, so a later holder always has a larger fence than
  * any earlier one, even after the key was purged and created again.  No
- * row means the caller no longer holds the key.
+ * row means the caller no longer holds the key.  From 1.7 they also check,
+ * on the same row, that the calling role is the one that claimed it (or a
+ * member of it), before the fence: see "Holders" below.
  *
  * Every other write is a statement run through SPI.  Either way the
  * executor applies every rule a user may add to the table (triggers,
