@@ -28,6 +28,7 @@
 
 #include "catalog/pg_type.h"
 #include "common/hashfn.h"
+#include "miscadmin.h"
 #include "nodes/makefuncs.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
@@ -68,6 +69,7 @@ static int	statements_running = 0;
 /* SQL-callable functions */
 PG_FUNCTION_INFO_V1(idempotency_execute);
 PG_FUNCTION_INFO_V1(idempotency_execute_1_6);
+PG_FUNCTION_INFO_V1(idempotency_execute_1_7);
 
 /* The arguments 1.6 added, last: the signatures before lack them. */
 #define RESPONSE_TTL_ARG 6
@@ -273,10 +275,12 @@ run_statement(StatementEntry *entry, Datum *params, const char *nulls)
  * execute(key, request, statement, params, scope, ttl, response_ttl, wait)
  * RETURNS claim_result; idempotency_execute is the symbol of the
  * signature before 1.6, without response_ttl, whose claims never answer
- * gone.
+ * gone.  The symbol of 1.7 ("record_holder") records the calling role as
+ * the holder of the key it claims (keys.c, "Holders"), and completes it
+ * as that role.
  */
-Datum
-idempotency_execute_1_6(PG_FUNCTION_ARGS)
+static Datum
+execute_call(FunctionCallInfo fcinfo, bool record_holder)
 {
 	text	   *key = idem_arg_key(fcinfo, 0);
 	Jsonb	   *request = PG_ARGISNULL(1) ? NULL : PG_GETARG_JSONB_P(1);
@@ -316,6 +320,8 @@ idempotency_execute_1_6(PG_FUNCTION_ARGS)
 
 	SPI_connect();
 	entry = statement_plan(sql, nparams);
+	/* the role that claims, before the switch to the owner */
+	claim.holder = record_holder ? GetUserId() : InvalidOid;
 	idem_become_owner(&owner);
 	idem_claim_key_waiting(key, scope, request, ttl, &idem_lease_timeout,
 						   flags, wait, &claim);
@@ -352,7 +358,7 @@ idempotency_execute_1_6(PG_FUNCTION_ARGS)
 			idem_finish_key(key, scope,
 							DatumGetInt64(claim.values[CLAIM_FENCE]),
 							true, JsonbPGetDatum(body), false, 200, false,
-							NULL, response_ttl);
+							NULL, response_ttl, claim.holder);
 			idem_claim_completed(&claim, body);
 		}
 		idem_restore_user(&owner);
@@ -366,7 +372,19 @@ idempotency_execute_1_6(PG_FUNCTION_ARGS)
 }
 
 Datum
+idempotency_execute_1_7(PG_FUNCTION_ARGS)
+{
+	return execute_call(fcinfo, true);
+}
+
+Datum
+idempotency_execute_1_6(PG_FUNCTION_ARGS)
+{
+	return execute_call(fcinfo, false);
+}
+
+Datum
 idempotency_execute(PG_FUNCTION_ARGS)
 {
-	return idempotency_execute_1_6(fcinfo);
+	return execute_call(fcinfo, false);
 }

@@ -74,7 +74,7 @@ extern AttrNumber idem_column_attnum(Oid relid, const char *colname);
  * Its SQL qualifies every name, operator and function with its schema, so
  * the caller's search_path can neither change nor hijack it.
  */
-#define IDEM_MAX_QUERY_ARGS 11
+#define IDEM_MAX_QUERY_ARGS 12
 
 typedef struct IdemQuery
 {
@@ -115,6 +115,9 @@ typedef struct IdemClaim
 	bool		nulls[CLAIM_RESULT_NATTS];
 	bytea	   *request_hash;	/* fingerprint of the request, or NULL */
 	TimestampTz now;			/* the claim's clock reading */
+	Oid			holder;			/* set by the caller: the role recorded as
+								 * holder_role of a key the claim takes
+								 * (1.7), or InvalidOid: none */
 } IdemClaim;
 
 /* idem_claim_key()'s flags */
@@ -131,7 +134,8 @@ extern void idem_claim_key_waiting(text *key, text *scope, Jsonb *request,
 extern void idem_finish_key(text *key, text *scope, int64 fence,
 							bool completed, Datum body, bool body_isnull,
 							int32 response_code, bool retryable,
-							Interval *ttl, Interval *response_ttl);
+							Interval *ttl, Interval *response_ttl,
+							Oid caller);
 extern void idem_claim_completed(IdemClaim *claim, Jsonb *body);
 extern void idem_insert_completed_key(text *key, text *scope, Interval *ttl,
 									  Interval *response_ttl, Jsonb *body,

@@ -38,7 +38,9 @@
  * UPDATE locks it, the fence checked again on the version locked).  Fences
  * come from one sequence, so a later holder always has a larger fence than
  * any earlier one, even after the key was purged and created again.  No
- * row means the caller no longer holds the key.
+ * row means the caller no longer holds the key.  From 1.7 they also check,
+ * on the same row, that the calling role is the one that claimed it (or a
+ * member of it), before the fence: see "Holders" below.
  *
  * Every other write is a statement run through SPI.  Either way the
  * executor applies every rule a user may add to the table (triggers,
@@ -108,6 +110,9 @@
  * the version it ships and of the versions before it back to 1.2, so that a
  * database keeps working between the installation of a new library and its
  * ALTER EXTENSION ... UPDATE:
+ * - [KEYS_RECORD_HOLDER] 1.7: as 1.6, and a claim that makes a holder
+ *   records the role that claimed in holder_role (see "Holders" below).
+ *   Only the symbols of 1.7 use this layout;
  * - [KEYS_EXPIRE_ANSWERS] 1.6: as 1.3 to 1.5, and an answer may go before
  *   its key (response_expires_at): a claim that takes a key over sets it
  *   back to NULL, and a key created completed may have one.  Only the
@@ -124,6 +129,7 @@
  */
 typedef enum KeyLayout
 {
+	KEYS_RECORD_HOLDER,
 	KEYS_EXPIRE_ANSWERS,
 	KEYS_WRITE_HASH,
 	KEYS_GENERATE_HASH,
@@ -131,6 +137,8 @@ typedef enum KeyLayout
 } KeyLayout;
 
 /* key_hash is $7 in the statements that create a key */
+#define HASH_COLUMN_KEYS_RECORD_HOLDER "key_hash, "
+#define HASH_VALUE_KEYS_RECORD_HOLDER "$7, "
 #define HASH_COLUMN_KEYS_EXPIRE_ANSWERS "key_hash, "
 #define HASH_VALUE_KEYS_EXPIRE_ANSWERS "$7, "
 #define HASH_COLUMN_KEYS_WRITE_HASH "key_hash, "
@@ -149,12 +157,15 @@ typedef enum KeyLayout
 	"CASE WHEN " at LT key_expiry " THEN " at " END"
 
 /* 1.6: a claim that takes a key over leaves no answer expiry behind */
+#define RESET_ANSWER_EXPIRY_KEYS_RECORD_HOLDER "  response_expires_at = NULL,"
 #define RESET_ANSWER_EXPIRY_KEYS_EXPIRE_ANSWERS "  response_expires_at = NULL,"
 #define RESET_ANSWER_EXPIRY_KEYS_WRITE_HASH ""
 #define RESET_ANSWER_EXPIRY_KEYS_GENERATE_HASH ""
 #define RESET_ANSWER_EXPIRY(layout) RESET_ANSWER_EXPIRY_##layout
 
 /* 1.6: a key created completed, $10 the answer's expiry (or NULL) */
+#define EXPIRY_COLUMN_KEYS_RECORD_HOLDER ", response_expires_at"
+#define EXPIRY_VALUE_KEYS_RECORD_HOLDER ", $10"
 #define EXPIRY_COLUMN_KEYS_EXPIRE_ANSWERS ", response_expires_at"
 #define EXPIRY_VALUE_KEYS_EXPIRE_ANSWERS ", $10"
 #define EXPIRY_COLUMN_KEYS_WRITE_HASH ""
@@ -164,6 +175,41 @@ typedef enum KeyLayout
 #define EXPIRY_COLUMN(layout) EXPIRY_COLUMN_##layout
 #define EXPIRY_VALUE(layout) EXPIRY_VALUE_##layout
 
+/*
+ * 1.7: the role that claimed, $11, is the key's holder_role; a claim that
+ * takes a key over records the new holder's.
+ */
+#define HOLDER_COLUMN_KEYS_RECORD_HOLDER ", holder_role"
+#define HOLDER_VALUE_KEYS_RECORD_HOLDER ", $11"
+#define SET_HOLDER_KEYS_RECORD_HOLDER "  holder_role = excluded.holder_role,"
+#define HOLDER_COLUMN_KEYS_EXPIRE_ANSWERS ""
+#define HOLDER_VALUE_KEYS_EXPIRE_ANSWERS ""
+#define SET_HOLDER_KEYS_EXPIRE_ANSWERS ""
+#define HOLDER_COLUMN_KEYS_WRITE_HASH ""
+#define HOLDER_VALUE_KEYS_WRITE_HASH ""
+#define SET_HOLDER_KEYS_WRITE_HASH ""
+#define HOLDER_COLUMN_KEYS_GENERATE_HASH ""
+#define HOLDER_VALUE_KEYS_GENERATE_HASH ""
+#define SET_HOLDER_KEYS_GENERATE_HASH ""
+#define HOLDER_COLUMN(layout) HOLDER_COLUMN_##layout
+#define HOLDER_VALUE(layout) HOLDER_VALUE_##layout
+#define SET_HOLDER(layout) SET_HOLDER_##layout
+
+/*
+ * Holders (1.7).  A holder call (complete, fail, checkpoint, release) of a
+ * key whose live row records a holder_role is refused (42501) unless the
+ * calling role is that role or a member of it (is_member_of_role():
+ * superusers are members of every role), whatever fence it passes: the
+ * fence names the holder, the role proves it.  The check is made on the
+ * row the call reads and locks anyway, before its fence is compared, so a
+ * refused call learns nothing about the fence and writes nothing.  A key
+ * claimed before 1.7 (holder_role NULL) takes any role's holder calls, as
+ * before.  $n is the calling role's OID.
+ */
+#define MAY_ACT_AS_HOLDER(n) "(holder_role IS NULL" \
+	" OR holder_role::pg_catalog.oid" EQ "$" #n \
+	" OR pg_catalog.pg_has_role($" #n ", holder_role::pg_catalog.oid, 'MEMBER'))"
+
 /* The key's row, with its key_hash in parameter $n */
 #define KEY_IS_ARG(n) "key_hash" EQ "$" #n \
 	" AND scope" EQ "$1 AND idempotency_key" EQ "$2"
@@ -171,6 +217,7 @@ typedef enum KeyLayout
 
 /* Every form of a statement whose text is SQL(layout). */
 #define ALL_LAYOUTS(SQL, n, ...) { \
+	{.sql = SQL(KEYS_RECORD_HOLDER), .nargs = n, .argtypes = __VA_ARGS__}, \
 	{.sql = SQL(KEYS_EXPIRE_ANSWERS), .nargs = n, .argtypes = __VA_ARGS__}, \
 	{.sql = SQL(KEYS_WRITE_HASH), .nargs = n, .argtypes = __VA_ARGS__}, \
 	{.sql = SQL(KEYS_GENERATE_HASH), .nargs = n, .argtypes = __VA_ARGS__} \
@@ -196,6 +243,7 @@ enum
 	COL_UPDATED_AT,
 	COL_EXPIRES_AT,
 	COL_RESPONSE_EXPIRES_AT,	/* 1.6; absent before */
+	COL_HOLDER_ROLE,			/* 1.7; absent before */
 	KEY_NCOLUMNS
 };
 
@@ -203,7 +251,7 @@ static const char *const key_column_names[KEY_NCOLUMNS] = {
 	"scope", "idempotency_key", "request_hash", "status", "fence", "attempts",
 	"recovery_point", "response_code", "response_body", "retryable",
 	"locked_until", "created_at", "updated_at", "expires_at",
-	"response_expires_at"
+	"response_expires_at", "holder_role"
 };
 
 /* The values of idempotency.key_status. */
@@ -224,7 +272,7 @@ static const Oid key_column_types[KEY_NCOLUMNS] = {
 	TEXTOID, TEXTOID, BYTEAOID, InvalidOid, INT8OID, INT4OID,
 	TEXTOID, INT4OID, JSONBOID, BOOLOID,
 	TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID,
-	TIMESTAMPTZOID
+	TIMESTAMPTZOID, REGROLEOID
 };
 
 /*
@@ -233,7 +281,7 @@ static const Oid key_column_types[KEY_NCOLUMNS] = {
  */
 static AttrNumber key_attnums[KEY_NCOLUMNS];
 static IdemColumns key_table = {
-	.ncolumns = KEY_NCOLUMNS, .noptional = 1, .names = key_column_names,
+	.ncolumns = KEY_NCOLUMNS, .noptional = 2, .names = key_column_names,
 	.types = key_column_types, .attnums = key_attnums
 };
 static Datum key_statuses[NSTATUSES];
@@ -272,7 +320,7 @@ typedef struct KeyRow
 /*
  * $1 scope, $2 key, $3 request hash, $4 now, $5 ttl, $6 lease, $7 key_hash;
  * the new row's $8 fence, $9 locked_until (now + lease) and $10 expires_at
- * (now + ttl), computed by new_key_row(): operators and functions in a
+ * (now + ttl), computed by new_key_row(); $11 the claiming role (1.7): operators and functions in a
  * statement are looked up and checked again each time it starts.
  * The WHERE clause of TAKE_KEY is the whole rule of when a claim may take
  * an existing key over; its first line keeps a key from taking over another
@@ -282,13 +330,13 @@ typedef struct KeyRow
 #define NEW_KEY_ROW(layout) \
 	" (" HASH_COLUMN(layout) "scope, idempotency_key, request_hash, status," \
 	"  fence, attempts, recovery_point, locked_until, created_at, updated_at," \
-	"  expires_at)" \
+	"  expires_at" HOLDER_COLUMN(layout) ")" \
 	" VALUES (" HASH_VALUE(layout) "$1, $2, $3, 'processing', $8, 1," \
-	"  'started', $9, $4, $4, $10)"
+	"  'started', $9, $4, $4, $10" HOLDER_VALUE(layout) ")"
 #define CLAIMED_COLUMNS " RETURNING status, fence, attempts, recovery_point"
-#define CLAIM_NARGS 10
+#define CLAIM_NARGS 11
 #define CLAIM_ARGTYPES {TEXTOID, TEXTOID, BYTEAOID, TIMESTAMPTZOID, INTERVALOID, \
-	INTERVALOID, UUIDOID, INT8OID, TIMESTAMPTZOID, TIMESTAMPTZOID}
+	INTERVALOID, UUIDOID, INT8OID, TIMESTAMPTZOID, TIMESTAMPTZOID, OIDOID}
 
 /*
  * The same arguments.  The common case, a key that the read found absent
@@ -319,6 +367,7 @@ static IdemQuery insert_key[NLAYOUTS] = ALL_LAYOUTS(INSERT_KEY, CLAIM_NARGS, CLA
 	"   ELSE k.recovery_point END," \
 	"  response_code = NULL, response_body = NULL, retryable = NULL," \
 	RESET_ANSWER_EXPIRY(layout) \
+	SET_HOLDER(layout) \
 	"  locked_until = " LEASE_END "," \
 	"  created_at = CASE WHEN " EXPIRED " THEN excluded.created_at" \
 	"   ELSE k.created_at END," \
@@ -346,65 +395,87 @@ static IdemQuery take_key[NLAYOUTS] = ALL_LAYOUTS(TAKE_KEY, CLAIM_NARGS, CLAIM_A
 /*
  * $1 scope, $2 key, $3 fence, $4 code, $5 body, $6 now, $7 completed,
  * $8 retryable, $9 the new expires_at (NULL: keep it), $10 key_hash,
- * $11 when the answer goes (now + 1.6's response_ttl).  The first form
- * leaves response_expires_at alone (NULL in a held row: the answer lives
- * as long as the key), so that a completion without response_ttl stays a
- * HOT update; the second sets it, unless the key goes first: before $9,
- * or the expires_at the row keeps.
+ * $11 when the answer goes (now + 1.6's response_ttl), $12 the calling
+ * role (1.7).  The first form of each pair leaves response_expires_at
+ * alone (NULL in a held row: the answer lives as long as the key), so
+ * that a completion without response_ttl stays a HOT update; the second
+ * sets it, unless the key goes first: before $9, or the expires_at the
+ * row keeps.  The forms of 1.7 also check the holder's role.
  */
-#define FINISH_KEY(answer_expiry) "UPDATE idempotency.idempotency_keys SET" \
+#define FINISH_KEY(answer_expiry, holder) "UPDATE idempotency.idempotency_keys SET" \
 	" status = CASE WHEN $7 THEN 'completed'::idempotency.key_status" \
 	"  ELSE 'failed'::idempotency.key_status END," \
 	" response_code = $4, response_body = $5, retryable = $8," \
 	" locked_until = NULL, updated_at = $6," answer_expiry \
 	" expires_at = COALESCE($9, expires_at)" \
-	" WHERE " HELD_BY_FENCE(10, "$6")
-#define FINISH_NARGS 11
+	" WHERE " HELD_BY_FENCE(10, "$6") holder
+#define FINISH_NARGS 12
 #define FINISH_ARGTYPES {TEXTOID, TEXTOID, INT8OID, INT4OID, JSONBOID, \
-	TIMESTAMPTZOID, BOOLOID, BOOLOID, TIMESTAMPTZOID, UUIDOID, TIMESTAMPTZOID}
-static IdemQuery finish_key[2] = {
-	{.sql = FINISH_KEY(""), .nargs = FINISH_NARGS, .argtypes = FINISH_ARGTYPES},
-	{.sql = FINISH_KEY(" response_expires_at = "
-					   ANSWER_EXPIRY("$11", "COALESCE($9, expires_at)") ","),
-	.nargs = FINISH_NARGS, .argtypes = FINISH_ARGTYPES}
+	TIMESTAMPTZOID, BOOLOID, BOOLOID, TIMESTAMPTZOID, UUIDOID, TIMESTAMPTZOID, \
+	OIDOID}
+#define SET_ANSWER_EXPIRY " response_expires_at = " \
+	ANSWER_EXPIRY("$11", "COALESCE($9, expires_at)") ","
+#define HOLDER_ACTS " AND " MAY_ACT_AS_HOLDER(12)
+static IdemQuery finish_key[2][2] = {
+	{
+		{.sql = FINISH_KEY("", ""), .nargs = FINISH_NARGS, .argtypes = FINISH_ARGTYPES},
+		{.sql = FINISH_KEY(SET_ANSWER_EXPIRY, ""), .nargs = FINISH_NARGS,
+		.argtypes = FINISH_ARGTYPES}
+	},
+	{
+		{.sql = FINISH_KEY("", HOLDER_ACTS), .nargs = FINISH_NARGS,
+		.argtypes = FINISH_ARGTYPES},
+		{.sql = FINISH_KEY(SET_ANSWER_EXPIRY, HOLDER_ACTS), .nargs = FINISH_NARGS,
+		.argtypes = FINISH_ARGTYPES}
+	}
 };
 
 /*
  * $1 scope, $2 key, $3 fence, $4 recovery point or NULL, $5 now, $6 lease,
- * $7 key_hash
+ * $7 key_hash, $8 the calling role (the form of 1.7, which checks it)
  */
-static IdemQuery checkpoint_key = {
-	.sql = "UPDATE idempotency.idempotency_keys SET"
-	" recovery_point = COALESCE($4, recovery_point),"
-	" locked_until = $5" PLUS "$6,"
-	" expires_at = GREATEST(expires_at, $5" PLUS "$6),"
-	" updated_at = $5"
-	" WHERE " HELD_BY_FENCE(7, "$5"),
-	.nargs = 7, .argtypes = {TEXTOID, TEXTOID, INT8OID, TEXTOID, TIMESTAMPTZOID,
-	INTERVALOID, UUIDOID}
+#define CHECKPOINT_KEY(holder) "UPDATE idempotency.idempotency_keys SET" \
+	" recovery_point = COALESCE($4, recovery_point)," \
+	" locked_until = $5" PLUS "$6," \
+	" expires_at = GREATEST(expires_at, $5" PLUS "$6)," \
+	" updated_at = $5" \
+	" WHERE " HELD_BY_FENCE(7, "$5") holder
+#define CHECKPOINT_ARGTYPES {TEXTOID, TEXTOID, INT8OID, TEXTOID, TIMESTAMPTZOID, \
+	INTERVALOID, UUIDOID, OIDOID}
+static IdemQuery checkpoint_key[2] = {
+	{.sql = CHECKPOINT_KEY(""), .nargs = 8, .argtypes = CHECKPOINT_ARGTYPES},
+	{.sql = CHECKPOINT_KEY(" AND " MAY_ACT_AS_HOLDER(8)), .nargs = 8,
+	.argtypes = CHECKPOINT_ARGTYPES}
 };
 
-/* $1 scope, $2 key, $3 fence, $4 now, $5 key_hash */
-static IdemQuery release_key = {
-	.sql = "DELETE FROM idempotency.idempotency_keys WHERE " HELD_BY_FENCE(5, "$4"),
-	.nargs = 5, .argtypes = {TEXTOID, TEXTOID, INT8OID, TIMESTAMPTZOID, UUIDOID}
+/* $1 scope, $2 key, $3 fence, $4 now, $5 key_hash, $6 the calling role */
+#define RELEASE_KEY(holder) "DELETE FROM idempotency.idempotency_keys" \
+	" WHERE " HELD_BY_FENCE(5, "$4") holder
+static IdemQuery release_key[2] = {
+	{.sql = RELEASE_KEY(""), .nargs = 6,
+	.argtypes = {TEXTOID, TEXTOID, INT8OID, TIMESTAMPTZOID, UUIDOID, OIDOID}},
+	{.sql = RELEASE_KEY(" AND " MAY_ACT_AS_HOLDER(6)), .nargs = 6,
+	.argtypes = {TEXTOID, TEXTOID, INT8OID, TIMESTAMPTZOID, UUIDOID, OIDOID}}
 };
 
 /*
  * $1 scope, $2 key, $3 request hash, $4 now, $5 ttl, $6 the answer, $7
  * key_hash, $8 fence, $9 expires_at, $10 when the answer goes (1.6's
- * response_ttl; NULL: with the key, as ANSWER_EXPIRY() decides, in C): a
- * key created completed, in one row version (execute() of a new key).
+ * response_ttl; NULL: with the key, as ANSWER_EXPIRY() decides, in C), $11
+ * the role that ran it (1.7): a key created completed, in one row version
+ * (execute() of a new key).
  */
 #define INSERT_COMPLETED_KEY(layout) "INSERT INTO idempotency.idempotency_keys" \
 	" (" HASH_COLUMN(layout) "scope, idempotency_key, request_hash, status," \
 	"  fence, attempts, recovery_point, response_code, response_body," \
-	"  created_at, updated_at, expires_at" EXPIRY_COLUMN(layout) ")" \
+	"  created_at, updated_at, expires_at" EXPIRY_COLUMN(layout) \
+	HOLDER_COLUMN(layout) ")" \
 	" VALUES (" HASH_VALUE(layout) "$1, $2, $3, 'completed', $8, 1," \
-	"  'started', 200, $6, $4, $4, $9" EXPIRY_VALUE(layout) ")"
-static IdemQuery insert_completed_key[NLAYOUTS] = ALL_LAYOUTS(INSERT_COMPLETED_KEY, 10,
+	"  'started', 200, $6, $4, $4, $9" EXPIRY_VALUE(layout) \
+	HOLDER_VALUE(layout) ")"
+static IdemQuery insert_completed_key[NLAYOUTS] = ALL_LAYOUTS(INSERT_COMPLETED_KEY, 11,
 															  {TEXTOID, TEXTOID, BYTEAOID, TIMESTAMPTZOID,
-	INTERVALOID, JSONBOID, UUIDOID, INT8OID, TIMESTAMPTZOID, TIMESTAMPTZOID});
+	INTERVALOID, JSONBOID, UUIDOID, INT8OID, TIMESTAMPTZOID, TIMESTAMPTZOID, OIDOID});
 
 /* $1 scope, $2 key, $3 now, $4 key_hash */
 static IdemQuery lookup_key = {
@@ -416,14 +487,19 @@ static IdemQuery lookup_key = {
 /* SQL-callable functions */
 PG_FUNCTION_INFO_V1(idempotency_claim);
 PG_FUNCTION_INFO_V1(idempotency_claim_1_6);
+PG_FUNCTION_INFO_V1(idempotency_claim_1_7);
 PG_FUNCTION_INFO_V1(idempotency_complete);
 PG_FUNCTION_INFO_V1(idempotency_complete_1_1);
 PG_FUNCTION_INFO_V1(idempotency_complete_1_6);
+PG_FUNCTION_INFO_V1(idempotency_complete_1_7);
 PG_FUNCTION_INFO_V1(idempotency_fail);
 PG_FUNCTION_INFO_V1(idempotency_fail_1_1);
 PG_FUNCTION_INFO_V1(idempotency_fail_1_6);
+PG_FUNCTION_INFO_V1(idempotency_fail_1_7);
 PG_FUNCTION_INFO_V1(idempotency_checkpoint);
+PG_FUNCTION_INFO_V1(idempotency_checkpoint_1_7);
 PG_FUNCTION_INFO_V1(idempotency_release);
+PG_FUNCTION_INFO_V1(idempotency_release_1_7);
 PG_FUNCTION_INFO_V1(idempotency_lookup);
 PG_FUNCTION_INFO_V1(idempotency_lookup_1_7);
 
@@ -744,10 +820,12 @@ insert_key_row(KeyLayout layout, const Datum *args, const char *nulls,
 	rel = table_open(idem_relation_oid("idempotency_keys"), RowExclusiveLock);
 	learn_key_table(rel);
 	(void) idem_learn_columns(&key_hash_column, rel);
-	if (completed && layout == KEYS_EXPIRE_ANSWERS &&
-		key_attnums[COL_RESPONSE_EXPIRES_AT] == InvalidAttrNumber)
+	if ((completed && layout <= KEYS_EXPIRE_ANSWERS &&
+		 key_attnums[COL_RESPONSE_EXPIRES_AT] == InvalidAttrNumber) ||
+		(layout == KEYS_RECORD_HOLDER &&
+		 key_attnums[COL_HOLDER_ROLE] == InvalidAttrNumber))
 	{
-		/* a table before 1.6: the statement raises the error */
+		/* a table before 1.6 or 1.7: the statement raises the error */
 		table_close(rel, NoLock);
 		return IDEM_WRITE_BY_STATEMENT;
 	}
@@ -777,7 +855,7 @@ insert_key_row(KeyLayout layout, const Datum *args, const char *nulls,
 		SET_COLUMN(key_attnums[COL_RESPONSE_CODE], Int32GetDatum(200), false);
 		SET_COLUMN(key_attnums[COL_RESPONSE_BODY], args[5], false);
 		SET_COLUMN(key_attnums[COL_EXPIRES_AT], args[8], false);
-		if (layout == KEYS_EXPIRE_ANSWERS)
+		if (layout <= KEYS_EXPIRE_ANSWERS)
 			SET_COLUMN(key_attnums[COL_RESPONSE_EXPIRES_AT], args[9],
 					   nulls[9] == 'n');
 	}
@@ -786,6 +864,8 @@ insert_key_row(KeyLayout layout, const Datum *args, const char *nulls,
 		SET_COLUMN(key_attnums[COL_LOCKED_UNTIL], args[8], false);
 		SET_COLUMN(key_attnums[COL_EXPIRES_AT], args[9], false);
 	}
+	if (layout == KEYS_RECORD_HOLDER)
+		SET_COLUMN(key_attnums[COL_HOLDER_ROLE], args[10], false);
 #undef SET_COLUMN
 
 	result = idem_insert_row(rel, values, isnull, given);
@@ -928,7 +1008,9 @@ wait_for_key_creators(IdemIndexScan *scan, KeyName *name, bool *waited)
  *
  * With IDEM_CLAIM_ANSWERS_EXPIRE (the SQL of 1.6) the claim answers gone
  * for an answer past its response_expires_at, and a key it takes over has
- * none (KEYS_EXPIRE_ANSWERS).
+ * none (KEYS_EXPIRE_ANSWERS).  With claim->holder set (the SQL of 1.7,
+ * which also passes IDEM_CLAIM_ANSWERS_EXPIRE), a key it creates or takes
+ * over records that role as its holder_role (KEYS_RECORD_HOLDER).
  */
 void
 idem_claim_key(text *key, text *scope, Jsonb *request, Interval *ttl,
@@ -974,7 +1056,9 @@ idem_claim_key(text *key, text *scope, Jsonb *request, Interval *ttl,
 	values[4] = IntervalPGetDatum(ttl);
 	values[5] = IntervalPGetDatum(lease);
 	values[6] = key_hash_of(&name);
-	layout = answers_expire ? KEYS_EXPIRE_ANSWERS : key_layout();
+	values[10] = ObjectIdGetDatum(claim->holder);
+	layout = OidIsValid(claim->holder) ? KEYS_RECORD_HOLDER :
+		answers_expire ? KEYS_EXPIRE_ANSWERS : key_layout();
 
 	if (!found)
 	{
@@ -1138,9 +1222,9 @@ idem_insert_completed_key(text *key, text *scope, Interval *ttl,
 {
 	bytea	   *request_hash = claim->request_hash;
 	KeyName		name = {.scope = scope, .key = key};
-	Datum		values[10];
-	char		nulls[10] = {' ', ' ', request_hash ? ' ' : 'n', ' ', ' ', ' ', ' ',
-	' ', ' ', 'n'};
+	Datum		values[11];
+	char		nulls[11] = {' ', ' ', request_hash ? ' ' : 'n', ' ', ' ', ' ', ' ',
+	' ', ' ', 'n', ' '};
 
 	memset(claim->nulls, true, sizeof(claim->nulls));
 	values[0] = PointerGetDatum(scope);
@@ -1157,8 +1241,10 @@ idem_insert_completed_key(text *key, text *scope, Interval *ttl,
 	if (response_ttl &&
 		DatumGetTimestampTz(values[9]) < DatumGetTimestampTz(values[8]))
 		nulls[9] = ' ';
-	/* response_ttl is an argument of 1.6 only */
-	if (!create_key(response_ttl ? KEYS_EXPIRE_ANSWERS : key_layout(),
+	values[10] = ObjectIdGetDatum(claim->holder);
+	/* response_ttl is an argument of 1.6 only, the holder of 1.7 only */
+	if (!create_key(OidIsValid(claim->holder) ? KEYS_RECORD_HOLDER :
+					response_ttl ? KEYS_EXPIRE_ANSWERS : key_layout(),
 					values, nulls, true, claim))
 		ereport(ERROR,
 				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
@@ -1230,15 +1316,89 @@ typedef struct KeyFinish
 	const char *nulls;
 	bool		completed;
 	bool		answer_expiry;	/* sets response_expires_at ($11) */
+	Oid			caller;			/* 1.7: the calling role, else InvalidOid */
+	KeyName    *name;
+	bool		refused;		/* set: a row of another role's key was seen */
 } KeyFinish;
 
 /*
- * FINISH_KEY's WHERE clause, HELD_BY_FENCE, on a version of the key's row.
+ * Whether role "caller" may act as the holder of the key's row in "slot"
+ * at "now" (see "Holders" above): a row without a holder_role (claimed
+ * before 1.7), an expired row (gone for every role: its holder calls get
+ * 55000), the holder's role or a member of it.  When the row is another
+ * role's, *name tells whether it is the key's own (not a row of another
+ * key with the same hash).
+ */
+static bool
+may_act_as_holder(TupleTableSlot *slot, Oid caller, TimestampTz now,
+				  KeyName *name)
+{
+	bool		isnull;
+	Datum		holder;
+	Datum		value;
+
+	holder = slot_getattr(slot, key_attnums[COL_HOLDER_ROLE], &isnull);
+	if (isnull || DatumGetObjectId(holder) == caller)
+		return true;
+	value = slot_getattr(slot, key_attnums[COL_EXPIRES_AT], &isnull);
+	if (isnull || DatumGetTimestampTz(value) <= now)
+		return true;
+	if (is_member_of_role(caller, DatumGetObjectId(holder)))
+		return true;
+	value = slot_getattr(slot, key_attnums[COL_SCOPE], &isnull);
+	if (isnull || !same_text(value, name->scope))
+		return true;
+	value = slot_getattr(slot, key_attnums[COL_KEY], &isnull);
+	return isnull || !same_text(value, name->key);
+}
+
+/*
+ * Refuse a holder call of role "caller" on another role's key: 42501,
+ * whatever the fence, which the message does not repeat.
+ */
+static void
+refuse_holder(text *key, text *scope)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+			 errmsg("permission denied to act as the holder of idempotency key \"%s\"",
+					text_to_cstring(key)),
+			 errdetail("Another role claimed the key in scope \"%s\"; only that role and its members may complete, fail, checkpoint or release it.",
+					   text_to_cstring(scope)),
+			 errhint("Call the holder functions as the role that claimed the key.")));
+}
+
+/*
+ * After a holder call of role "caller" found no row held by its fence
+ * (a statement whose WHERE clause checked the role too): refuse it when
+ * the key's live row is another role's, as the direct path does.
+ */
+static void
+refuse_other_holder(KeyName *name, Oid caller, TimestampTz now)
+{
+	ScanKeyData skey[1];
+	IdemIndexScan scan;
+	bool		refused = false;
+
+	begin_key_scan(&scan, skey, name, AccessShareLock);
+	if (key_attnums[COL_HOLDER_ROLE] != InvalidAttrNumber)
+		while (!refused && idem_index_scan_next(&scan))
+			refused = !may_act_as_holder(scan.slot, caller, now, name);
+	idem_index_scan_end(&scan);
+	if (refused)
+		refuse_holder(name->key, name->scope);
+}
+
+/*
+ * FINISH_KEY's WHERE clause, HELD_BY_FENCE, on a version of the key's row,
+ * after the holder's role (1.7): a row of another role is refused whatever
+ * its fence.
  */
 static bool
 held_by_fence(TupleTableSlot *slot, void *arg)
 {
-	const Datum *args = ((KeyFinish *) arg)->args;
+	KeyFinish  *finish = arg;
+	const Datum *args = finish->args;
 	bool		isnull;
 	Datum		value;
 
@@ -1246,6 +1406,13 @@ held_by_fence(TupleTableSlot *slot, void *arg)
 	if (isnull || memcmp(DatumGetUUIDP(value), DatumGetUUIDP(args[9]),
 						 UUID_LEN) != 0)
 		return false;
+	if (OidIsValid(finish->caller) &&
+		!may_act_as_holder(slot, finish->caller, DatumGetTimestampTz(args[5]),
+						   finish->name))
+	{
+		finish->refused = true;
+		return false;
+	}
 	value = slot_getattr(slot, key_attnums[COL_FENCE], &isnull);
 	if (isnull || DatumGetInt64(value) != DatumGetInt64(args[2]))
 		return false;
@@ -1317,9 +1484,11 @@ finish_key_row(KeyName *name, KeyFinish *finish)
 	(void) idem_learn_columns(&key_hash_column, scan.rel);
 	for (i = 0; i < nupdated; i++)
 		updated[i] = key_attnums[finished_columns[i]];
-	/* a table before 1.6 lacks the answer's expiry: the statement says so */
-	if (!finish->answer_expiry ||
-		key_attnums[COL_RESPONSE_EXPIRES_AT] != InvalidAttrNumber)
+	/* a table before 1.6 (1.7) lacks the answer's expiry (the holder): the statement says so */
+	if ((!finish->answer_expiry ||
+		 key_attnums[COL_RESPONSE_EXPIRES_AT] != InvalidAttrNumber) &&
+		(!OidIsValid(finish->caller) ||
+		 key_attnums[COL_HOLDER_ROLE] != InvalidAttrNumber))
 		result = idem_update_row(&scan, updated, nupdated, held_by_fence,
 								 finish_row, finish);
 	idem_index_scan_end(&scan);
@@ -1345,20 +1514,23 @@ lease_lost(text *key, text *scope, int64 fence)
 /*
  * Store the final or retryable outcome of a held key: a final answer is
  * replayed for "ttl" from now (NULL: the claim's), until "response_ttl"
- * from now (NULL: as long as the key; given by 1.6 only).  Runs as the
- * extension owner.
+ * from now (NULL: as long as the key; given by 1.6 only).  "caller" is the
+ * calling role, whose right to act as the holder is checked (1.7), or
+ * InvalidOid.  Runs as the extension owner.
  */
 void
 idem_finish_key(text *key, text *scope, int64 fence, bool completed,
 				Datum body, bool body_isnull, int32 response_code,
-				bool retryable, Interval *ttl, Interval *response_ttl)
+				bool retryable, Interval *ttl, Interval *response_ttl,
+				Oid caller)
 {
 	KeyName		name = {.scope = scope, .key = key};
 	Datum		values[FINISH_NARGS];
 	char		nulls[FINISH_NARGS] = {' ', ' ', ' ', ' ', body_isnull ? 'n' : ' ', ' ', ' ',
-	completed ? 'n' : ' ', ttl ? ' ' : 'n', ' ', response_ttl ? ' ' : 'n'};
+	completed ? 'n' : ' ', ttl ? ' ' : 'n', ' ', response_ttl ? ' ' : 'n', ' '};
 	KeyFinish	finish = {.args = values, .nulls = nulls, .completed = completed,
-	.answer_expiry = response_ttl != NULL};
+		.answer_expiry = response_ttl != NULL, .caller = caller, .name = &name,
+	.refused = false};
 	IdemWriteResult result;
 	bool		held;
 
@@ -1373,6 +1545,7 @@ idem_finish_key(text *key, text *scope, int64 fence, bool completed,
 	values[8] = ttl ? time_after(values[5], ttl) : (Datum) 0;
 	values[9] = key_hash_of(&name);
 	values[10] = response_ttl ? time_after(values[5], response_ttl) : (Datum) 0;
+	values[11] = ObjectIdGetDatum(caller);
 
 	(void) key_layout();		/* refuses a table it does not serve */
 	result = finish_key_row(&name, &finish);
@@ -1380,12 +1553,18 @@ idem_finish_key(text *key, text *scope, int64 fence, bool completed,
 	if (result == IDEM_WRITE_BY_STATEMENT)
 	{
 		SPI_connect();
-		held = idem_run(&finish_key[response_ttl != NULL], values, nulls,
-						false, 0) == 1;
+		held = idem_run(&finish_key[OidIsValid(caller)][response_ttl != NULL],
+						values, nulls, false, 0) == 1;
 		SPI_finish();
+		if (!held && OidIsValid(caller))
+			refuse_other_holder(&name, caller, DatumGetTimestampTz(values[5]));
 	}
 	if (!held)
+	{
+		if (finish.refused)
+			refuse_holder(key, scope);
 		lease_lost(key, scope, fence);
+	}
 	idem_wake_waiters_at_commit(DatumGetUUIDP(values[9]));
 }
 
@@ -1470,7 +1649,7 @@ arg_fence(FunctionCallInfo fcinfo, int argno)
  * takes a sixth argument, wait.
  */
 static Datum
-claim_call(FunctionCallInfo fcinfo, int flags)
+claim_call(FunctionCallInfo fcinfo, int flags, bool record_holder)
 {
 	text	   *key = idem_arg_key(fcinfo, 0);
 	Jsonb	   *request = PG_ARGISNULL(1) ? NULL : PG_GETARG_JSONB_P(1);
@@ -1483,6 +1662,8 @@ claim_call(FunctionCallInfo fcinfo, int flags)
 	IdemClaim	claim;
 
 	idem_check_ttl_covers_lease(ttl, lease);
+	/* the role that claims, before the switch to the owner */
+	claim.holder = record_holder ? GetUserId() : InvalidOid;
 	idem_become_owner(&owner);
 	idem_claim_key_waiting(key, scope, request, ttl, lease, flags, wait,
 						   &claim);
@@ -1494,13 +1675,20 @@ claim_call(FunctionCallInfo fcinfo, int flags)
 Datum
 idempotency_claim(PG_FUNCTION_ARGS)
 {
-	return claim_call(fcinfo, 0);
+	return claim_call(fcinfo, 0, false);
 }
 
 Datum
 idempotency_claim_1_6(PG_FUNCTION_ARGS)
 {
-	return claim_call(fcinfo, IDEM_CLAIM_ANSWERS_EXPIRE);
+	return claim_call(fcinfo, IDEM_CLAIM_ANSWERS_EXPIRE, false);
+}
+
+/* 1.7: the claim records the role that claims as the key's holder_role */
+Datum
+idempotency_claim_1_7(PG_FUNCTION_ARGS)
+{
+	return claim_call(fcinfo, IDEM_CLAIM_ANSWERS_EXPIRE, true);
 }
 
 /*
@@ -1509,11 +1697,13 @@ idempotency_claim_1_6(PG_FUNCTION_ARGS)
  * idempotency.default_response_ttl; unset, as long as the key); the 1.1
  * ones lack it and end with ttl, the replay window of a final answer
  * (NULL: the claim's); the 1.0 ones lack both.  The older ones stay bound
- * to the old symbols until ALTER EXTENSION ... UPDATE.
+ * to the old symbols until ALTER EXTENSION ... UPDATE.  The symbols of 1.7
+ * ("check_holder") refuse a role other than the holder's.
  */
 static void
 finish_held_key(FunctionCallInfo fcinfo, int body_arg, int code_arg,
-				int scope_arg, bool completed, bool retryable)
+				int scope_arg, bool completed, bool retryable,
+				bool check_holder)
 {
 	text	   *key = idem_arg_key(fcinfo, 0);
 	int64		fence = arg_fence(fcinfo, 1);
@@ -1527,27 +1717,42 @@ finish_held_key(FunctionCallInfo fcinfo, int body_arg, int code_arg,
 	Interval   *response_ttl = idem_arg_answer_interval(fcinfo, scope_arg + 2,
 														"response_ttl", final,
 														idem_default_response_ttl);
+	Oid			caller = check_holder ? GetUserId() : InvalidOid;
 	IdemOwnerRights owner;
 
 	PreventCommandIfReadOnly(completed ? "idempotency.complete()" : "idempotency.fail()");
 	idem_become_owner(&owner);
 	idem_finish_key(key, scope, fence, completed, JsonbPGetDatum(body),
-					body == NULL, code, retryable, ttl, response_ttl);
+					body == NULL, code, retryable, ttl, response_ttl, caller);
 	idem_restore_user(&owner);
 }
 
 /*
  * complete(key, fence, response_body, response_code, scope, ttl,
- * response_ttl) RETURNS void; idempotency_complete_1_1 is the 1.1 symbol,
- * without response_ttl, and idempotency_complete the 1.0 one, without ttl
- * either: finish_held_key() tells them apart by their arguments.
+ * response_ttl) RETURNS void; idempotency_complete_1_7 checks the holder's
+ * role, idempotency_complete_1_6 does not; idempotency_complete_1_1 is the
+ * 1.1 symbol, without response_ttl, and idempotency_complete the 1.0 one,
+ * without ttl either: finish_held_key() tells them apart by their
+ * arguments.
  */
+static Datum
+complete_call(FunctionCallInfo fcinfo, bool check_holder)
+{
+	idem_require_arg(fcinfo, 2, "response_body");
+	finish_held_key(fcinfo, 2, 3, 4, true, false, check_holder);
+	PG_RETURN_VOID();
+}
+
+Datum
+idempotency_complete_1_7(PG_FUNCTION_ARGS)
+{
+	return complete_call(fcinfo, true);
+}
+
 Datum
 idempotency_complete_1_6(PG_FUNCTION_ARGS)
 {
-	idem_require_arg(fcinfo, 2, "response_body");
-	finish_held_key(fcinfo, 2, 3, 4, true, false);
-	PG_RETURN_VOID();
+	return complete_call(fcinfo, false);
 }
 
 Datum
@@ -1565,14 +1770,27 @@ idempotency_complete(PG_FUNCTION_ARGS)
 /*
  * fail(key, fence, error, response_code, retryable, scope, ttl,
  * response_ttl) RETURNS void; idempotency_fail_1_1 and idempotency_fail
- * are the symbols of 1.1 and 1.0, as for complete().
+ * are the symbols of 1.1 and 1.0, as for complete(); the symbol of 1.7
+ * checks the holder's role.
  */
+static Datum
+fail_call(FunctionCallInfo fcinfo, bool check_holder)
+{
+	idem_require_arg(fcinfo, 4, "retryable");
+	finish_held_key(fcinfo, 2, 3, 5, false, PG_GETARG_BOOL(4), check_holder);
+	PG_RETURN_VOID();
+}
+
+Datum
+idempotency_fail_1_7(PG_FUNCTION_ARGS)
+{
+	return fail_call(fcinfo, true);
+}
+
 Datum
 idempotency_fail_1_6(PG_FUNCTION_ARGS)
 {
-	idem_require_arg(fcinfo, 4, "retryable");
-	finish_held_key(fcinfo, 2, 3, 5, false, PG_GETARG_BOOL(4));
-	PG_RETURN_VOID();
+	return fail_call(fcinfo, false);
 }
 
 Datum
@@ -1588,10 +1806,11 @@ idempotency_fail(PG_FUNCTION_ARGS)
 }
 
 /*
- * checkpoint(key, fence, recovery_point, lease, scope) RETURNS void
+ * checkpoint(key, fence, recovery_point, lease, scope) RETURNS void; the
+ * symbol of 1.7 ("check_holder") refuses a role other than the holder's.
  */
-Datum
-idempotency_checkpoint(PG_FUNCTION_ARGS)
+static Datum
+checkpoint_call(FunctionCallInfo fcinfo, bool check_holder)
 {
 	text	   *key = idem_arg_key(fcinfo, 0);
 	int64		fence = arg_fence(fcinfo, 1);
@@ -1601,8 +1820,9 @@ idempotency_checkpoint(PG_FUNCTION_ARGS)
 										  &idem_lease_timeout);
 	text	   *scope = idem_arg_scope(fcinfo, 4);
 	KeyName		name = {.scope = scope, .key = key};
-	Datum		values[7];
-	char		nulls[7] = {' ', ' ', ' ', recovery_point ? ' ' : 'n', ' ', ' ', ' '};
+	Oid			caller = check_holder ? GetUserId() : InvalidOid;
+	Datum		values[8];
+	char		nulls[8] = {' ', ' ', ' ', recovery_point ? ' ' : 'n', ' ', ' ', ' ', ' '};
 
 	values[0] = PointerGetDatum(scope);
 	values[1] = PointerGetDatum(key);
@@ -1611,38 +1831,76 @@ idempotency_checkpoint(PG_FUNCTION_ARGS)
 	values[4] = TimestampTzGetDatum(GetCurrentTimestamp());
 	values[5] = IntervalPGetDatum(lease);
 	values[6] = key_hash_of(&name);
+	values[7] = ObjectIdGetDatum(caller);
 
 	PreventCommandIfReadOnly("idempotency.checkpoint()");
 	(void) key_layout();
-	if (idem_run_as_owner(&checkpoint_key, values, nulls, false, NULL, NULL) != 1)
+	if (idem_run_as_owner(&checkpoint_key[check_holder], values, nulls, false,
+						  NULL, NULL) != 1)
+	{
+		if (check_holder)
+			refuse_other_holder(&name, caller, DatumGetTimestampTz(values[4]));
 		lease_lost(key, scope, fence);
+	}
 	PG_RETURN_VOID();
 }
 
-/*
- * release(key, fence, scope) RETURNS void
- */
 Datum
-idempotency_release(PG_FUNCTION_ARGS)
+idempotency_checkpoint_1_7(PG_FUNCTION_ARGS)
+{
+	return checkpoint_call(fcinfo, true);
+}
+
+Datum
+idempotency_checkpoint(PG_FUNCTION_ARGS)
+{
+	return checkpoint_call(fcinfo, false);
+}
+
+/*
+ * release(key, fence, scope) RETURNS void; the symbol of 1.7
+ * ("check_holder") refuses a role other than the holder's.
+ */
+static Datum
+release_call(FunctionCallInfo fcinfo, bool check_holder)
 {
 	text	   *key = idem_arg_key(fcinfo, 0);
 	int64		fence = arg_fence(fcinfo, 1);
 	text	   *scope = idem_arg_scope(fcinfo, 2);
 	KeyName		name = {.scope = scope, .key = key};
-	Datum		values[5];
+	Oid			caller = check_holder ? GetUserId() : InvalidOid;
+	Datum		values[6];
 
 	values[0] = PointerGetDatum(scope);
 	values[1] = PointerGetDatum(key);
 	values[2] = Int64GetDatum(fence);
 	values[3] = TimestampTzGetDatum(GetCurrentTimestamp());
 	values[4] = key_hash_of(&name);
+	values[5] = ObjectIdGetDatum(caller);
 
 	PreventCommandIfReadOnly("idempotency.release()");
 	(void) key_layout();
-	if (idem_run_as_owner(&release_key, values, NULL, false, NULL, NULL) != 1)
+	if (idem_run_as_owner(&release_key[check_holder], values, NULL, false,
+						  NULL, NULL) != 1)
+	{
+		if (check_holder)
+			refuse_other_holder(&name, caller, DatumGetTimestampTz(values[3]));
 		lease_lost(key, scope, fence);
+	}
 	idem_wake_waiters_at_commit(DatumGetUUIDP(values[4]));
 	PG_RETURN_VOID();
+}
+
+Datum
+idempotency_release_1_7(PG_FUNCTION_ARGS)
+{
+	return release_call(fcinfo, true);
+}
+
+Datum
+idempotency_release(PG_FUNCTION_ARGS)
+{
+	return release_call(fcinfo, false);
 }
 
 /*

@@ -62,6 +62,17 @@
  * whatever connection its mark arrives on, and the relay holding a
  * taken-over lease passes its token.
  *
+ * Lease roles (1.7).  claim_events records the calling role in lease_role
+ * of each event it leases, and mark_published and mark_failed refuse
+ * (42501), changing nothing, a call that names a pending event whose
+ * lease_role is another role than the caller's and one it is not a member
+ * of, whatever lease token it passes: a lease token can be guessed, a role
+ * cannot be borrowed.  The check is a clause of the marking UPDATE, so an
+ * event is never marked by another role; only when the UPDATE changed
+ * fewer events than the call named does a second read look for one it
+ * refused.  Events leased before 1.7 (lease_role NULL) take any role's
+ * marks, as before.
+ *
  * Each call reads the clock once, when it starts its work, and leases,
  * retry times and publication times are that reading plus what is due.
  *
@@ -243,6 +254,15 @@ static IdemQuery lease_events = {
 	.nargs = 4, .argtypes = {TIMESTAMPTZOID, INT8ARRAYOID, INTERVALOID, INT8OID}
 };
 
+/* 1.7: $5 the calling role, recorded as the lease's role */
+static IdemQuery lease_events_1_7 = {
+	.sql = LEASE_EVENTS(", takeovers = e.takeovers" PLUS
+						"(e.locked_until IS NOT NULL)::pg_catalog.int4,"
+						" lease_role = $5::pg_catalog.oid"),
+	.nargs = 5, .argtypes = {TIMESTAMPTZOID, INT8ARRAYOID, INTERVALOID, INT8OID,
+	OIDOID}
+};
+
 static IdemQuery lease_events_1_1 = {
 	.sql = LEASE_EVENTS(""),
 	.nargs = 4, .argtypes = {TIMESTAMPTZOID, INT8ARRAYOID, INTERVALOID, INT8OID}
@@ -267,6 +287,10 @@ static IdemQuery find_aggregates = {
 #define MARKABLE \
 	" WHERE e.id" EQ "ANY ($1) AND " PENDING("e") \
 	" AND ($3 IS NULL AND e.takeovers" EQ "0 OR e.lease_token" EQ "$3)"
+/* 1.7: and not leased by another role, $n the calling role */
+#define LEASE_ROLE_ALLOWS(n) " AND (e.lease_role IS NULL" \
+	" OR e.lease_role::pg_catalog.oid" EQ "$" #n \
+	" OR pg_catalog.pg_has_role($" #n ", e.lease_role::pg_catalog.oid, 'MEMBER'))"
 #define MARKABLE_1_1 \
 	" WHERE e.id" EQ "ANY ($1) AND " PENDING("e") \
 	" AND ($3 IS NULL OR e.lease_token" EQ "$3)"
@@ -279,6 +303,11 @@ static IdemQuery find_aggregates = {
 static IdemQuery publish_events = {
 	.sql = PUBLISH_EVENTS MARKABLE,
 	.nargs = 3, .argtypes = {INT8ARRAYOID, TIMESTAMPTZOID, INT8OID}
+};
+
+static IdemQuery publish_events_1_7 = {
+	.sql = PUBLISH_EVENTS MARKABLE LEASE_ROLE_ALLOWS(4),
+	.nargs = 4, .argtypes = {INT8ARRAYOID, TIMESTAMPTZOID, INT8OID, OIDOID}
 };
 
 static IdemQuery publish_events_1_1 = {
@@ -307,6 +336,26 @@ static IdemQuery fail_events = {
 	INT4OID, FLOAT8OID}
 };
 
+static IdemQuery fail_events_1_7 = {
+	.sql = FAIL_EVENTS MARKABLE LEASE_ROLE_ALLOWS(7),
+	.nargs = 7, .argtypes = {INT8ARRAYOID, TIMESTAMPTZOID, INT8OID, TEXTOID,
+	INT4OID, FLOAT8OID, OIDOID}
+};
+
+/*
+ * $1 ids, $2 the calling role: a pending event among them that another
+ * role leased (1.7), which the marks refuse.
+ */
+static IdemQuery other_role_event = {
+	.sql = "SELECT e.id FROM idempotency.outbox_events e"
+	" WHERE e.id" EQ "ANY ($1) AND " PENDING("e")
+	" AND e.lease_role IS NOT NULL"
+	" AND e.lease_role::pg_catalog.oid OPERATOR(pg_catalog.<>) $2"
+	" AND NOT pg_catalog.pg_has_role($2, e.lease_role::pg_catalog.oid, 'MEMBER')"
+	" ORDER BY e.id LIMIT 1",
+	.nargs = 2, .argtypes = {INT8ARRAYOID, OIDOID}
+};
+
 static IdemQuery fail_events_1_1 = {
 	.sql = FAIL_EVENTS MARKABLE_1_1,
 	.nargs = 6, .argtypes = {INT8ARRAYOID, TIMESTAMPTZOID, INT8OID, TEXTOID,
@@ -319,12 +368,15 @@ PG_FUNCTION_INFO_V1(idempotency_enqueue_events);
 PG_FUNCTION_INFO_V1(idempotency_emit_event);
 PG_FUNCTION_INFO_V1(idempotency_claim_events);
 PG_FUNCTION_INFO_V1(idempotency_claim_events_1_3);
+PG_FUNCTION_INFO_V1(idempotency_claim_events_1_7);
 PG_FUNCTION_INFO_V1(idempotency_mark_published);
 PG_FUNCTION_INFO_V1(idempotency_mark_published_1_1);
 PG_FUNCTION_INFO_V1(idempotency_mark_published_1_3);
+PG_FUNCTION_INFO_V1(idempotency_mark_published_1_7);
 PG_FUNCTION_INFO_V1(idempotency_mark_failed);
 PG_FUNCTION_INFO_V1(idempotency_mark_failed_1_1);
 PG_FUNCTION_INFO_V1(idempotency_mark_failed_1_3);
+PG_FUNCTION_INFO_V1(idempotency_mark_failed_1_7);
 PG_FUNCTION_INFO_V1(idempotency_outbox_quiet_commits);
 
 /*
@@ -965,11 +1017,13 @@ choose_events(Datum now, const int64 *ids, int n, int64 *chosen)
  * claim_events(batch int, lease interval) RETURNS SETOF outbox_events: up
  * to batch free events, oldest first, leased to the caller for lease from
  * the call's clock reading.  Every event of one call carries the same new
- * lease_token.  "lease_query" is the lease of the database's version.
+ * lease_token.  "lease_query" is the lease of the database's version; the
+ * one of 1.7 records the calling role (its $5).
  */
 static Datum
 claim_events(FunctionCallInfo fcinfo, IdemQuery *lease_query)
 {
+	Oid			caller = GetUserId();
 	int32		batch = idem_arg_positive_int(fcinfo, 0, "batch");
 	Interval   *lease = idem_arg_interval(fcinfo, 1, "lease", NULL);
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
@@ -1006,7 +1060,7 @@ claim_events(FunctionCallInfo fcinfo, IdemQuery *lease_query)
 	{
 		int64		token = nextval_internal(idem_relation_oid("outbox_lease_seq"),
 											 false);
-		Datum		values[4];
+		Datum		values[5];
 		uint64		nclaimed;
 		uint64		row;
 
@@ -1014,6 +1068,7 @@ claim_events(FunctionCallInfo fcinfo, IdemQuery *lease_query)
 		values[1] = id_array(chosen, nids);
 		values[2] = IntervalPGetDatum(lease);
 		values[3] = Int64GetDatum(token);
+		values[4] = ObjectIdGetDatum(caller);
 		nclaimed = idem_run(lease_query, values, NULL, false, 0);
 		for (row = 0; row < nclaimed; row++)
 		{
@@ -1036,8 +1091,15 @@ claim_events(FunctionCallInfo fcinfo, IdemQuery *lease_query)
 }
 
 /*
- * claim_events of 1.3, which counts takeovers.
+ * claim_events of 1.7, which records the lease's role, and of 1.3, which
+ * counts takeovers.
  */
+Datum
+idempotency_claim_events_1_7(PG_FUNCTION_ARGS)
+{
+	return claim_events(fcinfo, &lease_events_1_7);
+}
+
 Datum
 idempotency_claim_events_1_3(PG_FUNCTION_ARGS)
 {
@@ -1083,25 +1145,65 @@ lease_token_arg(FunctionCallInfo fcinfo, int argno, Datum *value, char *null)
 }
 
 /*
+ * After a mark of 1.7 by role "caller" changed "updated" events: when the
+ * ids "ids" name more, refuse the call (42501) if one of them is a pending
+ * event that another role leased; the error rolls back what the mark
+ * changed.  The caller is connected to SPI and runs as the owner.
+ */
+static void
+refuse_other_lease(Datum ids, uint64 updated, Oid caller)
+{
+	ArrayType  *array = DatumGetArrayTypeP(ids);
+	Datum		values[2];
+	bool		isnull;
+
+	if (updated >= (uint64) ArrayGetNItems(ARR_NDIM(array), ARR_DIMS(array)))
+		return;
+	values[0] = ids;
+	values[1] = ObjectIdGetDatum(caller);
+	if (idem_run(&other_role_event, values, NULL, false, 0) == 0)
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+			 errmsg("permission denied to mark outbox event " INT64_FORMAT,
+					DatumGetInt64(idem_get_column(1, &isnull))),
+			 errdetail("Another role leased the event (claim_events); only that role and its members may mark it."),
+			 errhint("Mark events as the role that claimed them.")));
+}
+
+/*
  * mark_published(ids bigint[], lease_token bigint) RETURNS int: how many
  * pending events were marked published, at the call's clock reading.  An
  * event whose lease another relay holds, or has held, is left alone and
  * not counted: with lease_token, every event not leased under it; without,
  * every event whose lease was taken over (see "Leases" above).  "query" is
- * the statement of the database's version.
+ * the statement of the database's version; with "check_role" (1.7), an
+ * event that another role leased refuses the call (see "Lease roles").
  */
 static Datum
-mark_published(FunctionCallInfo fcinfo, IdemQuery *query)
+mark_published(FunctionCallInfo fcinfo, IdemQuery *query, bool check_role)
 {
-	Datum		values[3];
-	char		nulls[3] = {' ', ' ', ' '};
+	Datum		values[4];
+	char		nulls[4] = {' ', ' ', ' ', ' '};
+	Oid			caller = GetUserId();
+	IdemOwnerRights owner;
+	uint64		updated;
 
 	PreventCommandIfReadOnly("idempotency.mark_published()");
 	values[0] = ids_arg(fcinfo);
 	values[1] = TimestampTzGetDatum(GetCurrentTimestamp());
 	lease_token_arg(fcinfo, 1, &values[2], &nulls[2]);
-	PG_RETURN_INT32((int32) idem_run_as_owner(query, values, nulls, false,
-											  NULL, NULL));
+	values[3] = ObjectIdGetDatum(caller);
+	if (!check_role)
+		PG_RETURN_INT32((int32) idem_run_as_owner(query, values, nulls, false,
+												  NULL, NULL));
+	idem_become_owner(&owner);
+	SPI_connect();
+	updated = idem_run(query, values, nulls, false, 0);
+	refuse_other_lease(values[0], updated, caller);
+	SPI_finish();
+	idem_restore_user(&owner);
+	PG_RETURN_INT32((int32) updated);
 }
 
 /*
@@ -1109,22 +1211,28 @@ mark_published(FunctionCallInfo fcinfo, IdemQuery *query)
  * whose table of events has none: refused as claim_events of 1.0 is).
  */
 Datum
+idempotency_mark_published_1_7(PG_FUNCTION_ARGS)
+{
+	return mark_published(fcinfo, &publish_events_1_7, true);
+}
+
+Datum
 idempotency_mark_published_1_3(PG_FUNCTION_ARGS)
 {
-	return mark_published(fcinfo, &publish_events);
+	return mark_published(fcinfo, &publish_events, false);
 }
 
 Datum
 idempotency_mark_published_1_1(PG_FUNCTION_ARGS)
 {
-	return mark_published(fcinfo, &publish_events_1_1);
+	return mark_published(fcinfo, &publish_events_1_1, false);
 }
 
 Datum
 idempotency_mark_published(PG_FUNCTION_ARGS)
 {
 	idem_require_column("outbox_events", "lease_token");
-	return mark_published(fcinfo, &publish_events_1_1);
+	return mark_published(fcinfo, &publish_events_1_1, false);
 }
 
 /*
@@ -1140,14 +1248,15 @@ interval_seconds(const Interval *span)
 /*
  * mark_failed(ids bigint[], error text, lease_token bigint) RETURNS int:
  * puts pending events back after a backoff from the call's clock reading,
- * or makes them dead; returns how many it changed.  Leases are checked as
- * by mark_published.
+ * or makes them dead; returns how many it changed.  Leases (and, with
+ * "check_role", their roles) are checked as by mark_published.
  */
 static Datum
-mark_failed(FunctionCallInfo fcinfo, IdemQuery *query)
+mark_failed(FunctionCallInfo fcinfo, IdemQuery *query, bool check_role)
 {
-	Datum		values[6];
-	char		nulls[6] = {' ', ' ', ' ', ' ', ' ', ' '};
+	Datum		values[7];
+	char		nulls[7] = {' ', ' ', ' ', ' ', ' ', ' ', ' '};
+	Oid			caller = GetUserId();
 	Bitmapset  *buckets = NULL;
 	uint64		naggregates;
 	uint64		row;
@@ -1162,6 +1271,7 @@ mark_failed(FunctionCallInfo fcinfo, IdemQuery *query)
 	values[3] = PG_GETARG_DATUM(1);
 	values[4] = Int32GetDatum(idem_outbox_max_attempts);
 	values[5] = Float8GetDatum(interval_seconds(&idem_outbox_retry_backoff));
+	values[6] = ObjectIdGetDatum(caller);
 
 	idem_become_owner(&owner);
 	SPI_connect();
@@ -1176,6 +1286,8 @@ mark_failed(FunctionCallInfo fcinfo, IdemQuery *query)
 	lock_buckets_for_write(buckets);
 
 	updated = idem_run(query, values, nulls, false, 0);
+	if (check_role)
+		refuse_other_lease(values[0], (uint64) updated, caller);
 	SPI_finish();
 	idem_restore_user(&owner);
 	PG_RETURN_INT32(updated);
@@ -1186,22 +1298,28 @@ mark_failed(FunctionCallInfo fcinfo, IdemQuery *query)
  * mark_published of 1.0 is).
  */
 Datum
+idempotency_mark_failed_1_7(PG_FUNCTION_ARGS)
+{
+	return mark_failed(fcinfo, &fail_events_1_7, true);
+}
+
+Datum
 idempotency_mark_failed_1_3(PG_FUNCTION_ARGS)
 {
-	return mark_failed(fcinfo, &fail_events);
+	return mark_failed(fcinfo, &fail_events, false);
 }
 
 Datum
 idempotency_mark_failed_1_1(PG_FUNCTION_ARGS)
 {
-	return mark_failed(fcinfo, &fail_events_1_1);
+	return mark_failed(fcinfo, &fail_events_1_1, false);
 }
 
 Datum
 idempotency_mark_failed(PG_FUNCTION_ARGS)
 {
 	idem_require_column("outbox_events", "lease_token");
-	return mark_failed(fcinfo, &fail_events_1_1);
+	return mark_failed(fcinfo, &fail_events_1_1, false);
 }
 
 /*

@@ -11,14 +11,15 @@
 # summary per major (timings included) and one total, "N passed, M failed";
 # the exit status is nonzero if anything failed.  TEST_GROUPS,
 # INTEGRATION_TESTS, TAP_TESTS, STRESS_SECONDS,
-# KEEP_WORK and PORTABLE_MODES are passed on to test/run.sh.
+# KEEP_WORK, PORTABLE_MODES, PORTABLE_TAP_MAJORS and IDEM_TEST_PORT are
+# passed on to test/run.sh.
 set -uo pipefail
 IDEM_TOP=$(cd "$(dirname "$0")/.." && pwd)
 . "$IDEM_TOP/scripts/lib.sh"
 . "$IDEM_TOP/scripts/chroot.sh"
 
 majors=${*:-15 17 18}
-IDEM_CHROOT_ENV="PG_MAJOR TEST_GROUPS INTEGRATION_TESTS TAP_TESTS STRESS_SECONDS KEEP_WORK CI PORTABLE_MODES PORTABLE_TAP_MAJORS"
+IDEM_CHROOT_ENV="PG_MAJOR TEST_GROUPS INTEGRATION_TESTS TAP_TESTS STRESS_SECONDS KEEP_WORK CI PORTABLE_MODES PORTABLE_TAP_MAJORS IDEM_TEST_PORT"
 OUT=$(mktemp -d /tmp/idempotency-matrix.XXXXXX)
 trap 'rm -rf "$OUT"' EXIT
 

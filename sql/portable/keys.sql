@@ -42,9 +42,14 @@
 --   portable_answers_expire() (1.6: response_expires_at) whether it is
 --   there, and that version's script replaces them ("again in" below:
 --   an installation updated to it has the helpers of the edition that
---   installed it); the C's old symbols keep their version's behaviour.
+--   installed it); the C's old symbols keep their version's behaviour;
 --   1.7's script replaces them too, for the creation of a key without a
 --   lock (portable_claim_key, portable_insert_key).
+-- - 1.7 (portable_holders_recorded()): the role recorded as a key's
+--   holder_role, and checked by the holder calls, is the session's role
+--   (portable_caller(): SET ROLE, or the session user), where the C takes
+--   the current user; a claim that takes a key over writes the row twice
+--   (the takeover, then holder_role), where the C writes it once.
 
 -- portable helper: since 1.0
 
@@ -300,12 +305,22 @@ COMMENT ON FUNCTION idempotency.portable_read_key(text, text, uuid) IS 'portable
 
 COMMENT ON FUNCTION idempotency.portable_answers_expire() IS 'portable edition: whether answers expire (response_expires_at, 1.6 and later)';
 
+-- Whether claims record the holder's role, and the holder calls check it
+-- (holder_role, 1.7 and later): false here, true from the 1.7 script on,
+-- asked as portable_answers_expire() is.
+CREATE FUNCTION idempotency.portable_holders_recorded()
+RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS 'SELECT false';
+COMMENT ON FUNCTION idempotency.portable_holders_recorded() IS 'portable edition: whether claims record the holder''s role (holder_role, 1.7 and later)';
+
 -- portable helper: since 1.0, again in 1.6, 1.7
 
--- (The helpers below read or write response_expires_at from 1.6 on: the
--- 1.6 script replaces them; 1.7's, for the creation of a key without a
--- lock.  REVOKE, since an installation updated to 1.6 or 1.7 from an
--- older edition gets the ones it lacks from that script.)
+-- (The helpers below read or write response_expires_at from 1.6 on, and
+-- holder_role from 1.7 on; 1.7 also creates a key without a lock: the 1.6
+-- and 1.7 scripts replace them.  REVOKE, since an installation updated to
+-- 1.6 or 1.7 from an older edition gets the ones it lacks from that
+-- script.)
 
 -- Create the key, held (the C's INSERT_KEY): the claim, or NULL when
 -- another transaction created it first.  No lock keeps other creators
@@ -335,23 +350,44 @@ DECLARE
     checks_before bigint;
     inserted_at timestamptz;
 BEGIN
-    WITH clock AS MATERIALIZED (
-        SELECT pg_catalog.clock_timestamp() AS reading,
-               pg_catalog.pg_stat_get_xact_numscans('idempotency.idempotency_keys_pkey'::pg_catalog.regclass) AS checks)
-    INSERT INTO idempotency.idempotency_keys
-           (key_hash, scope, idempotency_key, request_hash, status, fence, attempts,
-            recovery_point, locked_until, created_at, updated_at, expires_at)
-    SELECT p_hash, p_scope, p_key, p_request_hash, 'processing'::idempotency.key_status,
-           pg_catalog.nextval('idempotency.fence_seq'::pg_catalog.regclass), 1,
-           'started', now OPERATOR(pg_catalog.+) lease, now, now,
-           now OPERATOR(pg_catalog.+) ttl
-      FROM clock
-    ON CONFLICT (key_hash) DO NOTHING
-    RETURNING status, fence, attempts, recovery_point,
-              (SELECT c.reading FROM clock c), (SELECT c.checks FROM clock c),
-              pg_catalog.clock_timestamp()
-         INTO new_status, new_fence, new_attempts, new_recovery_point,
-              started_at, checks_before, inserted_at;
+    IF idempotency.portable_holders_recorded() THEN
+        -- 1.7: the role that claims is the key's holder
+        WITH clock AS MATERIALIZED (
+            SELECT pg_catalog.clock_timestamp() AS reading,
+                   pg_catalog.pg_stat_get_xact_numscans('idempotency.idempotency_keys_pkey'::pg_catalog.regclass) AS checks)
+        INSERT INTO idempotency.idempotency_keys
+               (key_hash, scope, idempotency_key, request_hash, status, fence, attempts,
+                recovery_point, locked_until, created_at, updated_at, expires_at, holder_role)
+        SELECT p_hash, p_scope, p_key, p_request_hash, 'processing'::idempotency.key_status,
+               pg_catalog.nextval('idempotency.fence_seq'::pg_catalog.regclass), 1,
+               'started', now OPERATOR(pg_catalog.+) lease, now, now,
+               now OPERATOR(pg_catalog.+) ttl, idempotency.portable_caller()
+          FROM clock
+        ON CONFLICT (key_hash) DO NOTHING
+        RETURNING status, fence, attempts, recovery_point,
+                  (SELECT c.reading FROM clock c), (SELECT c.checks FROM clock c),
+                  pg_catalog.clock_timestamp()
+             INTO new_status, new_fence, new_attempts, new_recovery_point,
+                  started_at, checks_before, inserted_at;
+    ELSE
+        WITH clock AS MATERIALIZED (
+            SELECT pg_catalog.clock_timestamp() AS reading,
+                   pg_catalog.pg_stat_get_xact_numscans('idempotency.idempotency_keys_pkey'::pg_catalog.regclass) AS checks)
+        INSERT INTO idempotency.idempotency_keys
+               (key_hash, scope, idempotency_key, request_hash, status, fence, attempts,
+                recovery_point, locked_until, created_at, updated_at, expires_at)
+        SELECT p_hash, p_scope, p_key, p_request_hash, 'processing'::idempotency.key_status,
+               pg_catalog.nextval('idempotency.fence_seq'::pg_catalog.regclass), 1,
+               'started', now OPERATOR(pg_catalog.+) lease, now, now,
+               now OPERATOR(pg_catalog.+) ttl
+          FROM clock
+        ON CONFLICT (key_hash) DO NOTHING
+        RETURNING status, fence, attempts, recovery_point,
+                  (SELECT c.reading FROM clock c), (SELECT c.checks FROM clock c),
+                  pg_catalog.clock_timestamp()
+             INTO new_status, new_fence, new_attempts, new_recovery_point,
+                  started_at, checks_before, inserted_at;
+    END IF;
     IF NOT FOUND THEN
         RETURN NULL;
     END IF;
@@ -370,6 +406,7 @@ BEGIN
                NULL)::idempotency.claim_result;
 END
 $$;
+
 
 -- The answer of a claim from the key's row when the row decides it
 -- (answer_from_row): replay, gone, in_progress or mismatch; NULL when the
@@ -535,7 +572,12 @@ BEGIN
                         OR (k.status OPERATOR(pg_catalog.=) 'failed' AND k.retryable))))
         RETURNING k.* INTO found_row;
         IF FOUND THEN
-            IF idempotency.portable_answers_expire() THEN
+            IF idempotency.portable_holders_recorded() THEN
+                -- 1.7: the new holder's role, and no response_expires_at
+                UPDATE idempotency.idempotency_keys k
+                   SET response_expires_at = NULL, holder_role = idempotency.portable_caller()
+                 WHERE k.key_hash OPERATOR(pg_catalog.=) hash;
+            ELSIF idempotency.portable_answers_expire() THEN
                 -- 1.6: a key taken over holds no answer, so no
                 -- response_expires_at (an expired key's may be set)
                 IF found_row.response_expires_at IS NOT NULL THEN
@@ -594,6 +636,7 @@ AS $$
 DECLARE
     now timestamptz;
     final CONSTANT boolean := completed OR NOT p_retryable;
+    caller regrole;
 BEGIN
     PERFORM idempotency.portable_arg_key(p_key);
     IF p_fence IS NULL THEN
@@ -621,6 +664,50 @@ BEGIN
         CASE WHEN completed THEN 'idempotency.complete()' ELSE 'idempotency.fail()' END);
 
     now := pg_catalog.clock_timestamp();
+    IF idempotency.portable_holders_recorded() THEN
+        -- 1.7: only the holder's role, or a member of it, acts as the
+        -- holder: another role's key is refused whatever the fence
+        caller := idempotency.portable_caller();
+        IF response_ttl IS NULL THEN
+            UPDATE idempotency.idempotency_keys k SET
+                   status = CASE WHEN completed THEN 'completed'::idempotency.key_status
+                                 ELSE 'failed'::idempotency.key_status END,
+                   response_code = code, response_body = body,
+                   retryable = CASE WHEN completed THEN NULL ELSE p_retryable END,
+                   locked_until = NULL, updated_at = now,
+                   expires_at = COALESCE(now OPERATOR(pg_catalog.+) ttl, k.expires_at)
+             WHERE k.key_hash OPERATOR(pg_catalog.=) idempotency.key_hash(p_scope, p_key)
+               AND k.scope OPERATOR(pg_catalog.=) p_scope AND k.idempotency_key OPERATOR(pg_catalog.=) p_key
+               AND k.fence OPERATOR(pg_catalog.=) p_fence AND k.status OPERATOR(pg_catalog.=) 'processing'
+               AND k.expires_at OPERATOR(pg_catalog.>) now
+               AND (k.holder_role IS NULL
+                    OR k.holder_role::pg_catalog.oid OPERATOR(pg_catalog.=) caller::pg_catalog.oid
+                    OR pg_catalog.pg_has_role(caller::pg_catalog.oid, k.holder_role::pg_catalog.oid, 'MEMBER'));
+        ELSE
+            UPDATE idempotency.idempotency_keys k SET
+                   status = CASE WHEN completed THEN 'completed'::idempotency.key_status
+                                 ELSE 'failed'::idempotency.key_status END,
+                   response_code = code, response_body = body,
+                   retryable = CASE WHEN completed THEN NULL ELSE p_retryable END,
+                   locked_until = NULL, updated_at = now,
+                   expires_at = COALESCE(now OPERATOR(pg_catalog.+) ttl, k.expires_at),
+                   response_expires_at = CASE WHEN now OPERATOR(pg_catalog.+) response_ttl OPERATOR(pg_catalog.<)
+                                                   COALESCE(now OPERATOR(pg_catalog.+) ttl, k.expires_at)
+                                              THEN now OPERATOR(pg_catalog.+) response_ttl END
+             WHERE k.key_hash OPERATOR(pg_catalog.=) idempotency.key_hash(p_scope, p_key)
+               AND k.scope OPERATOR(pg_catalog.=) p_scope AND k.idempotency_key OPERATOR(pg_catalog.=) p_key
+               AND k.fence OPERATOR(pg_catalog.=) p_fence AND k.status OPERATOR(pg_catalog.=) 'processing'
+               AND k.expires_at OPERATOR(pg_catalog.>) now
+               AND (k.holder_role IS NULL
+                    OR k.holder_role::pg_catalog.oid OPERATOR(pg_catalog.=) caller::pg_catalog.oid
+                    OR pg_catalog.pg_has_role(caller::pg_catalog.oid, k.holder_role::pg_catalog.oid, 'MEMBER'));
+        END IF;
+        IF NOT FOUND THEN
+            PERFORM idempotency.portable_refuse_other_holder(p_scope, p_key, caller, now);
+            PERFORM idempotency.portable_lease_lost(p_key, p_scope, p_fence);
+        END IF;
+        RETURN;
+    END IF;
     -- As in the C, the first statement leaves response_expires_at (1.6)
     -- alone: NULL in a held key, the answer lives as long as the key, and
     -- a completion without response_ttl stays a HOT update; the second
@@ -690,12 +777,63 @@ BEGIN
 END
 $portable$;
 
--- portable: idempotency_claim_1_6, idempotency_claim
+-- portable helper: since 1.7
+
+-- 1.7: claims record the holder's role, and the holder calls check it.
+CREATE OR REPLACE FUNCTION idempotency.portable_holders_recorded()
+RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS 'SELECT true';
+REVOKE ALL ON FUNCTION idempotency.portable_holders_recorded() FROM PUBLIC;
+COMMENT ON FUNCTION idempotency.portable_holders_recorded() IS 'portable edition: whether claims record the holder''s role (holder_role, 1.7 and later)';
+
+-- The role that calls, as the portable edition can tell it: the session's
+-- (SET ROLE, else the session user), since current_user is the owner
+-- inside a SECURITY DEFINER function (doc/portable.md).
+CREATE FUNCTION idempotency.portable_caller()
+RETURNS regrole
+LANGUAGE sql STABLE PARALLEL SAFE
+AS $$
+SELECT pg_catalog.quote_ident(COALESCE(NULLIF(pg_catalog.current_setting('role'), 'none'),
+                                       SESSION_USER::pg_catalog.text))::pg_catalog.regrole
+$$;
+REVOKE ALL ON FUNCTION idempotency.portable_caller() FROM PUBLIC;
+COMMENT ON FUNCTION idempotency.portable_caller() IS 'portable edition: the role of the session, which a claim records as the holder';
+
+-- After a holder call of "caller" found no row held by its fence: refuse
+-- it (42501) when the key's live row is another role's (refuse_other_holder).
+CREATE FUNCTION idempotency.portable_refuse_other_holder(p_scope text, p_key text,
+                                                         caller regrole, now timestamptz)
+RETURNS void
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+AS $$
+BEGIN
+    IF EXISTS (SELECT FROM idempotency.idempotency_keys k
+                WHERE k.key_hash OPERATOR(pg_catalog.=) idempotency.key_hash(p_scope, p_key)
+                  AND k.scope OPERATOR(pg_catalog.=) p_scope
+                  AND k.idempotency_key OPERATOR(pg_catalog.=) p_key
+                  AND k.expires_at OPERATOR(pg_catalog.>) now
+                  AND k.holder_role IS NOT NULL
+                  AND k.holder_role::pg_catalog.oid OPERATOR(pg_catalog.<>) caller::pg_catalog.oid
+                  AND NOT pg_catalog.pg_has_role(caller::pg_catalog.oid, k.holder_role::pg_catalog.oid,
+                                                 'MEMBER')) THEN
+        RAISE EXCEPTION 'permission denied to act as the holder of idempotency key "%"', p_key
+            USING ERRCODE = 'insufficient_privilege',
+                  DETAIL = pg_catalog.format('Another role claimed the key in scope "%s"; only that role and its members may complete, fail, checkpoint or release it.',
+                                             p_scope),
+                  HINT = 'Call the holder functions as the role that claimed the key.';
+    END IF;
+END
+$$;
+REVOKE ALL ON FUNCTION idempotency.portable_refuse_other_holder(text, text, regrole, timestamptz) FROM PUBLIC;
+COMMENT ON FUNCTION idempotency.portable_refuse_other_holder(text, text, regrole, timestamptz) IS 'portable edition: refuse a holder call on another role''s key';
+
+-- portable: idempotency_claim_1_7, idempotency_claim_1_6, idempotency_claim
 -- With wait, a claim answered in_progress claims again after a nap that
 -- doubles from 10 ms to 200 ms, until the answer changes, the holder's
 -- lease ends or wait runs out: the C edition sleeps until the holder's
 -- commit instead, which needs shared memory (doc/portable.md).
-CREATE FUNCTION idempotency.claim(
+CREATE OR REPLACE FUNCTION idempotency.claim(
     key     text,
     request jsonb    DEFAULT NULL,
     scope   text     DEFAULT '',
@@ -742,8 +880,8 @@ BEGIN
 END
 $$;
 
--- portable: idempotency_complete_1_6, idempotency_complete_1_1, idempotency_complete
-CREATE FUNCTION idempotency.complete(
+-- portable: idempotency_complete_1_7, idempotency_complete_1_6, idempotency_complete_1_1, idempotency_complete
+CREATE OR REPLACE FUNCTION idempotency.complete(
     key           text,
     fence         bigint,
     response_body jsonb,
@@ -765,8 +903,8 @@ BEGIN
 END
 $$;
 
--- portable: idempotency_fail_1_6, idempotency_fail_1_1, idempotency_fail
-CREATE FUNCTION idempotency.fail(
+-- portable: idempotency_fail_1_7, idempotency_fail_1_6, idempotency_fail_1_1, idempotency_fail
+CREATE OR REPLACE FUNCTION idempotency.fail(
     key           text,
     fence         bigint,
     error         jsonb    DEFAULT NULL,
@@ -789,8 +927,8 @@ BEGIN
 END
 $$;
 
--- portable: idempotency_checkpoint
-CREATE FUNCTION idempotency.checkpoint(
+-- portable: idempotency_checkpoint_1_7, idempotency_checkpoint
+CREATE OR REPLACE FUNCTION idempotency.checkpoint(
     key            text,
     fence          bigint,
     recovery_point text,
@@ -807,6 +945,7 @@ DECLARE
     p_recovery_point CONSTANT text := recovery_point;
     p_scope CONSTANT text := scope;
     p_lease interval;
+    caller regrole;
 BEGIN
     PERFORM idempotency.portable_arg_key(p_key);
     IF p_fence IS NULL THEN
@@ -821,6 +960,28 @@ BEGIN
     now := pg_catalog.clock_timestamp();
     PERFORM idempotency.portable_prevent_if_read_only('idempotency.checkpoint()');
 
+    IF idempotency.portable_holders_recorded() THEN
+        -- 1.7: another role's key is refused whatever the fence
+        caller := idempotency.portable_caller();
+        UPDATE idempotency.idempotency_keys k SET
+               recovery_point = COALESCE(p_recovery_point, k.recovery_point),
+               locked_until = now OPERATOR(pg_catalog.+) p_lease,
+               expires_at = GREATEST(k.expires_at, now OPERATOR(pg_catalog.+) p_lease),
+               updated_at = now
+         WHERE k.key_hash OPERATOR(pg_catalog.=) idempotency.key_hash(p_scope, p_key)
+           AND k.scope OPERATOR(pg_catalog.=) p_scope AND k.idempotency_key OPERATOR(pg_catalog.=) p_key
+           AND k.fence OPERATOR(pg_catalog.=) p_fence
+           AND k.status OPERATOR(pg_catalog.=) 'processing'
+           AND k.expires_at OPERATOR(pg_catalog.>) now
+           AND (k.holder_role IS NULL
+                OR k.holder_role::pg_catalog.oid OPERATOR(pg_catalog.=) caller::pg_catalog.oid
+                OR pg_catalog.pg_has_role(caller::pg_catalog.oid, k.holder_role::pg_catalog.oid, 'MEMBER'));
+        IF NOT FOUND THEN
+            PERFORM idempotency.portable_refuse_other_holder(p_scope, p_key, caller, now);
+            PERFORM idempotency.portable_lease_lost(p_key, p_scope, p_fence);
+        END IF;
+        RETURN;
+    END IF;
     UPDATE idempotency.idempotency_keys k SET
            recovery_point = COALESCE(p_recovery_point, k.recovery_point),
            locked_until = now OPERATOR(pg_catalog.+) p_lease,
@@ -837,8 +998,8 @@ BEGIN
 END
 $$;
 
--- portable: idempotency_release
-CREATE FUNCTION idempotency.release(
+-- portable: idempotency_release_1_7, idempotency_release
+CREATE OR REPLACE FUNCTION idempotency.release(
     key   text,
     fence bigint,
     scope text DEFAULT '')
@@ -851,6 +1012,7 @@ DECLARE
     p_key CONSTANT text := key;
     p_fence CONSTANT bigint := fence;
     p_scope CONSTANT text := scope;
+    caller regrole;
 BEGIN
     PERFORM idempotency.portable_arg_key(p_key);
     IF p_fence IS NULL THEN
@@ -861,6 +1023,24 @@ BEGIN
     now := pg_catalog.clock_timestamp();
     PERFORM idempotency.portable_prevent_if_read_only('idempotency.release()');
 
+    IF idempotency.portable_holders_recorded() THEN
+        -- 1.7: another role's key is refused whatever the fence
+        caller := idempotency.portable_caller();
+        DELETE FROM idempotency.idempotency_keys k
+         WHERE k.key_hash OPERATOR(pg_catalog.=) idempotency.key_hash(p_scope, p_key)
+           AND k.scope OPERATOR(pg_catalog.=) p_scope AND k.idempotency_key OPERATOR(pg_catalog.=) p_key
+           AND k.fence OPERATOR(pg_catalog.=) p_fence
+           AND k.status OPERATOR(pg_catalog.=) 'processing'
+           AND k.expires_at OPERATOR(pg_catalog.>) now
+           AND (k.holder_role IS NULL
+                OR k.holder_role::pg_catalog.oid OPERATOR(pg_catalog.=) caller::pg_catalog.oid
+                OR pg_catalog.pg_has_role(caller::pg_catalog.oid, k.holder_role::pg_catalog.oid, 'MEMBER'));
+        IF NOT FOUND THEN
+            PERFORM idempotency.portable_refuse_other_holder(p_scope, p_key, caller, now);
+            PERFORM idempotency.portable_lease_lost(p_key, p_scope, p_fence);
+        END IF;
+        RETURN;
+    END IF;
     DELETE FROM idempotency.idempotency_keys k
      WHERE k.key_hash OPERATOR(pg_catalog.=) idempotency.key_hash(p_scope, p_key)
        AND k.scope OPERATOR(pg_catalog.=) p_scope AND k.idempotency_key OPERATOR(pg_catalog.=) p_key

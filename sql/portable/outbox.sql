@@ -28,7 +28,9 @@
 -- - a transaction that notified cannot be prepared (PostgreSQL refuses
 --   PREPARE TRANSACTION after NOTIFY);
 -- - emit_event calls pg_logical_emit_message(), which the function's owner
---   needs EXECUTE on.
+--   needs EXECUTE on;
+-- - 1.7: the role recorded as an event's lease_role, and checked by the
+--   marks, is the session's (portable_caller(), sql/portable/keys.sql).
 
 -- portable helper: since 1.0
 
@@ -259,6 +261,9 @@ BEGIN
 END
 $$;
 
+-- portable helper: since 1.0, again in 1.7
+
+-- (Replaced by the 1.7 script, which checks the role of the lease.)
 -- mark_published (failed false) and mark_failed (failed true).
 -- since_1_3: a mark without a token changes only events never taken over;
 -- before, it was not checked.
@@ -275,6 +280,8 @@ DECLARE
     months integer;
     days integer;
     updated integer;
+    recorded CONSTANT boolean := idempotency.portable_holders_recorded();
+    caller regrole;
 BEGIN
     PERFORM idempotency.portable_prevent_if_read_only(
         CASE WHEN failed THEN 'idempotency.mark_failed()' ELSE 'idempotency.mark_published()' END);
@@ -287,8 +294,26 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     now := pg_catalog.clock_timestamp();
+    IF recorded THEN
+        caller := idempotency.portable_caller();
+    END IF;
 
     IF NOT failed THEN
+        IF recorded THEN
+            -- 1.7: never an event that another role leased
+            UPDATE idempotency.outbox_events e
+               SET published_at = now, locked_until = NULL
+             WHERE e.id OPERATOR(pg_catalog.=) ANY (p_ids)
+               AND e.published_at IS NULL AND e.dead_at IS NULL
+               AND (p_token IS NULL AND e.takeovers OPERATOR(pg_catalog.=) 0
+                    OR e.lease_token OPERATOR(pg_catalog.=) p_token)
+               AND (e.lease_role IS NULL
+                    OR e.lease_role::pg_catalog.oid OPERATOR(pg_catalog.=) caller::pg_catalog.oid
+                    OR pg_catalog.pg_has_role(caller::pg_catalog.oid, e.lease_role::pg_catalog.oid, 'MEMBER'));
+            GET DIAGNOSTICS updated = ROW_COUNT;
+            PERFORM idempotency.portable_refuse_other_lease(p_ids, caller, updated);
+            RETURN updated;
+        END IF;
         UPDATE idempotency.outbox_events e
            SET published_at = now, locked_until = NULL
          WHERE e.id OPERATOR(pg_catalog.=) ANY (p_ids)
@@ -321,6 +346,30 @@ BEGIN
          WHERE e.id OPERATOR(pg_catalog.=) ANY (p_ids)
            AND e.published_at IS NULL AND e.dead_at IS NULL));
 
+    IF recorded THEN
+        -- 1.7: never an event that another role leased
+        UPDATE idempotency.outbox_events e
+           SET attempts = e.attempts OPERATOR(pg_catalog.+) 1, last_error = p_error, locked_until = NULL,
+               next_attempt_at = CASE WHEN e.attempts OPERATOR(pg_catalog.+) 1 OPERATOR(pg_catalog.>=) max_attempts
+                                      THEN NULL
+                                      ELSE now OPERATOR(pg_catalog.+) pg_catalog.make_interval(secs => LEAST(
+                                          backoff_secs OPERATOR(pg_catalog.*)
+                                          pg_catalog.power(2::pg_catalog.float8,
+                                                           LEAST(e.attempts, 30)::pg_catalog.float8),
+                                          3600::pg_catalog.float8)) END,
+               dead_at = CASE WHEN e.attempts OPERATOR(pg_catalog.+) 1 OPERATOR(pg_catalog.>=) max_attempts
+                              THEN now END
+         WHERE e.id OPERATOR(pg_catalog.=) ANY (p_ids)
+           AND e.published_at IS NULL AND e.dead_at IS NULL
+           AND (p_token IS NULL AND e.takeovers OPERATOR(pg_catalog.=) 0
+                OR e.lease_token OPERATOR(pg_catalog.=) p_token)
+           AND (e.lease_role IS NULL
+                OR e.lease_role::pg_catalog.oid OPERATOR(pg_catalog.=) caller::pg_catalog.oid
+                OR pg_catalog.pg_has_role(caller::pg_catalog.oid, e.lease_role::pg_catalog.oid, 'MEMBER'));
+        GET DIAGNOSTICS updated = ROW_COUNT;
+        PERFORM idempotency.portable_refuse_other_lease(p_ids, caller, updated);
+        RETURN updated;
+    END IF;
     UPDATE idempotency.outbox_events e
        SET attempts = e.attempts OPERATOR(pg_catalog.+) 1, last_error = p_error, locked_until = NULL,
            next_attempt_at = CASE WHEN e.attempts OPERATOR(pg_catalog.+) 1 OPERATOR(pg_catalog.>=) max_attempts
@@ -342,8 +391,9 @@ BEGIN
     RETURN updated;
 END
 $$;
+REVOKE ALL ON FUNCTION idempotency.portable_mark_events(bigint[], text, bigint, boolean, boolean) FROM PUBLIC;
 
--- portable helper: since 1.1
+-- portable helper: since 1.1, again in 1.7
 
 -- (Since 1.1: its result type, the table's row type, must exist first.
 -- The portable functions serve the tables of 1.3 only.)
@@ -370,6 +420,7 @@ DECLARE
     blocked boolean := false;
     first_row boolean := true;
     token bigint;
+    holder regrole;
 BEGIN
     IF p_batch IS NULL THEN
         RAISE EXCEPTION 'batch must not be null'
@@ -475,7 +526,23 @@ BEGIN
 
     -- 3. the lease, under a new token, re-checking each row
     token := pg_catalog.nextval('idempotency.outbox_lease_seq'::pg_catalog.regclass);
-    IF takeovers THEN
+    IF takeovers AND idempotency.portable_holders_recorded() THEN
+        -- 1.7: the lease's role, which alone may mark the events
+        holder := idempotency.portable_caller();
+        RETURN QUERY
+        WITH claimed AS (
+            UPDATE idempotency.outbox_events e
+               SET locked_until = now OPERATOR(pg_catalog.+) p_lease, lease_token = token,
+                   takeovers = e.takeovers OPERATOR(pg_catalog.+)
+                               (e.locked_until IS NOT NULL)::pg_catalog.int4,
+                   lease_role = holder
+             WHERE e.id OPERATOR(pg_catalog.=) ANY (chosen)
+               AND e.published_at IS NULL AND e.dead_at IS NULL
+               AND (e.locked_until IS NULL OR e.locked_until OPERATOR(pg_catalog.<=) now)
+               AND (e.next_attempt_at IS NULL OR e.next_attempt_at OPERATOR(pg_catalog.<=) now)
+            RETURNING e.*)
+        SELECT * FROM claimed ORDER BY claimed.id;
+    ELSIF takeovers THEN
         RETURN QUERY
         WITH claimed AS (
             UPDATE idempotency.outbox_events e
@@ -506,6 +573,42 @@ $$;
 -- the 1.0 script's REVOKE ALL ON ALL ROUTINES came before it: only the
 -- owner may run it, as every helper
 REVOKE ALL ON FUNCTION idempotency.portable_claim_events(integer, interval, boolean) FROM PUBLIC;
+
+-- portable helper: since 1.7
+
+-- After a mark of 1.7 by "caller" changed "updated" events: when the ids
+-- name more, refuse the call (42501) if one of them is a pending event
+-- that another role leased (refuse_other_lease); the error rolls back
+-- what the mark changed.
+CREATE FUNCTION idempotency.portable_refuse_other_lease(p_ids bigint[], caller regrole,
+                                                        updated integer)
+RETURNS void
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+AS $$
+DECLARE
+    refused bigint;
+BEGIN
+    IF updated OPERATOR(pg_catalog.>=) COALESCE(pg_catalog.cardinality(p_ids), 0) THEN
+        RETURN;
+    END IF;
+    SELECT e.id INTO refused
+      FROM idempotency.outbox_events e
+     WHERE e.id OPERATOR(pg_catalog.=) ANY (p_ids)
+       AND e.published_at IS NULL AND e.dead_at IS NULL
+       AND e.lease_role IS NOT NULL
+       AND e.lease_role::pg_catalog.oid OPERATOR(pg_catalog.<>) caller::pg_catalog.oid
+       AND NOT pg_catalog.pg_has_role(caller::pg_catalog.oid, e.lease_role::pg_catalog.oid, 'MEMBER')
+     ORDER BY e.id LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'permission denied to mark outbox event %', refused
+            USING ERRCODE = 'insufficient_privilege',
+                  DETAIL = 'Another role leased the event (claim_events); only that role and its members may mark it.',
+                  HINT = 'Mark events as the role that claimed them.';
+    END IF;
+END
+$$;
+REVOKE ALL ON FUNCTION idempotency.portable_refuse_other_lease(bigint[], regrole, integer) FROM PUBLIC;
+COMMENT ON FUNCTION idempotency.portable_refuse_other_lease(bigint[], regrole, integer) IS 'portable edition: refuse a mark of another role''s leased event';
 
 -- portable: idempotency_enqueue_event
 CREATE FUNCTION idempotency.enqueue_event(
@@ -613,7 +716,7 @@ BEGIN
 END
 $$;
 
--- portable: idempotency_claim_events_1_3
+-- portable: idempotency_claim_events_1_7, idempotency_claim_events_1_3
 CREATE OR REPLACE FUNCTION idempotency.claim_events(
     batch integer  DEFAULT 100,
     lease interval DEFAULT '30 seconds')
@@ -643,7 +746,7 @@ LANGUAGE sql VOLATILE PARALLEL UNSAFE
 SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$ SELECT idempotency.portable_mark_events($1, NULL, $2, false, false) $$;
 
--- portable: idempotency_mark_published_1_3
+-- portable: idempotency_mark_published_1_7, idempotency_mark_published_1_3
 CREATE OR REPLACE FUNCTION idempotency.mark_published(ids bigint[], lease_token bigint DEFAULT NULL)
 RETURNS integer
 LANGUAGE sql VOLATILE PARALLEL UNSAFE
@@ -664,7 +767,7 @@ LANGUAGE sql VOLATILE PARALLEL UNSAFE
 SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$ SELECT idempotency.portable_mark_events($1, $2, $3, true, false) $$;
 
--- portable: idempotency_mark_failed_1_3
+-- portable: idempotency_mark_failed_1_7, idempotency_mark_failed_1_3
 CREATE OR REPLACE FUNCTION idempotency.mark_failed(ids bigint[], error text, lease_token bigint DEFAULT NULL)
 RETURNS integer
 LANGUAGE sql VOLATILE PARALLEL UNSAFE
