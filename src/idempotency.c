@@ -333,6 +333,8 @@ _PG_init(void)
 		shmem_request_hook = request_shared_memory;
 		prev_shmem_startup_hook = shmem_startup_hook;
 		shmem_startup_hook = start_shared_memory;
+		/* frees the counts' rows of a database at its DROP DATABASE */
+		idem_metrics_install_hooks();
 	}
 
 	MarkGUCPrefixReserved("idempotency");

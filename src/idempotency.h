@@ -287,6 +287,7 @@ typedef enum IdemOutcome
 /* metrics.c; the counts are no-ops unless the library was preloaded */
 extern void idem_metrics_shmem_request(void);
 extern void idem_metrics_shmem_init(void);
+extern void idem_metrics_install_hooks(void);
 extern void idem_metrics_count(text *scope, IdemOutcome outcome, int64 n);
 extern void idem_metrics_count_claim(text *scope, const char *outcome);
 

@@ -11,7 +11,10 @@
  * count of a session with idempotency.track_outcomes off.  Counting writes
  * nothing to any table or to the WAL, so it works in read-only
  * transactions and on hot standbys (each server counts its own calls); the
- * counts live until the server stops.
+ * counts live until the server stops, or until a crash restart, which
+ * sets up the shared memory again: counting then starts from zero, and
+ * the time it did is kept (started_at) as the reset_at of the rows of
+ * scope NULL that have not counted yet.
  *
  * A call is counted when it decides its outcome, before its transaction
  * ends: a claim whose transaction then rolls back is still counted.
@@ -24,9 +27,25 @@
  * their scopes its DELETE would need a RETURNING clause, which a DO
  * INSTEAD rule on the table, which users may add, makes fail).  The
  * second table has room for as many databases as the first has scopes,
- * and at least 64; the counts of the databases beyond are lost.  Rows are
- * never removed (metrics_reset() zeroes them), so a pointer to one's
- * counters stays valid for the life of the server.
+ * and at least 64; the counts of the databases beyond are lost.
+ * metrics_reset() zeroes rows and removes none.
+ *
+ * The rows of a dropped database are removed: at the commit of its DROP
+ * DATABASE (an object access hook notes the database, a transaction
+ * callback removes its rows), and, for the drops this server did not run
+ * (a hot standby replays them from the WAL, where no hook runs), by every
+ * read of metrics(), which removes the rows of the databases missing from
+ * pg_database.  Only these rows are ever removed, and no backend of their
+ * database is left: DROP DATABASE refuses while one is connected (its
+ * replay on a standby ends them first); none can connect while the drop
+ * holds the database's lock, which it holds until after the commit
+ * callbacks; and metrics() reads pg_database with a snapshot taken under
+ * the exclusive lock, after the creation of any database whose backend
+ * found a row.  So a pointer to a row's counters stays valid for as long
+ * as a backend of its database can use it.  A backend's cache also keeps
+ * the scopes that found the table full, pointing to the row of scope
+ * NULL; each removal moves a generation on, and such an entry of an older
+ * generation is looked up again, to find the room made since.
  *
  * Locking: the counters are atomics, added to without a lock.  One
  * LWLock, taken in shared mode to find a row and to read the rows, and in
@@ -40,6 +59,11 @@
  */
 #include "postgres.h"
 
+#include "access/genam.h"
+#include "access/table.h"
+#include "access/xact.h"
+#include "catalog/objectaccess.h"
+#include "catalog/pg_database.h"
 #include "common/hashfn.h"
 #include "funcapi.h"
 #include "mb/pg_wchar.h"
@@ -51,6 +75,7 @@
 #include "utils/builtins.h"
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
+#include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
 #include "idempotency.h"
@@ -100,6 +125,8 @@ typedef struct OtherEntry
 typedef struct MetricsShared
 {
 	LWLock	   *lock;
+	TimestampTz started_at;		/* when this shared memory was set up */
+	pg_atomic_uint32 generation;	/* moves on when rows are removed */
 } MetricsShared;
 
 /* A scope this backend counted lately, and its row's counters. */
@@ -109,6 +136,8 @@ typedef struct LocalEntry
 	int			len;
 	char	   *scope;			/* in TopMemoryContext; NULL: slot unused */
 	MetricsCounts *counts;
+	bool		in_other;		/* counts: the row of scope NULL */
+	uint32		generation;		/* metrics->generation before the lookup */
 } LocalEntry;
 
 static MetricsShared *metrics = NULL;
@@ -116,6 +145,9 @@ static HTAB *metrics_table = NULL;	/* (database, scope) -> MetricsEntry */
 static HTAB *other_table = NULL;	/* database -> OtherEntry */
 static LocalEntry local_cache[LOCAL_CACHE_SIZE];
 static MetricsCounts *my_other_counts = NULL;	/* this database's */
+static Oid	dropped_database = InvalidOid;	/* its rows go at commit */
+static bool xact_callback_registered = false;
+static object_access_hook_type prev_object_access_hook = NULL;
 
 
 /* SQL-callable functions */
@@ -205,7 +237,12 @@ idem_metrics_shmem_init(void)
 
 	metrics = ShmemInitStruct(METRICS_NAME, sizeof(MetricsShared), &found);
 	if (!found)
+	{
+		/* at server start, and again at each crash restart */
 		metrics->lock = &(GetNamedLWLockTranche(METRICS_NAME))->lock;
+		metrics->started_at = GetCurrentTimestamp();
+		pg_atomic_init_u32(&metrics->generation, 0);
+	}
 	ctl.keysize = sizeof(MetricsKey);
 	ctl.entrysize = sizeof(MetricsEntry);
 	ctl.hash = metrics_key_hash;
@@ -267,15 +304,17 @@ other_counts(void)
 /*
  * The counters of "scope" ("len" bytes, hashed to "hash") in this
  * database: its row, added when the table has room, else the row of
- * scope NULL.
+ * scope NULL ("in_other" set; its counters are NULL when it has no room
+ * either).
  */
 static MetricsCounts *
-shared_counts(const char *scope, int len, uint32 hash)
+shared_counts(const char *scope, int len, uint32 hash, bool *in_other)
 {
 	MetricsKey	key;
 	MetricsEntry *entry;
 	bool		found;
 
+	*in_other = true;
 	if (len >= SCOPE_BYTES)		/* longer than a scope can be */
 		return other_counts();
 	memset(&key, 0, sizeof(key));
@@ -287,7 +326,10 @@ shared_counts(const char *scope, int len, uint32 hash)
 										HASH_FIND, NULL);
 	LWLockRelease(metrics->lock);
 	if (entry != NULL)
+	{
+		*in_other = false;
 		return &entry->counts;
+	}
 
 	LWLockAcquire(metrics->lock, LW_EXCLUSIVE);
 	if (hash_get_num_entries(metrics_table) < idem_metrics_max_scopes)
@@ -299,14 +341,18 @@ shared_counts(const char *scope, int len, uint32 hash)
 	if (entry != NULL && !found)
 		zero_counts(&entry->counts, GetCurrentTimestamp(), true);
 	LWLockRelease(metrics->lock);
-	return entry != NULL ? &entry->counts : other_counts();
+	if (entry == NULL)
+		return other_counts();
+	*in_other = false;
+	return &entry->counts;
 }
 
 /*
  * The counters of "scope" in this database, from the backend's cache
- * when it holds them.  Rows are never removed, so a cached pointer stays
- * good; a scope once counted in the row of scope NULL stays there, since
- * the table never gets emptier.
+ * when it holds them.  Only the rows of dropped databases are removed, so
+ * a cached pointer to a row of this one stays good; a scope counted in
+ * the row of scope NULL for lack of room is looked up again once rows
+ * have been removed since.
  */
 static MetricsCounts *
 scope_counts(const char *scope, int len)
@@ -315,13 +361,17 @@ scope_counts(const char *scope, int len)
 	LocalEntry *slot = &local_cache[hash & (LOCAL_CACHE_SIZE - 1)];
 
 	if (slot->scope != NULL && slot->hash == hash && slot->len == len &&
-		memcmp(slot->scope, scope, len) == 0)
+		memcmp(slot->scope, scope, len) == 0 &&
+		(!slot->in_other ||
+		 slot->generation == pg_atomic_read_u32(&metrics->generation)))
 		return slot->counts;
 
 	if (slot->scope != NULL)
 		pfree(slot->scope);
 	slot->scope = NULL;
-	slot->counts = shared_counts(scope, len, hash);
+	/* read before the lookup: a removal after it makes the next one look */
+	slot->generation = pg_atomic_read_u32(&metrics->generation);
+	slot->counts = shared_counts(scope, len, hash, &slot->in_other);
 	slot->scope = MemoryContextAlloc(TopMemoryContext, Max(len, 1));
 	memcpy(slot->scope, scope, len);
 	slot->hash = hash;
@@ -368,6 +418,170 @@ idem_metrics_count_claim(text *scope, const char *outcome)
 }
 
 /*
+ * Whether the rows of "dbid" go: it is the database "dropped" or, with
+ * "dropped" invalid, it is not among the "nlive" sorted OIDs "live".
+ */
+typedef struct GoneDatabases
+{
+	Oid			dropped;
+	Oid		   *live;
+	int			nlive;
+} GoneDatabases;
+
+static int
+oid_order(const void *a, const void *b)
+{
+	Oid			x = *(const Oid *) a;
+	Oid			y = *(const Oid *) b;
+
+	return x < y ? -1 : x > y ? 1 : 0;
+}
+
+static bool
+database_gone(const GoneDatabases *gone, Oid dbid)
+{
+	if (OidIsValid(gone->dropped))
+		return dbid == gone->dropped;
+	return bsearch(&dbid, gone->live, gone->nlive, sizeof(Oid),
+				   oid_order) == NULL;
+}
+
+/*
+ * Remove the rows of the databases that "gone" names, from both tables,
+ * and move the generation on when any went, so that the backends' cached
+ * scopes without room look again.  The caller holds the lock exclusively.
+ * Raises no error: it runs in a commit callback too.
+ */
+static void
+remove_rows(const GoneDatabases *gone)
+{
+	HASH_SEQ_STATUS status;
+	MetricsEntry *entry;
+	OtherEntry *other;
+	bool		removed = false;
+
+	hash_seq_init(&status, metrics_table);
+	while ((entry = hash_seq_search(&status)) != NULL)
+		if (database_gone(gone, entry->key.dbid))
+		{
+			hash_search(metrics_table, &entry->key, HASH_REMOVE, NULL);
+			removed = true;
+		}
+	hash_seq_init(&status, other_table);
+	while ((other = hash_seq_search(&status)) != NULL)
+		if (database_gone(gone, other->dbid))
+		{
+			hash_search(other_table, &other->dbid, HASH_REMOVE, NULL);
+			removed = true;
+		}
+	if (removed)
+		pg_atomic_fetch_add_u32(&metrics->generation, 1);
+}
+
+/*
+ * Transaction callback, registered once a DROP DATABASE ran in this
+ * backend: at its commit, remove the dropped database's rows.  No backend
+ * of it is left, and none can connect until this transaction releases the
+ * database's lock, after its commit callbacks.
+ */
+static void
+metrics_xact_callback(XactEvent event, void *arg pg_attribute_unused())
+{
+	if (!OidIsValid(dropped_database))
+		return;
+	switch (event)
+	{
+		case XACT_EVENT_COMMIT:
+			{
+				GoneDatabases gone = {dropped_database, NULL, 0};
+
+				LWLockAcquire(metrics->lock, LW_EXCLUSIVE);
+				remove_rows(&gone);
+				LWLockRelease(metrics->lock);
+			}
+			/* FALLTHROUGH */
+		case XACT_EVENT_ABORT:
+		case XACT_EVENT_PARALLEL_COMMIT:
+		case XACT_EVENT_PARALLEL_ABORT:
+		case XACT_EVENT_PREPARE:
+			dropped_database = InvalidOid;
+			break;
+		default:
+			break;
+	}
+}
+
+/*
+ * object_access_hook: note the database a DROP DATABASE drops (the hook
+ * runs before the drop's own checks, which may still refuse it, so its
+ * rows go at commit).
+ */
+static void
+metrics_object_access(ObjectAccessType access, Oid classId, Oid objectId,
+					  int subId, void *arg)
+{
+	if (prev_object_access_hook)
+		prev_object_access_hook(access, classId, objectId, subId, arg);
+	if (access != OAT_DROP || classId != DatabaseRelationId || metrics == NULL)
+		return;
+	if (!xact_callback_registered)
+	{
+		RegisterXactCallback(metrics_xact_callback, NULL);
+		xact_callback_registered = true;
+	}
+	dropped_database = objectId;
+}
+
+/*
+ * Install the object access hook (idempotency.c, at preload).
+ */
+void
+idem_metrics_install_hooks(void)
+{
+	prev_object_access_hook = object_access_hook;
+	object_access_hook = metrics_object_access;
+}
+
+/*
+ * Remove the rows of the databases missing from pg_database: those whose
+ * drop this server did not run (a hot standby replays drops from the WAL,
+ * where no hook runs).  pg_database is read with a snapshot taken under
+ * the exclusive lock: every backend that found or added a row before had
+ * its database's row committed before, so the snapshot sees it.
+ */
+static void
+remove_rows_of_dropped_databases(void)
+{
+	Relation	rel;
+	SysScanDesc scan;
+	HeapTuple	tuple;
+	GoneDatabases gone = {InvalidOid, NULL, 0};
+	int			room = 16;
+
+	/* its lock first, so as not to wait for it holding ours */
+	rel = table_open(DatabaseRelationId, AccessShareLock);
+	gone.live = palloc(sizeof(Oid) * room);
+	LWLockAcquire(metrics->lock, LW_EXCLUSIVE);
+	InvalidateCatalogSnapshot();
+	scan = systable_beginscan(rel, InvalidOid, false, NULL, 0, NULL);
+	while (HeapTupleIsValid(tuple = systable_getnext(scan)))
+	{
+		if (gone.nlive == room)
+		{
+			room *= 2;
+			gone.live = repalloc(gone.live, sizeof(Oid) * room);
+		}
+		gone.live[gone.nlive++] = ((Form_pg_database) GETSTRUCT(tuple))->oid;
+	}
+	systable_endscan(scan);
+	qsort(gone.live, gone.nlive, sizeof(Oid), oid_order);
+	remove_rows(&gone);
+	LWLockRelease(metrics->lock);
+	table_close(rel, AccessShareLock);
+	pfree(gone.live);
+}
+
+/*
  * Raise 55000 unless the library was preloaded.
  */
 static void
@@ -411,7 +625,8 @@ row_order(const void *a, const void *b)
 /*
  * metrics() RETURNS TABLE (scope, claimed, replay, mismatch, in_progress,
  * resumed, gone, lease_lost, purged, reset_at): a row per scope of this
- * database in byte order, then its row of scope NULL.
+ * database in byte order, then its row of scope NULL.  First it removes
+ * the rows of the databases dropped.
  */
 Datum
 idempotency_metrics(PG_FUNCTION_ARGS)
@@ -426,6 +641,7 @@ idempotency_metrics(PG_FUNCTION_ARGS)
 
 	require_metrics();
 	InitMaterializedSRF(fcinfo, 0);
+	remove_rows_of_dropped_databases();
 
 	LWLockAcquire(metrics->lock, LW_SHARED);
 	rows = palloc(sizeof(MetricsRow) *
@@ -439,14 +655,17 @@ idempotency_metrics(PG_FUNCTION_ARGS)
 		copy_counts(&rows[nrows], &entry->counts);
 		nrows++;
 	}
-	/* the row of scope NULL; before it counts anything, zeros since start */
+	/*
+	 * the row of scope NULL; before it counts anything, zeros since the
+	 * counting started (the server's start, or its last crash restart)
+	 */
 	other = other_entry(false);
 	if (other != NULL)
 		copy_counts(&rows[nrows], &other->counts);
 	else
 	{
 		memset(rows[nrows].counts, 0, sizeof(rows[nrows].counts));
-		rows[nrows].reset_at = PgStartTime;
+		rows[nrows].reset_at = metrics->started_at;
 	}
 	rows[nrows].scope = NULL;
 	LWLockRelease(metrics->lock);

@@ -3,7 +3,8 @@
 # preloaded (55000, with the hint; claims still work, uncounted), the row
 # of the scopes beyond idempotency.metrics_max_scopes (scope NULL), the
 # counts of each database apart, a hot standby counting its own replays,
-# and a restart starting from zero.  On the portable edition both
+# a restart starting from zero, a crash restart (reset_at moves) and the
+# rows of dropped databases freed.  On the portable edition both
 # functions raise 0A000 (sql/portable/metrics.sql).
 use strict;
 use warnings;
@@ -106,4 +107,102 @@ $standby->stop;
 
 ok(!(slurp_file($primary->logfile) =~ /TRAP|PANIC|server process .* was terminated/),
 	'the primary log shows no crash');
+
+# A crash restart (a backend killed with SIGKILL makes the postmaster
+# restart every backend and set up the shared memory again): the counts
+# start from zero, and reset_at says when they did, not the server's start
+# (pg_postmaster_start_time() does not move).
+$primary->append_conf('postgresql.conf', "restart_after_crash = on\n");
+$primary->reload;
+my $before_crash = $primary->safe_psql('postgres', 'SELECT clock_timestamp()');
+my $victim = $primary->background_psql('postgres');
+my $victim_pid = $victim->query_safe('SELECT pg_backend_pid()');
+my $log_offset = -s $primary->logfile;
+kill 'KILL', $victim_pid or die "could not kill backend $victim_pid: $!";
+eval { $victim->quit; };
+$primary->wait_for_log(qr/all server processes terminated; reinitializing/, $log_offset);
+$primary->poll_query_until('postgres', 'SELECT true')
+  or die 'the server did not come back after the crash';
+is( $primary->safe_psql('postgres', qq(
+		SELECT count(*) || ' ' || sum(claimed + replay) || ' ' || bool_and(reset_at > '$before_crash')
+		       || ' ' || (pg_postmaster_start_time() < '$before_crash')
+		  FROM idempotency.metrics)),
+	'1 0 true true', 'after a crash restart: zero, and reset_at is when counting restarted');
+$primary->safe_psql('postgres', q(SELECT idempotency.claim('k1', scope => 's1')));
+is( $primary->safe_psql('postgres', qq(
+		SELECT string_agg(coalesce(scope, 'NULL') || ' ' || replay || ' ' || (reset_at > '$before_crash'), ', ')
+		  FROM idempotency.metrics)),
+	's1 1 true, NULL 0 true', 'and counts again');
+
+# The rows of a dropped database are freed.  Database "other" takes the
+# last row of a scope; a session here, finding the table full, counts
+# scope p1 in the row of scope NULL.
+$primary->safe_psql('other', q(SELECT idempotency.claim('k1', scope => 'o1')));
+my $session = $primary->background_psql('postgres');
+$session->query_safe(q(SELECT idempotency.claim('p1', scope => 'p1')));
+is( $primary->safe_psql('postgres',
+		q(SELECT string_agg(coalesce(scope, 'NULL') || ' ' || claimed, ', ') FROM idempotency.metrics)),
+	's1 0, NULL 1', 'the table is full: p1 is counted in the row of scope NULL');
+# DROP DATABASE frees its rows (no metrics() is read before the claim);
+# the session that counted p1 in the row of scope NULL finds room now.
+$primary->safe_psql('postgres', 'DROP DATABASE other');
+$session->query_safe(q(SELECT idempotency.claim('p1', scope => 'p1')));
+$session->quit;
+is( $primary->safe_psql('postgres',
+		q(SELECT string_agg(coalesce(scope, 'NULL') || ' ' || claimed || ' ' || in_progress, ', ')
+		    FROM idempotency.metrics)),
+	'p1 0 1, s1 0 0, NULL 1 0',
+	'the rows of the dropped database are freed: p1 has its row');
+
+# On a hot standby a drop arrives by the WAL, where no hook of the
+# library runs: the rows of databases gone from pg_database are freed
+# when metrics() is read.  (A new standby: the first one, stopped, may
+# have lost the WAL it needs by now.)
+$primary->safe_psql('postgres', 'CREATE DATABASE metrics_template');
+idem_install($primary, 'metrics_template');
+$primary->safe_psql('postgres', 'CREATE DATABASE metrics_standby TEMPLATE metrics_template');
+for my $db ('metrics_standby', 'postgres')
+{
+	my @scopes = $db eq 'postgres' ? ('z1', 'z2') : ('x1', 'x2');
+	$primary->safe_psql($db, qq{
+SELECT idempotency.claim('r', scope => s) FROM unnest(ARRAY['$scopes[0]', '$scopes[1]']) s;
+SELECT idempotency.complete('r', fence, '{}', scope => scope)
+  FROM idempotency.idempotency_keys WHERE idempotency_key = 'r';
+});
+}
+$primary->backup('base2');
+my $standby2 = PostgreSQL::Test::Cluster->new('metrics_standby2');
+$standby2->init_from_backup($primary, 'base2', has_streaming => 1);
+$standby2->start;
+$primary->wait_for_catchup($standby2);
+$standby2->safe_psql('metrics_standby',
+	q(SELECT idempotency.claim('r', scope => s) FROM unnest(ARRAY['x1', 'x2']) s));
+$primary->safe_psql('postgres', 'DROP DATABASE metrics_standby');
+$primary->wait_for_catchup($standby2);
+$standby2->safe_psql('postgres', q(SELECT idempotency.claim('r', scope => 'z1')));
+is( $standby2->safe_psql('postgres',
+		q(SELECT string_agg(coalesce(scope, 'NULL') || ' ' || replay, ', ') FROM idempotency.metrics)),
+	'NULL 1', 'on the standby the dropped database\'s rows stay until metrics() is read');
+$standby2->safe_psql('postgres', q(SELECT idempotency.claim('r', scope => 'z2')));
+is( $standby2->safe_psql('postgres',
+		q(SELECT string_agg(coalesce(scope, 'NULL') || ' ' || replay, ', ') FROM idempotency.metrics)),
+	'z2 1, NULL 1', 'then they are freed: z2 has its row');
+$standby2->stop;
+
+# The rows of scope NULL: room for 64 databases here.  Databases that
+# counted in theirs and were dropped leave room for new ones.
+for my $i (1 .. 70)
+{
+	$primary->safe_psql('postgres', "CREATE DATABASE metrics_$i TEMPLATE metrics_template");
+	# adds the database's row of scope NULL, for its reset_at
+	$primary->safe_psql("metrics_$i", 'SELECT idempotency.metrics_reset()');
+	$primary->safe_psql('postgres', "DROP DATABASE metrics_$i");
+}
+$primary->safe_psql('postgres', 'CREATE DATABASE metrics_last TEMPLATE metrics_template');
+$primary->safe_psql('metrics_last',
+	q(SELECT idempotency.claim('k' || g, scope => 'q1') FROM generate_series(1, 2) g));
+is( $primary->safe_psql('metrics_last',
+		q(SELECT string_agg(coalesce(scope, 'NULL') || ' ' || claimed, ', ') FROM idempotency.metrics)),
+	'NULL 2', 'after 70 databases came and went, a new one has its row of scope NULL');
+
 done_testing();
