@@ -41,7 +41,7 @@ RETURNS void
 LANGUAGE plpgsql STABLE PARALLEL SAFE
 AS $$
 DECLARE
-    caller CONSTANT name := COALESCE(pg_catalog.nullif(pg_catalog.current_setting('role'), 'none'),
+    caller CONSTANT name := COALESCE(NULLIF(pg_catalog.current_setting('role'), 'none'),
                                      SESSION_USER);
 BEGIN
     IF COALESCE((SELECT pg_catalog.bool_or(CASE WHEN g.is_prefix
