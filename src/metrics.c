@@ -463,7 +463,7 @@ idempotency_metrics(PG_FUNCTION_ARGS)
 		 * scope NULL, which counts for every scope.
 		 */
 		if (!idem_scope_allowed(rows[i].scope,
-								rows[i].scope ? strlen(rows[i].scope) : 0))
+								rows[i].scope ? (int) strlen(rows[i].scope) : 0))
 			continue;
 
 		if (rows[i].scope != NULL)
