@@ -172,12 +172,17 @@ idem_arg_key(FunctionCallInfo fcinfo, int argno)
 }
 
 /*
- * A scope: 0 to 255 characters; '' is the default scope.
+ * A scope: 0 to 255 characters; '' is the default scope.  The calling role
+ * must be allowed to use it (scopes.c): 42501 otherwise.
  */
 text *
 idem_arg_scope(FunctionCallInfo fcinfo, int argno)
 {
-	return idem_arg_name(fcinfo, argno, "scope", 0, IDEM_MAX_NAME_CHARS);
+	text	   *scope = idem_arg_name(fcinfo, argno, "scope", 0,
+									  IDEM_MAX_NAME_CHARS);
+
+	idem_check_scope(scope);
+	return scope;
 }
 
 /*

@@ -284,6 +284,10 @@ typedef enum IdemOutcome
 	IDEM_NOUTCOMES
 } IdemOutcome;
 
+/* scopes.c: the scopes a role may use (grant_scopes) */
+extern void idem_check_scope(text *scope);
+extern bool idem_scope_allowed(const char *scope, int len);
+
 /* metrics.c; the counts are no-ops unless the library was preloaded */
 extern void idem_metrics_shmem_request(void);
 extern void idem_metrics_shmem_init(void);

@@ -677,6 +677,14 @@ idempotency_metrics(PG_FUNCTION_ARGS)
 		bool		nulls[IDEM_NOUTCOMES + 2] = {0};
 		int			j;
 
+		/*
+		 * A role restricted to scopes sees their rows only, not the row of
+		 * scope NULL, which counts for every scope.
+		 */
+		if (!idem_scope_allowed(rows[i].scope,
+								rows[i].scope ? (int) strlen(rows[i].scope) : 0))
+			continue;
+
 		if (rows[i].scope != NULL)
 			values[0] = CStringGetTextDatum(rows[i].scope);
 		else
@@ -706,6 +714,13 @@ idempotency_metrics_reset(PG_FUNCTION_ARGS)
 	OtherEntry *other;
 
 	require_metrics();
+	if (scope == NULL && !idem_scope_allowed(NULL, 0))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied to reset the counts of every scope"),
+				 errdetail("Role \"%s\" may use only the scopes that idempotency.grant_scopes() gave it.",
+						   GetUserNameFromId(GetUserId(), false)),
+				 errhint("Reset the counts of one of its scopes: idempotency.metrics_reset(scope).")));
 	LWLockAcquire(metrics->lock, LW_EXCLUSIVE);
 	if (scope != NULL)
 	{

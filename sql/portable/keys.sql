@@ -144,33 +144,6 @@ BEGIN
 END
 $$;
 
--- A text argument of min_chars..max_chars characters (idem_arg_name).
-CREATE FUNCTION idempotency.portable_arg_name(value text, argname text,
-                                              min_chars integer, max_chars integer)
-RETURNS void
-LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
-AS $$
-DECLARE
-    nchars integer;
-BEGIN
-    IF value IS NULL THEN
-        RAISE EXCEPTION '% must not be null', argname
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    nchars := pg_catalog.char_length(value);
-    IF nchars OPERATOR(pg_catalog.<) min_chars THEN
-        RAISE EXCEPTION '% must not be empty', argname
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF nchars OPERATOR(pg_catalog.>) max_chars THEN
-        RAISE EXCEPTION '% is too long', argname
-            USING ERRCODE = 'invalid_parameter_value',
-                  DETAIL = pg_catalog.format('It has %s characters; at most %s are allowed.',
-                                             nchars, max_chars);
-    END IF;
-END
-$$;
-
 -- An idempotency key: 1 to idempotency.max_key_length characters.
 CREATE FUNCTION idempotency.portable_arg_key(key text)
 RETURNS void
@@ -296,7 +269,6 @@ AS 'SELECT false';
 COMMENT ON FUNCTION idempotency.portable_setting_int(text, integer, integer, integer) IS 'portable edition: an integer setting of the C library, or its default';
 COMMENT ON FUNCTION idempotency.portable_arg_interval(interval, text, text, interval) IS 'portable edition: an interval argument, its default from a setting';
 COMMENT ON FUNCTION idempotency.portable_check_ttl_covers_lease(interval, interval) IS 'portable edition: a key lives at least as long as its lease';
-COMMENT ON FUNCTION idempotency.portable_arg_name(text, text, integer, integer) IS 'portable edition: a text argument of bounded length';
 COMMENT ON FUNCTION idempotency.portable_arg_key(text) IS 'portable edition: an idempotency key argument';
 COMMENT ON FUNCTION idempotency.portable_arg_response(jsonb, text) IS 'portable edition: a response body within idempotency.max_response_bytes';
 COMMENT ON FUNCTION idempotency.portable_prevent_if_read_only(text) IS 'portable edition: refuse a write in a read-only transaction';
@@ -313,6 +285,45 @@ RETURNS boolean
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 AS 'SELECT false';
 COMMENT ON FUNCTION idempotency.portable_holders_recorded() IS 'portable edition: whether claims record the holder''s role (holder_role, 1.7 and later)';
+
+-- portable helper: since 1.0, again in 1.7
+
+-- A text argument of min_chars..max_chars characters (idem_arg_name).  A
+-- scope (argname 'scope', idem_arg_scope) must also be one the session's
+-- role may use (portable_check_scope(), sql/portable/scopes.sql: from 1.7
+-- on, 42501 outside the role's scope_grants), as in the C, where it is
+-- read; the 1.7 script replaces this helper, so that an installation
+-- updated to 1.7 checks too.
+CREATE FUNCTION idempotency.portable_arg_name(value text, argname text,
+                                              min_chars integer, max_chars integer)
+RETURNS void
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+AS $$
+DECLARE
+    nchars integer;
+BEGIN
+    IF value IS NULL THEN
+        RAISE EXCEPTION '% must not be null', argname
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    nchars := pg_catalog.char_length(value);
+    IF nchars OPERATOR(pg_catalog.<) min_chars THEN
+        RAISE EXCEPTION '% must not be empty', argname
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF nchars OPERATOR(pg_catalog.>) max_chars THEN
+        RAISE EXCEPTION '% is too long', argname
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = pg_catalog.format('It has %s characters; at most %s are allowed.',
+                                             nchars, max_chars);
+    END IF;
+    IF argname OPERATOR(pg_catalog.=) 'scope' THEN
+        PERFORM idempotency.portable_check_scope(value);
+    END IF;
+END
+$$;
+REVOKE ALL ON FUNCTION idempotency.portable_arg_name(text, text, integer, integer) FROM PUBLIC;
+COMMENT ON FUNCTION idempotency.portable_arg_name(text, text, integer, integer) IS 'portable edition: a text argument of bounded length (a scope: one the session''s role may use)';
 
 -- portable helper: since 1.0, again in 1.6, 1.7
 

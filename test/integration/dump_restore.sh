@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # pg_dump / pg_restore keep the extension's rows: keys (with their stored
-# answers and fences), tokens, and the fence sequence, so that a restored
-# database replays what it replayed before and hands out larger fences.
+# answers and fences), tokens, the fence sequence and the scope grants
+# (1.7), so that a restored database replays what it replayed before,
+# hands out larger fences and keeps its roles to their scopes.
 set -euo pipefail
 BIN=${IDEM_TEST_BIN:?}
 WORK=${IDEM_TEST_WORK:-/tmp}/dump_restore.$$
@@ -12,8 +13,12 @@ fail() { echo "FAIL: $*"; exit 1; }
 
 q postgres 'DROP DATABASE IF EXISTS regress_dump_src' >/dev/null
 q postgres 'DROP DATABASE IF EXISTS regress_dump_dst' >/dev/null
+q postgres 'DROP ROLE IF EXISTS regress_dump_scoped' >/dev/null
+q postgres 'CREATE ROLE regress_dump_scoped'
 q postgres 'CREATE DATABASE regress_dump_src'
 q regress_dump_src "CREATE EXTENSION idempotency"
+q regress_dump_src "SELECT idempotency.grant_usage('regress_dump_scoped');
+SELECT idempotency.grant_scopes('regress_dump_scoped', ARRAY['shop', 'tenant-*']);" >/dev/null
 q regress_dump_src "
 SELECT idempotency.claim('paid', '{\"amount\":100}');
 SELECT idempotency.complete('paid', (idempotency.lookup('paid')).fence, '{\"id\":7}', 201);
@@ -40,10 +45,19 @@ after=$(q regress_dump_dst "$rows")
 new_fence=$(q regress_dump_dst "SELECT fence FROM idempotency.claim('new')")
 [ "$new_fence" -gt "$max_fence" ] || fail "fence $new_fence not above $max_fence: sequence not restored"
 [ "$(q regress_dump_dst "SELECT count(*) FROM idempotency.idempotency_keys")" = 3 ] || fail "row count"
+[ "$(q regress_dump_dst "SELECT string_agg(role || ' ' || scope || ' ' || is_prefix, ';' ORDER BY scope)
+      FROM idempotency.scope_grants")" = 'regress_dump_scoped shop false;regress_dump_scoped tenant- true' ] ||
+  fail "scope grants not restored"
+[ "$(q regress_dump_dst "SET ROLE regress_dump_scoped;
+      SELECT (idempotency.lookup('working', 'shop')).status")" = processing ] || fail "scoped role lost its scope"
+if q regress_dump_dst "SET ROLE regress_dump_scoped; SELECT idempotency.lookup('paid')" >/dev/null 2>&1; then
+  fail "scoped role not restricted after restore"
+fi
 
 q postgres 'DROP DATABASE regress_dump_src'
 q postgres 'DROP DATABASE regress_dump_dst'
-echo "dump/restore round trip kept keys, tokens and the fence sequence"
+q postgres 'DROP ROLE regress_dump_scoped'
+echo "dump/restore round trip kept keys, tokens, the fence sequence and the scope grants"
 
 # A dump of a database at 1.2 restored where CREATE EXTENSION gives the
 # current version: 1.2's COPY of idempotency_keys leaves out key_hash (a

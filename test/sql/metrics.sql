@@ -174,3 +174,25 @@ SELECT count(*) > 0 AS monitor_reads FROM idempotency.metrics;
 RESET ROLE;
 DROP OWNED BY regress_metrics_app, regress_metrics_monitor;
 DROP ROLE regress_metrics_app, regress_metrics_monitor;
+
+-- scopes as a boundary (test/sql/scope_grants.sql): a role restricted to
+-- scopes sees their rows only, not the row of scope NULL, and resets
+-- their counts only
+CREATE ROLE regress_metrics_scoped;
+GRANT USAGE ON SCHEMA idempotency TO regress_metrics_scoped;
+GRANT EXECUTE ON FUNCTION idempotency.metrics(), idempotency.metrics_reset(text) TO regress_metrics_scoped;
+GRANT SELECT ON idempotency.metrics TO regress_metrics_scoped;
+SELECT idempotency.grant_scopes('regress_metrics_scoped', ARRAY['metrics a']);
+SELECT count(*) > 1 AS owner_sees_more FROM idempotency.metrics
+ WHERE scope IS DISTINCT FROM 'metrics a';
+SET ROLE regress_metrics_scoped;
+SELECT scope FROM idempotency.metrics ORDER BY 1;
+SELECT scope FROM idempotency.metrics() ORDER BY 1;
+-- these should fail with 42501
+SELECT idempotency.metrics_reset('metrics b');
+SELECT idempotency.metrics_reset();
+SELECT idempotency.metrics_reset('metrics a');
+RESET ROLE;
+SELECT idempotency.revoke_scopes('regress_metrics_scoped');
+DROP OWNED BY regress_metrics_scoped;
+DROP ROLE regress_metrics_scoped;

@@ -24,7 +24,7 @@ SELECT p.oid::regprocedure AS definer_without_search_path FROM pg_proc p
 SELECT c AS dumped FROM pg_extension e, unnest(e.extconfig::regclass[]) c
  WHERE e.extname = 'idempotency'
    AND c IN ('idempotency.idempotency_keys'::regclass, 'idempotency.tokens'::regclass,
-             'idempotency.fence_seq'::regclass)
+             'idempotency.fence_seq'::regclass, to_regclass('idempotency.scope_grants'))
  ORDER BY 1::text;
 
 -- these should all fail: PUBLIC can do nothing
@@ -60,7 +60,7 @@ SELECT p.oid::regprocedure AS owner_only_but_granted FROM pg_proc p
    AND p.proname IN ('define_state_machine', 'enforce_state_machine',
                      'drop_state_machine_enforcement', 'schedule_cleanup',
                      'unschedule_cleanup', 'purge_expired', 'purge_expired_batch',
-                     'grant_usage')
+                     'grant_usage', 'grant_scopes', 'revoke_scopes')
    AND has_function_privilege('regress_app', p.oid, 'EXECUTE');
 SELECT c.relkind = 'v' AS is_view,
        bool_or(has_table_privilege('regress_app', c.oid, 'SELECT')) AS app_may_select,
@@ -118,6 +118,8 @@ CALL idempotency.purge_expired();
 SELECT idempotency.schedule_cleanup();
 SELECT idempotency.unschedule_cleanup();
 SELECT idempotency.grant_usage('regress_nobody');
+SELECT idempotency.grant_scopes('regress_app', ARRAY['a']);
+SELECT idempotency.revoke_scopes('regress_app');
 RESET ROLE;
 -- a role name that needs quoting
 CREATE ROLE "regress Odd-Name";
