@@ -65,6 +65,9 @@
 static bool
 table_is_plain(Relation rel, AclMode privileges)
 {
+	/* idempotency.direct_writes off: every write runs its statement */
+	if (!idem_direct_writes)
+		return false;
 	if (rel->rd_rel->relkind != RELKIND_RELATION ||
 		rel->rd_rel->relhasrules || rel->rd_rel->relrowsecurity)
 		return false;
@@ -618,6 +621,8 @@ idem_insert_next(IdemRowInserter *inserter, const Datum *values,
 	}
 	ExecStoreVirtualTuple(slot);
 	ItemPointerSetInvalid(&slot->tts_tid);
+	/* what CHECK constraints and generated columns see, as ExecInsert() */
+	slot->tts_tableOid = RelationGetRelid(inserter->writer.result_rel->ri_RelationDesc);
 
 	ExecSimpleRelationInsert(inserter->writer.result_rel, estate, slot);
 	/* the table AM gives the row its TID; a skipped row has none */
@@ -775,10 +780,43 @@ idem_update_row(IdemIndexScan *scan, const AttrNumber *updated, int nupdated,
 		slot_getallattrs(slot);
 		change(slot->tts_values, slot->tts_isnull, arg);
 		ItemPointerSetInvalid(&slot->tts_tid);
+		/* what CHECK constraints see, as ExecUpdate() */
+		slot->tts_tableOid = RelationGetRelid(rel);
 
 		idem_epq_init(&epqstate, writer.estate);
-		ExecSimpleRelationUpdate(writer.result_rel, writer.estate, &epqstate,
-								 locked, slot);
+		PG_TRY();
+		{
+			ExecSimpleRelationUpdate(writer.result_rel, writer.estate,
+									 &epqstate, locked, slot);
+		}
+		PG_CATCH();
+		{
+			MemoryContext error_cxt = MemoryContextSwitchTo(caller);
+			ErrorData  *edata = CopyErrorData();
+
+			/*
+			 * The row locked above was changed since by a later command of
+			 * this transaction: a BEFORE UPDATE trigger of the row that
+			 * updated or deleted it.  The heap refuses the update as an
+			 * invisible tuple (55000); the statement's ExecUpdate() finds
+			 * the same and raises 27000, as here.
+			 */
+			if (edata->sqlerrcode == ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE &&
+				edata->funcname != NULL &&
+				(strcmp(edata->funcname, "heap_update") == 0 ||
+				 strcmp(edata->funcname, "simple_heap_update") == 0))
+			{
+				FlushErrorState();
+				ereport(ERROR,
+						(errcode(ERRCODE_TRIGGERED_DATA_CHANGE_VIOLATION),
+						 errmsg("tuple to be updated was already modified by an operation triggered by the current command"),
+						 errhint("Consider using an AFTER trigger instead of a BEFORE trigger to propagate changes to other rows.")));
+			}
+			FreeErrorData(edata);
+			MemoryContextSwitchTo(error_cxt);
+			PG_RE_THROW();
+		}
+		PG_END_TRY();
 		EvalPlanQualEnd(&epqstate);
 		/* the new version's TID; a skipped row keeps the old one or none */
 		result = ItemPointerIsValid(&slot->tts_tid) &&
