@@ -53,9 +53,11 @@
 #include "utils/rel.h"
 #include "utils/syscache.h"
 #include "storage/lmgr.h"
+#include "storage/proc.h"
 #include "utils/snapmgr.h"
 
 #include "idempotency.h"
+#include "pg_compat.h"
 
 /*
  * True when "rel" is a plain table that no statement rewrites or filters
@@ -158,10 +160,14 @@ update_is_plain(Relation rel)
  * arrive when a lock is taken, so an entry is only trusted once the
  * table's and its indexes' locks are held (open_indexes()).
  *
- * Writers use the entry's memory without copying it: an entry rebuilt while
- * a write is under way (a trigger of the write may change the table) gets
- * new memory, and the old is freed at the end of the transaction, by which
- * time no write can use it.
+ * Writers use the entry's memory without copying it, and count themselves
+ * in the entry while they do (its users, in the transaction users_lxid).
+ * A rebuild frees the old memory at once when no writer uses it; an entry
+ * rebuilt while a write is under way (a trigger of the write may change
+ * the table) gets new memory, and the old is freed at the end of the
+ * transaction, by which time no write can use it.  A writer that fails
+ * leaves its count behind until the transaction ends: the old memory then
+ * waits for the transaction's end too.
  */
 typedef struct TableCache
 {
@@ -169,6 +175,8 @@ typedef struct TableCache
 	bool		valid;			/* no invalidation since the build began */
 	bool		built;			/* the build completed (did not fail) */
 	MemoryContext cxt;
+	int			users;			/* writers using cxt, in transaction users_lxid */
+	LocalTransactionId users_lxid;
 	int			natts;
 	Expr	  **defaults;		/* per attribute, planned; NULL: none */
 	int			nindexes;
@@ -298,7 +306,14 @@ table_cache_of(Relation rel)
 
 		/* a write under way may still use the old memory */
 		if (entry->cxt != NULL)
-			MemoryContextSetParent(entry->cxt, TopTransactionContext);
+		{
+			if (entry->users > 0 && entry->users_lxid == IDEM_MY_LXID)
+				MemoryContextSetParent(entry->cxt, TopTransactionContext);
+			else
+				MemoryContextDelete(entry->cxt);
+			entry->cxt = NULL;
+		}
+		entry->users = 0;
 		entry->cxt = AllocSetContextCreate(CacheMemoryContext,
 										   "idempotency table cache",
 										   ALLOCSET_SMALL_SIZES);
@@ -374,7 +389,35 @@ typedef struct RowWriter
 {
 	EState	   *estate;
 	ResultRelInfo *result_rel;
+	TableCache *cache;			/* the entry whose memory it uses, */
+	MemoryContext cache_cxt;	/* which is this one */
 } RowWriter;
+
+/* Count "writer" among the users of "cache"'s memory. */
+static void
+use_table_cache(RowWriter *writer, TableCache *cache)
+{
+	if (cache->users_lxid != IDEM_MY_LXID)
+	{
+		cache->users = 0;
+		cache->users_lxid = IDEM_MY_LXID;
+	}
+	cache->users++;
+	writer->cache = cache;
+	writer->cache_cxt = cache->cxt;
+}
+
+/* The writer is done with its entry's memory. */
+static void
+release_table_cache(RowWriter *writer)
+{
+	TableCache *cache = writer->cache;
+
+	/* an entry rebuilt meanwhile counts the users of its new memory */
+	if (cache->cxt == writer->cache_cxt && cache->users_lxid == IDEM_MY_LXID &&
+		cache->users > 0)
+		cache->users--;
+}
 
 /*
  * Set up "writer" for rel; "updated" lists the "nupdated" columns an
@@ -405,6 +448,7 @@ begin_row_writer(RowWriter *writer, Relation rel, Snapshot snapshot,
 	estate->es_snapshot = snapshot;
 	estate->es_output_cid = GetCurrentCommandId(true);
 	cache = open_indexes(writer->result_rel);
+	use_table_cache(writer, cache);
 	writer->estate = estate;
 	AfterTriggerBeginQuery();
 	MemoryContextSwitchTo(caller);
@@ -425,6 +469,7 @@ end_row_writer(RowWriter *writer)
 	ExecResetTupleTable(writer->estate->es_tupleTable, false);
 	MemoryContextSwitchTo(caller);
 	FreeExecutorState(writer->estate);
+	release_table_cache(writer);
 }
 
 /*

@@ -74,3 +74,21 @@ SELECT pg_temp.error_of($$SELECT * FROM idempotency.process_once('dp', ARRAY['ev
 ROLLBACK;
 SELECT idempotency.process_once('dp', 'evt-9') AS immediate_again;
 DELETE FROM idempotency.processed_events WHERE consumer = 'dp';
+
+-- 5. the write state a table's rows are written with, rebuilt after each
+-- change to a function, is freed when rebuilt, not kept until the
+-- transaction ends: a few of its memory contexts, not one per rebuild
+BEGIN;
+DO $$
+BEGIN
+  FOR i IN 1..200 LOOP
+    EXECUTE format('CREATE OR REPLACE FUNCTION pg_temp.dp_changed() RETURNS int LANGUAGE sql AS %L',
+                   'SELECT ' || i);
+    PERFORM idempotency.enqueue_event('dp', 'mem', 'created', '{}');
+    PERFORM idempotency.claim('dp-mem-' || i, '{}');
+    PERFORM idempotency.process_once('dp', 'mem-' || i);
+  END LOOP;
+END $$;
+SELECT count(*) <= 8 AS few_write_states
+  FROM pg_backend_memory_contexts WHERE name = 'idempotency table cache';
+ROLLBACK;
