@@ -44,6 +44,7 @@ bool		idem_outbox_notify = true;
 int			idem_outbox_notify_interval = 10;
 int			idem_metrics_max_scopes = 1000;
 bool		idem_track_outcomes = true;
+bool		idem_direct_writes = true;
 
 /* The text values behind the interval settings; the GUC machinery owns them. */
 static char *default_ttl_text;
@@ -310,6 +311,12 @@ _PG_init(void)
 							"A relay woken by that notification drains the outbox and looks again after twice this interval, so it finds their events; 0 notifies at every commit.",
 							&idem_outbox_notify_interval, 10, 0, 60000,
 							PGC_USERSET, GUC_UNIT_MS, NULL, NULL, NULL);
+
+	DefineCustomBoolVariable("idempotency.direct_writes",
+							 "Writes rows of the extension's tables with the executor's row primitives where the INSERT or UPDATE statement would give the same outcome.",
+							 "Off, every write runs its statement through SPI: slower, with the same results; for tests and diagnosis.",
+							 &idem_direct_writes, true,
+							 PGC_USERSET, 0, NULL, NULL, NULL);
 
 	DefineCustomBoolVariable("idempotency.track_outcomes",
 							 "Counts the outcomes of the calls in idempotency.metrics().",

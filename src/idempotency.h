@@ -38,6 +38,7 @@ extern bool idem_outbox_notify;
 extern int	idem_outbox_notify_interval;
 extern int	idem_metrics_max_scopes;
 extern bool idem_track_outcomes;
+extern bool idem_direct_writes;
 
 /* Argument checks, in arguments.c; each raises 22023 with a useful hint. */
 extern void idem_require_arg(FunctionCallInfo fcinfo, int argno,

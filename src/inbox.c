@@ -39,6 +39,9 @@
 #include "access/tableam.h"
 #include "access/xact.h"
 #include "catalog/pg_type.h"
+#include "commands/trigger.h"
+#include "executor/executor.h"
+#include "executor/spi.h"
 #include "common/hashfn.h"
 #include "funcapi.h"
 #include "miscadmin.h"
@@ -98,6 +101,7 @@ typedef struct Marker
 	Relation	pkey;
 	TupleTableSlot *found;		/* a mark found, for its visibility */
 	IdemRowInserter *inserter;
+	EState	   *after_triggers; /* without the inserter: the statements' */
 	Datum	   *values;
 	bool	   *isnull;
 	bool	   *given;
@@ -167,7 +171,18 @@ begin_marking(Marker *marker, Datum consumer)
 	marker->values[mark_attnums[MARK_PROCESSED_AT] - 1] =
 		TimestampTzGetDatum(GetCurrentTransactionStartTimestamp());
 	marker->given[mark_attnums[MARK_PROCESSED_AT] - 1] = true;
-	marker->inserter = processed_at_is_now ?
+	/*
+	 * The mark is looked for before it is written, with the event id given;
+	 * the statement's ON CONFLICT checks the row its BEFORE INSERT row
+	 * triggers return, which may have another id (a trigger that
+	 * normalises ids), and refuses a deferrable primary key as its arbiter
+	 * (55000).  Either way the statement writes the mark, so that the
+	 * table decides the outcome, whichever path would have been taken.
+	 */
+	marker->inserter = processed_at_is_now &&
+		!(marker->rel->trigdesc != NULL &&
+		  marker->rel->trigdesc->trig_insert_before_row) &&
+		marker->pkey->rd_index->indimmediate ?
 		idem_begin_inserts(marker->rel, marker->given) : NULL;
 	/* the statement's ON CONFLICT would take any other unique index too */
 	if (marker->inserter != NULL &&
@@ -176,6 +191,18 @@ begin_marking(Marker *marker, Datum consumer)
 		idem_end_inserts(marker->inserter);
 		marker->inserter = NULL;
 	}
+
+	/*
+	 * The statements' AFTER row triggers are queued in a query level of
+	 * the call's own and fire at end_marking(), as the inserter's would: a
+	 * batch's at its end, as for one INSERT.
+	 */
+	marker->after_triggers = NULL;
+	if (marker->inserter == NULL)
+	{
+		marker->after_triggers = CreateExecutorState();
+		AfterTriggerBeginQuery();
+	}
 }
 
 static void
@@ -183,6 +210,13 @@ end_marking(Marker *marker)
 {
 	if (marker->inserter != NULL)
 		idem_end_inserts(marker->inserter);
+	if (marker->after_triggers != NULL)
+	{
+		AfterTriggerEndQuery(marker->after_triggers);
+		ExecCloseResultRelations(marker->after_triggers);
+		ExecResetTupleTable(marker->after_triggers->es_tupleTable, false);
+		FreeExecutorState(marker->after_triggers);
+	}
 	ExecDropSingleTupleTableSlot(marker->found);
 	index_close(marker->pkey, NoLock);
 	table_close(marker->rel, NoLock);
@@ -276,9 +310,19 @@ mark_event(Marker *marker, Datum event_id)
 	else
 	{
 		Datum		args[2] = {consumer, event_id};
+		int			rc;
 
-		marked = idem_run_as_owner(&mark_processed, args, NULL, false,
-								   NULL, NULL) == 1;
+		/* the caller runs as the extension owner (begin_marking()) */
+		SPI_connect();
+		/* AFTER triggers queued to end_marking()'s query level */
+		rc = SPI_execute_snapshot(idem_prepare(&mark_processed), args, NULL,
+								  InvalidSnapshot, InvalidSnapshot, false,
+								  false, 0);
+		if (rc < 0)
+			elog(ERROR, "SPI_execute_snapshot failed for \"%s\": %s",
+				 mark_processed.sql, SPI_result_code_string(rc));
+		marked = SPI_processed == 1;
+		SPI_finish();
 	}
 	idem_unlock_creation(hash, IDEM_CREATE_MARK_SPACE);
 	return marked;

@@ -89,4 +89,11 @@ idem_init_range_table(EState *estate, Relation rel, Bitmapset *updated_cols)
 	EvalPlanQualInit((epqstate), (estate), NULL, NIL, -1)
 #endif
 
+/* this backend's local transaction id: PGPROC's vxid.lxid since 17 */
+#if PG_VERSION_NUM >= 170000
+#define IDEM_MY_LXID (MyProc->vxid.lxid)
+#else
+#define IDEM_MY_LXID (MyProc->lxid)
+#endif
+
 #endif							/* IDEM_PG_COMPAT_H */

@@ -53,9 +53,11 @@
 #include "utils/rel.h"
 #include "utils/syscache.h"
 #include "storage/lmgr.h"
+#include "storage/proc.h"
 #include "utils/snapmgr.h"
 
 #include "idempotency.h"
+#include "pg_compat.h"
 
 /*
  * True when "rel" is a plain table that no statement rewrites or filters
@@ -65,6 +67,9 @@
 static bool
 table_is_plain(Relation rel, AclMode privileges)
 {
+	/* idempotency.direct_writes off: every write runs its statement */
+	if (!idem_direct_writes)
+		return false;
 	if (rel->rd_rel->relkind != RELKIND_RELATION ||
 		rel->rd_rel->relhasrules || rel->rd_rel->relrowsecurity)
 		return false;
@@ -155,10 +160,14 @@ update_is_plain(Relation rel)
  * arrive when a lock is taken, so an entry is only trusted once the
  * table's and its indexes' locks are held (open_indexes()).
  *
- * Writers use the entry's memory without copying it: an entry rebuilt while
- * a write is under way (a trigger of the write may change the table) gets
- * new memory, and the old is freed at the end of the transaction, by which
- * time no write can use it.
+ * Writers use the entry's memory without copying it, and count themselves
+ * in the entry while they do (its users, in the transaction users_lxid).
+ * A rebuild frees the old memory at once when no writer uses it; an entry
+ * rebuilt while a write is under way (a trigger of the write may change
+ * the table) gets new memory, and the old is freed at the end of the
+ * transaction, by which time no write can use it.  A writer that fails
+ * leaves its count behind until the transaction ends: the old memory then
+ * waits for the transaction's end too.
  */
 typedef struct TableCache
 {
@@ -166,6 +175,8 @@ typedef struct TableCache
 	bool		valid;			/* no invalidation since the build began */
 	bool		built;			/* the build completed (did not fail) */
 	MemoryContext cxt;
+	int			users;			/* writers using cxt, in transaction users_lxid */
+	LocalTransactionId users_lxid;
 	int			natts;
 	Expr	  **defaults;		/* per attribute, planned; NULL: none */
 	int			nindexes;
@@ -295,7 +306,14 @@ table_cache_of(Relation rel)
 
 		/* a write under way may still use the old memory */
 		if (entry->cxt != NULL)
-			MemoryContextSetParent(entry->cxt, TopTransactionContext);
+		{
+			if (entry->users > 0 && entry->users_lxid == IDEM_MY_LXID)
+				MemoryContextSetParent(entry->cxt, TopTransactionContext);
+			else
+				MemoryContextDelete(entry->cxt);
+			entry->cxt = NULL;
+		}
+		entry->users = 0;
 		entry->cxt = AllocSetContextCreate(CacheMemoryContext,
 										   "idempotency table cache",
 										   ALLOCSET_SMALL_SIZES);
@@ -371,7 +389,35 @@ typedef struct RowWriter
 {
 	EState	   *estate;
 	ResultRelInfo *result_rel;
+	TableCache *cache;			/* the entry whose memory it uses, */
+	MemoryContext cache_cxt;	/* which is this one */
 } RowWriter;
+
+/* Count "writer" among the users of "cache"'s memory. */
+static void
+use_table_cache(RowWriter *writer, TableCache *cache)
+{
+	if (cache->users_lxid != IDEM_MY_LXID)
+	{
+		cache->users = 0;
+		cache->users_lxid = IDEM_MY_LXID;
+	}
+	cache->users++;
+	writer->cache = cache;
+	writer->cache_cxt = cache->cxt;
+}
+
+/* The writer is done with its entry's memory. */
+static void
+release_table_cache(RowWriter *writer)
+{
+	TableCache *cache = writer->cache;
+
+	/* an entry rebuilt meanwhile counts the users of its new memory */
+	if (cache->cxt == writer->cache_cxt && cache->users_lxid == IDEM_MY_LXID &&
+		cache->users > 0)
+		cache->users--;
+}
 
 /*
  * Set up "writer" for rel; "updated" lists the "nupdated" columns an
@@ -402,6 +448,7 @@ begin_row_writer(RowWriter *writer, Relation rel, Snapshot snapshot,
 	estate->es_snapshot = snapshot;
 	estate->es_output_cid = GetCurrentCommandId(true);
 	cache = open_indexes(writer->result_rel);
+	use_table_cache(writer, cache);
 	writer->estate = estate;
 	AfterTriggerBeginQuery();
 	MemoryContextSwitchTo(caller);
@@ -422,6 +469,7 @@ end_row_writer(RowWriter *writer)
 	ExecResetTupleTable(writer->estate->es_tupleTable, false);
 	MemoryContextSwitchTo(caller);
 	FreeExecutorState(writer->estate);
+	release_table_cache(writer);
 }
 
 /*
@@ -618,6 +666,8 @@ idem_insert_next(IdemRowInserter *inserter, const Datum *values,
 	}
 	ExecStoreVirtualTuple(slot);
 	ItemPointerSetInvalid(&slot->tts_tid);
+	/* what CHECK constraints and generated columns see, as ExecInsert() */
+	slot->tts_tableOid = RelationGetRelid(inserter->writer.result_rel->ri_RelationDesc);
 
 	ExecSimpleRelationInsert(inserter->writer.result_rel, estate, slot);
 	/* the table AM gives the row its TID; a skipped row has none */
@@ -775,10 +825,43 @@ idem_update_row(IdemIndexScan *scan, const AttrNumber *updated, int nupdated,
 		slot_getallattrs(slot);
 		change(slot->tts_values, slot->tts_isnull, arg);
 		ItemPointerSetInvalid(&slot->tts_tid);
+		/* what CHECK constraints see, as ExecUpdate() */
+		slot->tts_tableOid = RelationGetRelid(rel);
 
 		idem_epq_init(&epqstate, writer.estate);
-		ExecSimpleRelationUpdate(writer.result_rel, writer.estate, &epqstate,
-								 locked, slot);
+		PG_TRY();
+		{
+			ExecSimpleRelationUpdate(writer.result_rel, writer.estate,
+									 &epqstate, locked, slot);
+		}
+		PG_CATCH();
+		{
+			MemoryContext error_cxt = MemoryContextSwitchTo(caller);
+			ErrorData  *edata = CopyErrorData();
+
+			/*
+			 * The row locked above was changed since by a later command of
+			 * this transaction: a BEFORE UPDATE trigger of the row that
+			 * updated or deleted it.  The heap refuses the update as an
+			 * invisible tuple (55000); the statement's ExecUpdate() finds
+			 * the same and raises 27000, as here.
+			 */
+			if (edata->sqlerrcode == ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE &&
+				edata->funcname != NULL &&
+				(strcmp(edata->funcname, "heap_update") == 0 ||
+				 strcmp(edata->funcname, "simple_heap_update") == 0))
+			{
+				FlushErrorState();
+				ereport(ERROR,
+						(errcode(ERRCODE_TRIGGERED_DATA_CHANGE_VIOLATION),
+						 errmsg("tuple to be updated was already modified by an operation triggered by the current command"),
+						 errhint("Consider using an AFTER trigger instead of a BEFORE trigger to propagate changes to other rows.")));
+			}
+			FreeErrorData(edata);
+			MemoryContextSwitchTo(error_cxt);
+			PG_RE_THROW();
+		}
+		PG_END_TRY();
 		EvalPlanQualEnd(&epqstate);
 		/* the new version's TID; a skipped row keeps the old one or none */
 		result = ItemPointerIsValid(&slot->tts_tid) &&

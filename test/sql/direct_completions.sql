@@ -85,7 +85,7 @@ DROP INDEX idempotency.dc_status;
 -- replication's apply worker does: a completion that stays on its page (a
 -- HOT update, with room left by the fill factor) writes the lock's WAL
 -- record and the update's; the statement (the portable edition's) only
--- the update's
+-- the update's (so does the C edition's with idempotency.direct_writes off)
 ALTER TABLE idempotency.idempotency_keys SET (fillfactor = 50);
 SELECT fence AS fence_wal FROM idempotency.claim('dc-wal', '{}') \gset
 SELECT pg_temp.wal_records(format($$SELECT idempotency.complete('dc-wal', %s, '{}')$$, :fence_wal))
@@ -93,7 +93,9 @@ SELECT pg_temp.wal_records(format($$SELECT idempotency.complete('dc-wal', %s, '{
        l.lanname AS language
   FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang
  WHERE p.oid = 'idempotency.complete(text, bigint, jsonb, integer, text, interval, interval)'::regprocedure \gset
-SELECT :records_direct = CASE :'language' WHEN 'c' THEN 2 ELSE 1 END AS lock_and_update;
+SELECT :records_direct = CASE WHEN :'language' = 'c' AND
+         current_setting('idempotency.direct_writes', true) = 'on' THEN 2 ELSE 1 END
+       AS lock_and_update;
 
 -- What only the statement honours, so the call runs it: a statement
 -- trigger fires once per completion
