@@ -7,6 +7,8 @@ const assert = require('node:assert/strict');
 const { Pool } = require('pg');
 
 const pool = new Pool({ max: 10 });
+/** 4 clients, waits for one at most 8 s: the /burst route's pool (issue 45). */
+const small = new Pool({ max: 4, connectionTimeoutMillis: 8000 });
 let n = 0;
 /** A key no other test uses. */
 const fresh = (prefix) => `${prefix}-${process.pid}-${Date.now()}-${++n}`;
@@ -82,6 +84,14 @@ function routes(fw, state) {
         return ok({ stored: ctx.key });
       },
     },
+    // a pool of pg's quick-start size with a handler that takes its own client from it
+    {
+      path: '/burst', opts: { pool: small }, handler: async (req) => {
+        const c = await small.connect();
+        try { await c.query('SELECT pg_sleep(0.1)'); } finally { c.release(); }
+        return ok({ paid: req.body.amount });
+      },
+    },
     // keys in an order jsonb does not keep ({"at", "paid"} after storing)
     { path: '/ordered', opts: { pool }, handler: async () => ok({ paid: 5, at: `run ${count('ordered')}`, zeta: [1, { b: 2, a: 1 }] }) },
     // no authentication middleware: req.user is undefined, the scope throws
@@ -110,6 +120,7 @@ function httpBehaviour(name, fw) {
   after(async () => {
     await server.close();
     await pool.end();
+    await small.end();
   });
 
   test(`${name}: missing key where required: 400 problem+json, nothing runs`, async () => {
@@ -315,6 +326,15 @@ function httpBehaviour(name, fw) {
     assert.deepEqual([a.status, b.status, b.headers.get('idempotent-replayed')], [201, 201, 'true']);
     const { rows } = await pool.query('SELECT count(*)::int AS n FROM node_http_orders WHERE key = $1', [h['idempotency-key']]);
     assert.equal(rows[0].n, 1);
+  });
+
+  test(`${name}: a burst of 4x the pool's size, handlers taking their own client from it: every request 201 (issue 45)`, async () => {
+    const started = Date.now();
+    const replies = await Promise.all([...Array(16).keys()].map((i) =>
+      call('/burst', { amount: i }, { 'idempotency-key': fresh('burst') })));
+    assert.deepEqual(replies.map((r) => r.status), Array(16).fill(201));
+    assert.deepEqual(replies.map((r) => r.body.paid).sort((a, b) => a - b), [...Array(16).keys()]);
+    assert.ok(Date.now() - started < 8000, `${Date.now() - started} ms`);
   });
 
   test(`${name}: a replay sends the bytes of the first answer (issue 45)`, async () => {
