@@ -107,7 +107,7 @@ test/expected:
 $(DATA_built): $(sort $(wildcard sql/$(EXTVERSION)/*.sql))
 	cat $^ > $@
 
-.PHONY: run test matrix bench bench-scale profile stress sanitize memory lint dist deb portable
+.PHONY: run test matrix bench bench-scale profile stress sanitize memory lint dist deb portable node-package
 run:
 	bash scripts/run.sh
 test:
@@ -134,6 +134,12 @@ lint:
 # idempotency-<version>/, as pgvector and pg_cron make theirs.
 dist:
 	git archive --format zip --prefix=$(EXTENSION)-$(DISTVERSION)/ -o $(EXTENSION)-$(DISTVERSION).zip HEAD
+
+# The npm tarball of clients/node (build/pg-idempotency-<version>.tgz), the
+# way to install the Node package until it is on the registry:
+# scripts/node-package.sh.
+node-package:
+	bash scripts/node-package.sh $(or $(NODE_PACKAGE_DIR),build)
 
 # The Debian binary package for one PostgreSQL major (default 15) in
 # build/deb/, built from a copy of the tree: scripts/deb.sh.

@@ -150,4 +150,64 @@ PY
 kill "$server"
 wait "$server" 2>/dev/null || true
 server=
+
+# a new user (issue 45): the README's FastAPI quick start, as written, in
+# the empty project with the wheel installed as the README's Install says;
+# its handler takes its own connection from the quick start's pool (4):
+# 16 concurrent requests with distinct keys are all answered 201
+idem_log "python_package: the README's FastAPI quick start"
+mkdir "$tmp/quick"
+cd "$tmp/quick"
+awk '/<!-- quick-start: fastapi/ { on = 1; next }
+     on && /^```python$/ { inblock = 1; next }
+     inblock && /^```$/ { exit }
+     inblock { print }' "$IDEM_TOP/clients/python/README.md" > app.py
+grep -q IdempotencyMiddleware app.py || { echo "python_package: no quick start in the README" >&2; exit 1; }
+port=$((18000 + RANDOM % 1000))
+"$tmp/venv/bin/python" -m uvicorn app:app --host 127.0.0.1 --port "$port" --log-level warning \
+  >"$tmp/quick.log" 2>&1 &
+server=$!
+"$tmp/venv/bin/python" - "$port" <<'PY' || { cat "$tmp/quick.log"; exit 1; }
+import json, sys, time, urllib.error, urllib.request, uuid
+from concurrent.futures import ThreadPoolExecutor
+
+url = "http://127.0.0.1:%s/payments" % sys.argv[1]
+
+
+def post(body, key=None, user="alice"):
+    headers = {"Content-Type": "application/json"}
+    if key:
+        headers["Idempotency-Key"] = key
+    if user:
+        headers["X-User"] = user
+    req = urllib.request.Request(url, json.dumps(body).encode(), headers, method="POST")
+    try:
+        with urllib.request.urlopen(req, timeout=60) as r:
+            return r.status, r.headers, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.headers, e.read()
+
+
+for _ in range(100):
+    try:
+        post({"amount": 1})
+        break
+    except OSError:
+        time.sleep(0.1)
+key = "quick-" + uuid.uuid4().hex
+first, again = post({"amount": 5}, key), post({"amount": 5}, key)
+assert first[0] == 201 and json.loads(first[2])["paid"] == 5, first
+assert again[0] == 201 and again[1]["Idempotent-Replayed"] == "true" and again[2] == first[2], again
+nobody = post({"amount": 5}, key + "-x", user=None)
+assert nobody[0] == 401 and nobody[1]["Content-Type"] == "application/problem+json", nobody
+started = time.monotonic()
+with ThreadPoolExecutor(16) as ex:
+    burst = list(ex.map(lambda i: post({"amount": i}, "%s-%d" % (key, i)), range(16)))
+assert [r[0] for r in burst] == [201] * 16, [(r[0], r[2]) for r in burst]
+print("README quick start: 201, byte-identical replay, 401 without a caller, 16 concurrent 201 in %.1fs"
+      % (time.monotonic() - started))
+PY
+kill "$server"
+wait "$server" 2>/dev/null || true
+server=
 echo "python_package: ok"

@@ -22,7 +22,7 @@ export interface ExpressResponse {
 export function send(res: ExpressResponse, a: HttpAnswer): void {
   res.status(a.status);
   for (const [k, v] of Object.entries(a.headers)) res.set(k, v);
-  res.send(JSON.stringify(a.body));
+  res.send(a.text);
 }
 
 export function idempotentExpress<Req extends ExpressRequest = ExpressRequest>(opts: IdempotencyOptions<Req>) {

@@ -28,6 +28,6 @@ export function idempotentFastify<Req extends FastifyRequestLike = FastifyReques
       }, handler);
       reply.code(answer.status);
       for (const [k, v] of Object.entries(answer.headers)) reply.header(k, v);
-      return reply.send(JSON.stringify(answer.body));
+      return reply.send(answer.text);
     };
 }

@@ -9,6 +9,8 @@
  *     over the database's               retention shorter than the lease:
  *     idempotency.max_key_length        the options' mistake) is thrown
  *   no scope (scope function: null)     401 problem+json
+ *   scope or fingerprint function       500 problem+json, nothing claimed,
+ *     throws                            the handler does not run
  *   claimed / resumed                   the handler runs; its answer is stored
  *   replay                              stored status, headers and body,
  *                                       Idempotent-Replayed: true
@@ -32,7 +34,9 @@
  * keyExpiry() once the answer is settled, and left out when the key is
  * not there or the read fails (doc/clients.md, "Expiry headers").
  *
- * The stored response_body is {"headers": {...}, "body": ...}. In
+ * The stored response_body is {"headers": [[name, value], ...], "body":
+ * "<the body as sent>"} (storedAnswer(); answers kept as {"headers": {...},
+ * "body": <JSON>} by 0.1.0 replay too). In
  * transaction mode the claim, the handler's queries on ctx.db and complete
  * (or fail, after a rollback to a savepoint) commit together; otherwise the
  * claim commits first and the handler checkpoints its phases.
@@ -45,7 +49,10 @@ import { withTransaction } from './tx';
 export interface HttpAnswer {
   status: number;
   headers: Record<string, string>;
+  /** The body as a value (what a NestJS controller returned, or the parsed JSON of a replay). */
   body: unknown;
+  /** The body as sent, byte for byte: what a replay sends again. */
+  text: string;
 }
 
 /** What a handler returns: status (default 200), JSON body, headers to send and store. */
@@ -126,10 +133,52 @@ export interface IdempotencyOptions<Req> {
 export type Handler<Req> = (req: Req, ctx: HandlerContext) => Promise<HandlerResult> | HandlerResult;
 
 export function problem(status: number, title: string, detail: string, headers: Record<string, string> = {}): HttpAnswer {
+  const body = { type: 'about:blank', title, status, detail };
   return {
     status,
     headers: { ...headers, 'content-type': 'application/problem+json' },
-    body: { type: 'about:blank', title, status, detail },
+    body,
+    text: JSON.stringify(body),
+  };
+}
+
+/**
+ * The jsonb a stored answer is kept as, the Python package's format:
+ * {"headers": [[name, value], ...], "body": "<the body as sent>"}, so a
+ * replay sends the same bytes (a jsonb body would come back with its keys
+ * reordered and its spacing lost).
+ */
+export function storedAnswer(a: HttpAnswer): { headers: [string, string][]; body: string } {
+  return { headers: Object.entries(a.headers), body: a.text };
+}
+
+/**
+ * The answer a stored response_body replays: the format of storedAnswer(),
+ * or the one this package kept in 0.1.0 ({"headers": {...}, "body":
+ * <a JSON value>}, sent as its JSON text), or another client's jsonb (sent
+ * as JSON).
+ */
+export function replayedAnswer(status: number, doc: unknown): HttpAnswer {
+  const d = (doc ?? null) as { headers?: unknown; body?: unknown; body_base64?: unknown } | null;
+  if (d !== null && typeof d === 'object' && Array.isArray(d.headers)) {
+    const headers: Record<string, string> = {};
+    for (const [k, v] of d.headers as [string, string][]) headers[String(k).toLowerCase()] = String(v);
+    const text = typeof d.body === 'string' ? d.body
+      : typeof d.body_base64 === 'string' ? Buffer.from(d.body_base64, 'base64').toString('latin1') : '';
+    let body: unknown = text;
+    try { body = text === '' ? null : JSON.parse(text); } catch { /* not JSON: the text */ }
+    return { status, headers: { ...headers, 'idempotent-replayed': 'true' }, body, text };
+  }
+  if (d !== null && typeof d === 'object' && !Array.isArray(d) && 'headers' in d) {
+    const body = d.body ?? null;
+    return {
+      status, headers: { ...((d.headers ?? {}) as Record<string, string>), 'idempotent-replayed': 'true' },
+      body, text: JSON.stringify(body),
+    };
+  }
+  return {
+    status, headers: { 'content-type': 'application/json', 'idempotent-replayed': 'true' },
+    body: d, text: JSON.stringify(d),
   };
 }
 
@@ -185,7 +234,8 @@ async function keyTooLong(db: Queryable, key: string): Promise<boolean> {
 function errorAnswer(e: unknown): { answer: HttpAnswer; retryable: boolean } {
   const { status, body } = errorStatus(e);
   if (status !== undefined && status >= 400 && status < 500) {
-    return { answer: { status, headers: { 'content-type': 'application/json' }, body: body ?? null }, retryable: false };
+    const value = body ?? null;
+    return { answer: { status, headers: { 'content-type': 'application/json' }, body: value, text: JSON.stringify(value) }, retryable: false };
   }
   return { answer: problem(500, 'Internal Server Error', 'The request failed; it may be retried with the same key.'), retryable: true };
 }
@@ -229,10 +279,12 @@ export function createIdempotency<Req>(opts: IdempotencyOptions<Req>) {
   }
 
   function answerOf(r: HandlerResult): HttpAnswer {
+    const body = r.body === undefined ? null : r.body;
     return {
       status: r.status ?? 200,
       headers: { 'content-type': 'application/json', ...lower(r.headers ?? {}) },
-      body: r.body === undefined ? null : r.body,
+      body,
+      text: JSON.stringify(body),
     };
   }
 
@@ -248,14 +300,8 @@ export function createIdempotency<Req>(opts: IdempotencyOptions<Req>) {
       throw CLAIM_REFUSALS.includes(sqlState(e) ?? '') ? new ClaimRefused(e) : e;
     }
     switch (claim.outcome) {
-      case 'replay': {
-        const stored = (claim.responseBody ?? {}) as { headers?: Record<string, string>; body?: unknown };
-        return {
-          status: claim.responseCode ?? 200,
-          headers: { ...(stored.headers ?? {}), 'idempotent-replayed': 'true' },
-          body: stored.body ?? null,
-        };
-      }
+      case 'replay':
+        return replayedAnswer(claim.responseCode ?? 200, claim.responseBody);
       case 'gone':
         return problem(410, 'The answer to this Idempotency-Key is gone',
           'The request was processed and its answer is no longer kept; it does not run again. Use a new key to send it again.');
@@ -273,14 +319,14 @@ export function createIdempotency<Req>(opts: IdempotencyOptions<Req>) {
     let answer: HttpAnswer;
     try {
       answer = answerOf(await handler(info.req, ctx));
-      await on.complete(key, fence, { headers: answer.headers, body: answer.body }, { responseCode: answer.status, scope, ttl, responseTtl });
+      await on.complete(key, fence, storedAnswer(answer), { responseCode: answer.status, scope, ttl, responseTtl });
       return answer;
     } catch (e) {
       if (sqlState(e) === SqlState.leaseLost) throw e;
       if (client) await client.query('ROLLBACK TO SAVEPOINT idempotency_handler');
       const { answer: failed, retryable } = errorAnswer(e);
       await on.fail(key, fence, {
-        error: { headers: failed.headers, body: failed.body }, responseCode: failed.status,
+        error: storedAnswer(failed), responseCode: failed.status,
         retryable, scope, ttl: retryable ? null : ttl, responseTtl: retryable ? null : responseTtl,
       });
       return failed;
@@ -314,11 +360,21 @@ export function createIdempotency<Req>(opts: IdempotencyOptions<Req>) {
     }
     const bad = keyProblem(key);
     if (bad !== null) return problem(400, 'Invalid Idempotency-Key', bad);
-    const scope = await scopeOf(info.req);
+    // a scope or fingerprint function that throws (say req.user.id without an
+    // authentication middleware) is the application's fault: 500
+    // problem+json, nothing claimed, the handler does not run
+    let scope: string | null | undefined;
+    let request: unknown;
+    try {
+      scope = await scopeOf(info.req);
+      if (scope !== null && scope !== undefined) request = fingerprint(info);
+    } catch {
+      return problem(500, 'Internal Server Error',
+        "The request's idempotency scope or fingerprint could not be computed; nothing was done.");
+    }
     if (scope === null || scope === undefined) {
       return problem(401, 'Unauthenticated', 'Idempotency keys belong to an authenticated caller.');
     }
-    const request = fingerprint(info);
     let answer: HttpAnswer;
     try {
       answer = opts.transaction

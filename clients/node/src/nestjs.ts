@@ -61,7 +61,7 @@ export class IdempotencyInterceptor {
     for (const [k, v] of Object.entries(answer.headers)) res.setHeader(k, v);
     if (ran && answer.status === status) return this.rxjs.of(answer.body);
     res.statusCode = answer.status;
-    res.end(JSON.stringify(answer.body));
+    res.end(answer.text);
     throw new this.nest.HttpException('answered by IdempotencyInterceptor', answer.status);
   }
 }

@@ -7,6 +7,8 @@ const assert = require('node:assert/strict');
 const { Pool } = require('pg');
 
 const pool = new Pool({ max: 10 });
+/** 4 clients, waits for one at most 8 s: the /burst route's pool (issue 45). */
+const small = new Pool({ max: 4, connectionTimeoutMillis: 8000 });
 let n = 0;
 /** A key no other test uses. */
 const fresh = (prefix) => `${prefix}-${process.pid}-${Date.now()}-${++n}`;
@@ -18,7 +20,7 @@ async function post(base, path, body, headers = {}) {
   const text = await r.text();
   let parsed = text;
   try { parsed = text ? JSON.parse(text) : null; } catch { /* not JSON: the text */ }
-  return { status: r.status, headers: r.headers, body: parsed };
+  return { status: r.status, headers: r.headers, body: parsed, raw: text };
 }
 
 /**
@@ -82,6 +84,18 @@ function routes(fw, state) {
         return ok({ stored: ctx.key });
       },
     },
+    // a pool of pg's quick-start size with a handler that takes its own client from it
+    {
+      path: '/burst', opts: { pool: small }, handler: async (req) => {
+        const c = await small.connect();
+        try { await c.query('SELECT pg_sleep(0.1)'); } finally { c.release(); }
+        return ok({ paid: req.body.amount });
+      },
+    },
+    // keys in an order jsonb does not keep ({"at", "paid"} after storing)
+    { path: '/ordered', opts: { pool }, handler: async () => ok({ paid: 5, at: `run ${count('ordered')}`, zeta: [1, { b: 2, a: 1 }] }) },
+    // no authentication middleware: req.user is undefined, the scope throws
+    { path: '/unauthed', opts: { pool, scope: (req) => req.user.id }, handler: async () => ok({ unauthed: count('unauthed') }) },
     { path: '/broken', opts: { pool: new Pool({ host: '127.0.0.1', port: 1, connectionTimeoutMillis: 500 }) }, handler: async () => ok({}) },
   ];
 }
@@ -106,6 +120,7 @@ function httpBehaviour(name, fw) {
   after(async () => {
     await server.close();
     await pool.end();
+    await small.end();
   });
 
   test(`${name}: missing key where required: 400 problem+json, nothing runs`, async () => {
@@ -311,6 +326,54 @@ function httpBehaviour(name, fw) {
     assert.deepEqual([a.status, b.status, b.headers.get('idempotent-replayed')], [201, 201, 'true']);
     const { rows } = await pool.query('SELECT count(*)::int AS n FROM node_http_orders WHERE key = $1', [h['idempotency-key']]);
     assert.equal(rows[0].n, 1);
+  });
+
+  test(`${name}: a burst of 4x the pool's size, handlers taking their own client from it: every request 201 (issue 45)`, async () => {
+    const started = Date.now();
+    const replies = await Promise.all([...Array(16).keys()].map((i) =>
+      call('/burst', { amount: i }, { 'idempotency-key': fresh('burst') })));
+    assert.deepEqual(replies.map((r) => r.status), Array(16).fill(201));
+    assert.deepEqual(replies.map((r) => r.body.paid).sort((a, b) => a - b), [...Array(16).keys()]);
+    assert.ok(Date.now() - started < 8000, `${Date.now() - started} ms`);
+  });
+
+  test(`${name}: a replay sends the bytes of the first answer (issue 45)`, async () => {
+    const key = fresh('bytes');
+    const first = await call('/ordered', { amount: 5 }, { 'idempotency-key': key });
+    assert.equal(first.status, 201);
+    assert.equal(first.raw, '{"paid":5,"at":"run 1","zeta":[1,{"b":2,"a":1}]}');
+    const again = await call('/ordered', { amount: 5 }, { 'idempotency-key': key });
+    assert.equal(again.status, 201);
+    assert.equal(again.headers.get('idempotent-replayed'), 'true');
+    assert.equal(again.raw, first.raw);
+    if (fw.storesHeaders !== false) assert.equal(again.headers.get('content-type'), first.headers.get('content-type'));
+    assert.equal(state.runs.ordered, 1);
+    const { IdempotencyClient } = require('../dist/cjs/index.js');
+    const row = await new IdempotencyClient(pool).lookup(key);
+    assert.equal(row.responseBody.body, first.raw);
+    assert.ok(Array.isArray(row.responseBody.headers));
+  });
+
+  test(`${name}: an answer stored the way 0.1.0 did ({"headers": {...}, "body": <JSON>}) still replays`, async () => {
+    const { IdempotencyClient } = require('../dist/cjs/index.js');
+    const api = new IdempotencyClient(pool);
+    const key = fresh('legacy');
+    const c = await api.claim(key, { request: { method: 'POST', path: '/ordered', body: { amount: 7 } } });
+    await api.complete(key, c.fence, { headers: { 'content-type': 'application/json', 'x-old': 'yes' }, body: { paid: 7 } }, { responseCode: 201 });
+    const r = await call('/ordered', { amount: 7 }, { 'idempotency-key': key });
+    assert.equal(r.status, 201);
+    assert.equal(r.headers.get('idempotent-replayed'), 'true');
+    assert.equal(r.raw, '{"paid":7}');
+    if (fw.storesHeaders !== false) assert.equal(r.headers.get('x-old'), 'yes');
+  });
+
+  test(`${name}: a scope function that throws (no auth middleware): 500 problem+json, nothing claimed or run`, async () => {
+    const key = fresh('unauthed');
+    const r = await call('/unauthed', { amount: 1 }, { 'idempotency-key': key });
+    isProblem(r, 500);
+    assert.equal(state.runs.unauthed, undefined);
+    const { IdempotencyClient } = require('../dist/cjs/index.js');
+    assert.equal(await new IdempotencyClient(pool).lookup(key), null);
   });
 
   test(`${name}: the store unreachable: 503 problem+json with Retry-After`, async () => {

@@ -4,8 +4,10 @@ middleware, and a uniform client for it: post(path, json, headers) ->
 
     POST /pay     201 {"paid": amount, "run": n} with a Location header
     POST /boom    raises (a 500)
-    POST /tx      inserts into py_ledger on the middleware's connection,
-                  then answers 201, or 500 when the body says {"fail": true}
+    POST /tx      inserts into py_ledger (on the middleware's connection in
+                  one_transaction mode, else on its own, rolled back when
+                  it fails), then answers 201, or 500 when the body says
+                  {"fail": true}
     POST /resume  first try: checkpoints "charged", commits, answers 503;
                   a retry resumes from "charged" and answers 201
     GET  /pay     unguarded
@@ -15,6 +17,8 @@ The scope is the X-Tenant header, so tenants never share keys.
 import itertools
 import json
 from typing import Any, Dict, Tuple
+
+import psycopg
 
 from pg_idempotency import aio, client, http
 
@@ -26,7 +30,23 @@ def _ledger(conn: Any, note: str) -> None:
     conn.execute("INSERT INTO py_ledger (note) VALUES (%s)", (note,))
 
 
+def _tx(conn: Any, note: str, fail: bool) -> None:
+    """The ledger row: on the middleware's connection in one_transaction
+    mode; otherwise the middleware holds none while the view runs, and
+    the view takes its own (rolled back when the view fails)."""
+    if conn is not None:
+        _ledger(conn, note)
+        return
+    with psycopg.connect() as own:
+        _ledger(own, note)
+        if fail:
+            own.rollback()
+
+
 def _resume(conn: Any, h: http.Holding) -> Tuple[Dict[str, Any], int]:
+    if conn is None:
+        with psycopg.connect() as own:
+            return _resume(own, h)
     if h.recovery_point == "started":
         client.checkpoint(conn, h.key, h.fence, "charged", scope=h.scope)
         conn.commit()
@@ -55,20 +75,25 @@ def starlette_app(policy: http.Policy):
 
     async def tx(request: Request):
         body = await request.json()
-        conn = request.state.idempotency_connection
-        await conn.execute("INSERT INTO py_ledger (note) VALUES (%s)", (body["note"],))
+        conn = getattr(request.state, "idempotency_connection", None)
+        if conn is None:            # not one_transaction: the view's own connection
+            async with await psycopg.AsyncConnection.connect() as own:
+                await own.execute("INSERT INTO py_ledger (note) VALUES (%s)", (body["note"],))
+                if body.get("fail"):
+                    await own.rollback()
+        else:
+            await conn.execute("INSERT INTO py_ledger (note) VALUES (%s)", (body["note"],))
         return JSONResponse({"noted": body["note"]}, 500 if body.get("fail") else 201)
 
     async def resume(request: Request):
         h = request.state.idempotency
-        conn = request.state.idempotency_connection
         if h.recovery_point == "started":
-            await aio.checkpoint(conn, h.key, h.fence, "charged", scope=h.scope)
-            await conn.commit()
+            async with await psycopg.AsyncConnection.connect() as own:
+                await aio.checkpoint(own, h.key, h.fence, "charged", scope=h.scope)
             return JSONResponse({"error": "shipping down"}, 503)
         return JSONResponse({"resumed_from": h.recovery_point, "attempts": h.attempts}, 201)
 
-    policy.scope = lambda scope: dict((k.decode(), v.decode()) for k, v in scope["headers"]).get("x-tenant", "")
+    policy.scope = policy.scope or (lambda scope: dict((k.decode(), v.decode()) for k, v in scope["headers"]).get("x-tenant", ""))
     app = Starlette(routes=[Route("/pay", pay, methods=["GET", "POST"]),
                             Route("/boom", boom, methods=["POST"]),
                             Route("/tx", tx, methods=["POST"]),
@@ -104,14 +129,14 @@ def flask_app(policy: http.Policy):
     @app.post("/tx")
     def tx():
         body = flask.request.get_json()
-        _ledger(connection(), body["note"])
+        _tx(connection(), body["note"], bool(body.get("fail")))
         return {"noted": body["note"]}, 500 if body.get("fail") else 201
 
     @app.post("/resume")
     def resume():
         return _resume(connection(), holding())
 
-    policy.scope = lambda environ: environ.get("HTTP_X_TENANT", "")
+    policy.scope = policy.scope or (lambda environ: environ.get("HTTP_X_TENANT", ""))
     Idempotency(app, http.Connect(), policy)
     tc = app.test_client()
 
@@ -153,15 +178,15 @@ def django_app(policy: http.Policy):
 
     def tx(request):
         body = json.loads(request.body)
-        _ledger(request.idempotency_connection, body["note"])
+        _tx(getattr(request, "idempotency_connection", None), body["note"], bool(body.get("fail")))
         return JsonResponse({"noted": body["note"]}, status=500 if body.get("fail") else 201)
 
     def resume(request):
-        body, status = _resume(request.idempotency_connection, request.idempotency)
+        body, status = _resume(getattr(request, "idempotency_connection", None), request.idempotency)
         return JsonResponse(body, status=status)
 
     urlpatterns[:] = [route("pay", pay), route("boom", boom), route("tx", tx), route("resume", resume)]
-    policy.scope = lambda request: request.headers.get("x-tenant", "")
+    policy.scope = policy.scope or (lambda request: request.headers.get("x-tenant", ""))
     settings.PG_IDEMPOTENCY = {"pool": http.Connect(), "policy": policy}
     tc = Client(raise_request_exception=False)
 

@@ -263,6 +263,28 @@ def test_scope_per_tenant(make, key):
     assert json.loads(a[2])["run"] != json.loads(b[2])["run"]
 
 
+def test_scope_that_raises_500_problem_nothing_claimed(make, key, conn):
+    # issue 45: a scope reading a user that no authentication middleware set
+    post = make(scope=lambda request: request.user.id)
+    reply = post("/pay", {"amount": 5}, {"Idempotency-Key": key})
+    assert reply[0] == 500
+    problem_of(reply)
+    assert client.lookup(conn, key) is None
+
+
+def test_replay_of_the_node_packages_old_format(make, key, conn):
+    # {"headers": {...}, "body": <JSON>}: what pg-idempotency 0.1.0 stored
+    post = make()
+    fp = http.default_fingerprint(http.Request("POST", "/pay", json.dumps({"amount": 5}).encode(),
+                                               "application/json", key, ""))
+    r = client.claim(conn, key, fp)
+    client.complete(conn, key, r.fence, {"headers": {"content-type": "application/json", "x-old": "yes"},
+                                         "body": {"paid": 5}}, 201)
+    conn.commit()
+    reply = post("/pay", {"amount": 5}, {"Idempotency-Key": key})
+    assert (reply[0], reply[2], reply[1]["x-old"], reply[1]["idempotent-replayed"]) == (201, b'{"paid":5}', "yes", "true")
+
+
 def test_custom_fingerprint(make, key):
     post = make(fingerprint=lambda req: {"path": req.path})     # the body is not compared
     assert post("/pay", {"amount": 5}, {"Idempotency-Key": key})[0] == 201

@@ -61,12 +61,21 @@ class IdempotencyMiddleware:
                 break
         body = b"".join(chunks)
         scope_of = self.policy.scope or (lambda _scope: "")
+        try:
+            key_scope = scope_of(scope)
+        except Exception:  # noqa: BLE001 - the application's scope function
+            await _send_answer(send, http.scope_failed())
+            return
         req = http.Request(scope["method"], scope["path"], body, _header(scope, "content-type") or "",
-                           key, scope_of(scope))
-        async with self.pool.connection() as conn:
-            scope.setdefault("state", {})["idempotency_connection"] = conn
-            answer = await http.drive_async(http.exchange(self.policy, req), conn,
-                                            lambda holding: self._run(scope, body, holding))
+                           key, key_scope)
+        state: Dict[str, Any] = scope.setdefault("state", {})
+
+        def expose(conn: Any) -> None:      # one_transaction mode only
+            state["idempotency_connection"] = conn
+
+        # outside one_transaction mode no connection is held while the app runs
+        answer = await http.run_async(self.policy, req, self.pool,
+                                      lambda holding: self._run(scope, body, holding), expose)
         await _send_answer(send, answer)
 
     async def _run(self, scope: Scope, body: bytes, holding: http.Holding) -> http.Answer:

@@ -40,11 +40,15 @@ class IdempotencyMiddleware:
                 return _response(http.missing_key())
             return self.get_response(request)
         scope_of = self.policy.scope or (lambda _request: "")
+        try:
+            scope = scope_of(request)
+        except Exception:  # noqa: BLE001 - the application's scope function
+            return _response(http.scope_failed())
         req = http.Request(request.method, request.path, request.body,
-                           request.headers.get("content-type", ""), key, scope_of(request))
-        with self.pool.connection() as conn:
-            request.idempotency_connection = conn
-            answer = http.drive(http.exchange(self.policy, req), conn, lambda holding: self._run(request, holding))
+                           request.headers.get("content-type", ""), key, scope)
+        # outside one_transaction mode no connection is held while the view runs
+        answer = http.run(self.policy, req, self.pool, lambda holding: self._run(request, holding),
+                          lambda conn: setattr(request, "idempotency_connection", conn))
         return _response(answer)
 
     def _run(self, request: Any, holding: http.Holding) -> http.Answer:

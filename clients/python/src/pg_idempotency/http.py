@@ -38,6 +38,7 @@ import base64
 import email.utils
 import json
 import logging
+import sys
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import (Any, Callable, ContextManager, Dict, Generator, List,
@@ -164,6 +165,10 @@ def stored(answer: Answer, keep: Sequence[str]) -> Dict[str, Any]:
 def replayed(code: int, doc: Any) -> Answer:
     if not isinstance(doc, dict) or "headers" not in doc:     # stored by another client
         return Answer(code, [("content-type", "application/json")], json.dumps(doc).encode())
+    if isinstance(doc["headers"], dict):        # the Node package's 0.1.0: {"headers": {...}, "body": <JSON>}
+        return Answer(code, [(str(k), str(v)) for k, v in doc["headers"].items()]
+                      + [("idempotent-replayed", "true")],
+                      json.dumps(doc.get("body"), separators=(",", ":")).encode())
     body = doc["body"].encode() if "body" in doc else base64.b64decode(doc.get("body_base64", ""))
     return Answer(code, [(k, v) for k, v in doc["headers"]] + [("idempotent-replayed", "true")], body)
 
@@ -303,6 +308,14 @@ def answer_for(claim: q.ClaimResult) -> Answer:
                    "This key was used for a different request; use a new key.")
 
 
+def scope_failed() -> Answer:
+    """The answer when the policy's scope function raises (say it reads a
+    user no authentication middleware set): nothing is claimed or run."""
+    log.error("idempotency scope function failed", exc_info=True)
+    return problem(500, "Internal Server Error",
+                   "The request's idempotency scope could not be computed; nothing was done.")
+
+
 def missing_key() -> Answer:
     return problem(400, "Idempotency-Key is missing", "This operation requires an Idempotency-Key header.")
 
@@ -361,6 +374,101 @@ async def drive_async(gen: Generator[Step, Any, Answer], conn: "psycopg.AsyncCon
             error = e
 
 
+
+
+def run(policy: Policy, req: Request, pool: Any, handler: Callable[[Holding], Answer],
+        expose: Optional[Callable[[Any], None]] = None) -> Answer:
+    """Runs exchange() with connections from pool (anything with a
+    .connection() context manager).  Outside one_transaction mode the
+    connection goes back to the pool while the handler runs (the claim is
+    committed by then), so a handler that takes its own connection from
+    the same pool never waits for the one its middleware holds; the answer
+    is stored on a connection taken again afterwards.  In one_transaction
+    mode the handler's writes are on that connection: expose(conn) hands
+    it over, and it is held throughout."""
+    gen = exchange(policy, req)
+    lease: Any = None
+    conn: Any = None
+    value: Any = None
+    error: Optional[BaseException] = None
+    try:
+        while True:
+            try:
+                step = gen.throw(error) if error is not None else gen.send(value)
+            except StopIteration as stop:
+                answer: Answer = stop.value
+                return answer
+            value, error = None, None
+            try:
+                if isinstance(step, Holding):
+                    if not policy.one_transaction and lease is not None:
+                        done, lease, conn = lease, None, None
+                        done.__exit__(None, None, None)
+                    value = handler(step)
+                    continue
+                if conn is None:
+                    lease = pool.connection()
+                    conn = lease.__enter__()
+                    if policy.one_transaction and expose is not None:
+                        expose(conn)
+                if step == COMMIT:
+                    conn.commit()
+                elif step == ROLLBACK:
+                    conn.rollback()
+                elif isinstance(step, q.Query):
+                    value = client.run(conn, step)
+                else:
+                    raise ValueError("unknown step %r" % (step,))
+            except Exception as e:  # noqa: BLE001 - thrown into the exchange
+                error = e
+    finally:
+        if lease is not None:
+            lease.__exit__(*sys.exc_info())
+
+
+async def run_async(policy: Policy, req: Request, pool: Any, handler: Callable[[Holding], Any],
+                    expose: Optional[Callable[[Any], None]] = None) -> Answer:
+    """run() for asyncio: pool has an async .connection() context manager
+    (psycopg_pool.AsyncConnectionPool); the connection is not held while
+    the handler runs, except in one_transaction mode."""
+    gen = exchange(policy, req)
+    lease: Any = None
+    conn: Any = None
+    value: Any = None
+    error: Optional[BaseException] = None
+    try:
+        while True:
+            try:
+                step = gen.throw(error) if error is not None else gen.send(value)
+            except StopIteration as stop:
+                answer: Answer = stop.value
+                return answer
+            value, error = None, None
+            try:
+                if isinstance(step, Holding):
+                    if not policy.one_transaction and lease is not None:
+                        done, lease, conn = lease, None, None
+                        await done.__aexit__(None, None, None)
+                    value = await handler(step)
+                    continue
+                if conn is None:
+                    lease = pool.connection()
+                    conn = await lease.__aenter__()
+                    if policy.one_transaction and expose is not None:
+                        expose(conn)
+                if step == COMMIT:
+                    await conn.commit()
+                elif step == ROLLBACK:
+                    await conn.rollback()
+                elif isinstance(step, q.Query):
+                    value = await aio.run(conn, step)
+                else:
+                    raise ValueError("unknown step %r" % (step,))
+            except Exception as e:  # noqa: BLE001 - thrown into the exchange
+                error = e
+    finally:
+        if lease is not None:
+            await lease.__aexit__(*sys.exc_info())
 
 
 class Connect:

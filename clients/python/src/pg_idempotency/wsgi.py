@@ -45,12 +45,15 @@ class IdempotencyWSGI:
         length = int(environ.get("CONTENT_LENGTH") or 0)
         body = environ["wsgi.input"].read(length) if length > 0 else b""
         scope_of = self.policy.scope or (lambda _environ: "")
+        try:
+            scope = scope_of(environ)
+        except Exception:  # noqa: BLE001 - the application's scope function
+            return _respond(start_response, http.scope_failed())
         req = http.Request(method, environ.get("PATH_INFO", "/"), body,
-                           environ.get("CONTENT_TYPE", ""), key, scope_of(environ))
-        with self.pool.connection() as conn:
-            environ["pg_idempotency.connection"] = conn
-            answer = http.drive(http.exchange(self.policy, req), conn,
-                                lambda holding: self._run(environ, body, holding))
+                           environ.get("CONTENT_TYPE", ""), key, scope)
+        # outside one_transaction mode no connection is held while the app runs
+        answer = http.run(self.policy, req, self.pool, lambda holding: self._run(environ, body, holding),
+                          lambda conn: environ.__setitem__("pg_idempotency.connection", conn))
         return _respond(start_response, answer)
 
     def _run(self, environ: Environ, body: bytes, holding: http.Holding) -> http.Answer:
