@@ -101,6 +101,8 @@ typedef struct Marker
 	Datum	   *values;
 	bool	   *isnull;
 	bool	   *given;
+	AttrNumber	listed[2];		/* mark_processed's column list */
+	IdemStatementColumns columns;
 } Marker;
 
 /* SQL-callable functions */
@@ -167,8 +169,15 @@ begin_marking(Marker *marker, Datum consumer)
 	marker->values[mark_attnums[MARK_PROCESSED_AT] - 1] =
 		TimestampTzGetDatum(GetCurrentTransactionStartTimestamp());
 	marker->given[mark_attnums[MARK_PROCESSED_AT] - 1] = true;
+	/* the statement lists consumer and event_id; processed_at is its default */
+	marker->listed[0] = mark_attnums[MARK_CONSUMER];
+	marker->listed[1] = mark_attnums[MARK_EVENT_ID];
+	marker->columns.written = marker->listed;
+	marker->columns.nwritten = 2;
+	marker->columns.read = NULL;
+	marker->columns.nread = 0;
 	marker->inserter = processed_at_is_now ?
-		idem_begin_inserts(marker->rel, marker->given) : NULL;
+		idem_begin_inserts(marker->rel, marker->given, &marker->columns) : NULL;
 	/* the statement's ON CONFLICT would take any other unique index too */
 	if (marker->inserter != NULL &&
 		!idem_inserts_check_only(marker->inserter, marker->pkey))
