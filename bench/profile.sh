@@ -18,7 +18,7 @@
 #   PROFILE_KEEP=1     keep the callgrind files (annotate them with
 #                      callgrind_annotate --inclusive=yes FILE)
 #   PROFILE_DOC=1      also write doc/profile.md from this run
-#   PROFILE_PORT=N     the throwaway cluster's port (default 5432; its socket
+#   IDEM_TEST_PORT=N   the throwaway cluster's port (default 5432; its socket
 #                      is in a private directory, TCP is off)
 set -uo pipefail
 IDEM_TOP=$(cd "$(dirname "$0")/.." && pwd)
@@ -48,7 +48,10 @@ trap cleanup EXIT
 
 # A cluster as usual, loaded, then restarted under callgrind; fsync off,
 # since only instructions count here.
-idem_start_cluster "$BIN" "$CLUSTER" "${PROFILE_PORT:-5432}" '' || exit 1
+# IDEM_TEST_PORT: another port (its socket is in the cluster's directory),
+# as for test/run.sh
+export PGPORT=${IDEM_TEST_PORT:-5432}
+idem_start_cluster "$BIN" "$CLUSTER" "$PGPORT" '' || exit 1
 printf 'fsync = off\nautovacuum = off\n' >>"$CLUSTER/data/postgresql.conf"
 q() { "$BIN/psql" -X -q -v ON_ERROR_STOP=1 -h "$CLUSTER" -U postgres -d bench "$@"; }
 "$BIN/psql" -X -q -h "$CLUSTER" -U postgres -d postgres -c 'CREATE DATABASE bench' || exit 1

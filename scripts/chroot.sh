@@ -74,7 +74,7 @@ idem_runs_natively() {
 idem_chroot_packages() {
   local m=$1
   echo "build-essential postgresql-$m postgresql-server-dev-$m
-    postgresql-$m-cron postgresql-$m-pgtap postgresql-$m-plproxy
+    postgresql-$m-cron postgresql-$m-pgtap postgresql-$m-plproxy postgresql-$m-pgaudit
     libtap-parser-sourcehandler-pgtap-perl libipc-run-perl libpq-dev
     redis-server libhiredis-dev python3-psycopg2 python3-flask nodejs npm
     iproute2 procps ca-certificates flex bison libkrb5-dev"

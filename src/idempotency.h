@@ -192,11 +192,28 @@ typedef bool (*IdemRowTest) (TupleTableSlot *slot, void *arg);
 /* Set the updated columns in a row's values (one per attribute). */
 typedef void (*IdemRowChange) (Datum *values, bool *isnull, void *arg);
 
+/*
+ * The columns that the statement a direct write stands for names, as its
+ * permission check sees them (writes.c): those it writes (an INSERT's
+ * column list, an UPDATE's SET list) and those it reads (a WHERE clause,
+ * SET expressions, RETURNING), by attribute number, in an order of the
+ * caller's that stays the same from call to call.
+ */
+typedef struct IdemStatementColumns
+{
+	const AttrNumber *written;
+	int			nwritten;
+	const AttrNumber *read;
+	int			nread;
+} IdemStatementColumns;
+
 typedef struct IdemRowInserter IdemRowInserter;
 
 extern IdemWriteResult idem_insert_row(Relation rel, const Datum *values,
-									   const bool *isnull, const bool *given);
-extern IdemRowInserter *idem_begin_inserts(Relation rel, const bool *given);
+									   const bool *isnull, const bool *given,
+									   const IdemStatementColumns *columns);
+extern IdemRowInserter *idem_begin_inserts(Relation rel, const bool *given,
+										   const IdemStatementColumns *columns);
 extern bool idem_insert_next(IdemRowInserter *inserter, const Datum *values,
 							 const bool *isnull);
 extern Datum idem_inserted_value(IdemRowInserter *inserter, AttrNumber attnum,
@@ -205,7 +222,7 @@ extern bool idem_inserts_check_only(IdemRowInserter *inserter,
 									Relation index);
 extern void idem_end_inserts(IdemRowInserter *inserter);
 extern IdemWriteResult idem_update_row(IdemIndexScan *scan,
-									   const AttrNumber *updated, int nupdated,
+									   const IdemStatementColumns *columns,
 									   IdemRowTest matches, IdemRowChange change,
 									   void *arg);
 

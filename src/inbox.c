@@ -105,6 +105,8 @@ typedef struct Marker
 	Datum	   *values;
 	bool	   *isnull;
 	bool	   *given;
+	AttrNumber	listed[2];		/* mark_processed's column list */
+	IdemStatementColumns columns;
 } Marker;
 
 /* SQL-callable functions */
@@ -171,6 +173,14 @@ begin_marking(Marker *marker, Datum consumer)
 	marker->values[mark_attnums[MARK_PROCESSED_AT] - 1] =
 		TimestampTzGetDatum(GetCurrentTransactionStartTimestamp());
 	marker->given[mark_attnums[MARK_PROCESSED_AT] - 1] = true;
+	/* the statement lists consumer and event_id; processed_at is its default */
+	marker->listed[0] = mark_attnums[MARK_CONSUMER];
+	marker->listed[1] = mark_attnums[MARK_EVENT_ID];
+	marker->columns.written = marker->listed;
+	marker->columns.nwritten = 2;
+	marker->columns.read = NULL;
+	marker->columns.nread = 0;
+
 	/*
 	 * The mark is looked for before it is written, with the event id given;
 	 * the statement's ON CONFLICT checks the row its BEFORE INSERT row
@@ -183,7 +193,7 @@ begin_marking(Marker *marker, Datum consumer)
 		!(marker->rel->trigdesc != NULL &&
 		  marker->rel->trigdesc->trig_insert_before_row) &&
 		marker->pkey->rd_index->indimmediate ?
-		idem_begin_inserts(marker->rel, marker->given) : NULL;
+		idem_begin_inserts(marker->rel, marker->given, &marker->columns) : NULL;
 	/* the statement's ON CONFLICT would take any other unique index too */
 	if (marker->inserter != NULL &&
 		!idem_inserts_check_only(marker->inserter, marker->pkey))

@@ -813,6 +813,8 @@ insert_key_row(KeyLayout layout, const Datum *args, const char *nulls,
 	Datum	   *values;
 	bool	   *isnull;
 	bool	   *given;
+	AttrNumber	listed[KEY_NCOLUMNS + 1];	/* key_hash too */
+	IdemStatementColumns columns = {.written = listed};
 	IdemWriteResult result;
 
 	if (layout == KEYS_GENERATE_HASH)
@@ -834,9 +836,10 @@ insert_key_row(KeyLayout layout, const Datum *args, const char *nulls,
 	isnull = palloc(natts * sizeof(bool));
 	given = palloc0(natts * sizeof(bool));
 
+	/* the statement's column list, in its order */
 #define SET_COLUMN(attnum, value, null) \
 	(values[(attnum) - 1] = (value), isnull[(attnum) - 1] = (null), \
-	 given[(attnum) - 1] = true)
+	 given[(attnum) - 1] = true, listed[columns.nwritten++] = (attnum))
 	SET_COLUMN(key_hash_attnum[0], args[6], false);
 	SET_COLUMN(key_attnums[COL_SCOPE], args[0], false);
 	SET_COLUMN(key_attnums[COL_KEY], args[1], false);
@@ -868,7 +871,7 @@ insert_key_row(KeyLayout layout, const Datum *args, const char *nulls,
 		SET_COLUMN(key_attnums[COL_HOLDER_ROLE], args[10], false);
 #undef SET_COLUMN
 
-	result = idem_insert_row(rel, values, isnull, given);
+	result = idem_insert_row(rel, values, isnull, given, &columns);
 	table_close(rel, NoLock);
 	pfree(values);
 	pfree(isnull);
@@ -1476,20 +1479,34 @@ finish_key_row(KeyName *name, KeyFinish *finish)
 	ScanKeyData skey[1];
 	IdemIndexScan scan;
 	AttrNumber	updated[lengthof(finished_columns)];
-	int			nupdated = lengthof(finished_columns) - (finish->answer_expiry ? 0 : 1);
+	AttrNumber	read[5];
+	IdemStatementColumns columns = {
+		.written = updated,
+		.nwritten = lengthof(finished_columns) - (finish->answer_expiry ? 0 : 1),
+		.read = read,
+		.nread = 4
+	};
 	IdemWriteResult result = IDEM_WRITE_BY_STATEMENT;
 	int			i;
 
 	begin_key_scan(&scan, skey, name, RowExclusiveLock);
 	(void) idem_learn_columns(&key_hash_column, scan.rel);
-	for (i = 0; i < nupdated; i++)
+	for (i = 0; i < columns.nwritten; i++)
 		updated[i] = key_attnums[finished_columns[i]];
+	/* what HELD_BY_FENCE (with, 1.7, the holder's role) and the SET list read */
+	read[0] = key_hash_attnum[0];
+	read[1] = key_attnums[COL_FENCE];
+	read[2] = key_attnums[COL_STATUS];
+	read[3] = key_attnums[COL_EXPIRES_AT];
+	if (OidIsValid(finish->caller) &&
+		key_attnums[COL_HOLDER_ROLE] != InvalidAttrNumber)
+		read[columns.nread++] = key_attnums[COL_HOLDER_ROLE];
 	/* a table before 1.6 (1.7) lacks the answer's expiry (the holder): the statement says so */
 	if ((!finish->answer_expiry ||
 		 key_attnums[COL_RESPONSE_EXPIRES_AT] != InvalidAttrNumber) &&
 		(!OidIsValid(finish->caller) ||
 		 key_attnums[COL_HOLDER_ROLE] != InvalidAttrNumber))
-		result = idem_update_row(&scan, updated, nupdated, held_by_fence,
+		result = idem_update_row(&scan, &columns, held_by_fence,
 								 finish_row, finish);
 	idem_index_scan_end(&scan);
 	return result;

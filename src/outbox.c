@@ -618,6 +618,7 @@ typedef struct EventWriter
 	Datum	   *row;
 	bool	   *isnull;
 	bool	   *given;
+	IdemStatementColumns columns;
 } EventWriter;
 
 /*
@@ -640,7 +641,13 @@ begin_event_rows(EventWriter *writer)
 	writer->given = palloc0(natts * sizeof(bool));
 	for (col = 0; col < EVENT_ID; col++)
 		writer->given[event_attnums[col] - 1] = true;
-	writer->inserter = idem_begin_inserts(writer->rel, writer->given);
+	/* the statements' column list, and RETURNING id */
+	writer->columns.written = event_attnums;
+	writer->columns.nwritten = EVENT_ID;
+	writer->columns.read = &event_attnums[EVENT_ID];
+	writer->columns.nread = 1;
+	writer->inserter = idem_begin_inserts(writer->rel, writer->given,
+										  &writer->columns);
 	if (writer->inserter == NULL)
 		table_close(writer->rel, NoLock);
 	return writer->inserter != NULL;

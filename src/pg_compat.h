@@ -46,15 +46,21 @@
 #endif
 
 /*
- * An executor state's range table of the one relation "rel" (writes.c), as
- * logical replication's apply worker builds it, with the columns an update
- * sets ("updated_cols", offset by FirstLowInvalidHeapAttributeNumber, for
- * UPDATE OF triggers and the lock mode): PostgreSQL 16 moved them, with
- * the permission checks, to a list of their own; 18 added the relations
- * left after pruning.
+ * The range table of a statement that writes "rel" (writes.c), as the
+ * parser gives its target: one entry, with the privileges "perms" that the
+ * statement needs and the columns it reads ("selected": its WHERE clause,
+ * SET expressions, RETURNING), inserts and updates, each offset by
+ * FirstLowInvalidHeapAttributeNumber.  The executor's permission check and
+ * its hook (sepgsql, pgaudit) look at all of these, UPDATE OF triggers and
+ * the lock mode at the updated columns.  checkAsUser is left unset, as in
+ * the statement's entry: the check is for the current user.  PostgreSQL 16
+ * moved the privileges and the columns to a list of their own,
+ * "*perminfos" (NIL before).
  */
 static inline void
-idem_init_range_table(EState *estate, Relation rel, Bitmapset *updated_cols)
+idem_make_range_table(Relation rel, AclMode perms, Bitmapset *selected,
+					  Bitmapset *inserted, Bitmapset *updated,
+					  List **rtable, List **perminfos)
 {
 	RangeTblEntry *rte = makeNode(RangeTblEntry);
 
@@ -62,23 +68,50 @@ idem_init_range_table(EState *estate, Relation rel, Bitmapset *updated_cols)
 	rte->relid = RelationGetRelid(rel);
 	rte->relkind = rel->rd_rel->relkind;
 	rte->rellockmode = RowExclusiveLock;
+	*perminfos = NIL;
 #if PG_VERSION_NUM >= 160000
 	{
-		List	   *perminfos = NIL;
+		RTEPermissionInfo *perminfo = addRTEPermissionInfo(perminfos, rte);
 
-		addRTEPermissionInfo(&perminfos, rte)->updatedCols = updated_cols;
-#if PG_VERSION_NUM >= 180000
-		ExecInitRangeTable(estate, list_make1(rte), perminfos,
-						   bms_make_singleton(1));
-#else
-		ExecInitRangeTable(estate, list_make1(rte), perminfos);
-#endif
+		perminfo->requiredPerms = perms;
+		perminfo->selectedCols = selected;
+		perminfo->insertedCols = inserted;
+		perminfo->updatedCols = updated;
 	}
 #else
-	rte->updatedCols = updated_cols;
-	ExecInitRangeTable(estate, list_make1(rte));
+	rte->requiredPerms = perms;
+	rte->selectedCols = selected;
+	rte->insertedCols = inserted;
+	rte->updatedCols = updated;
 #endif
+	*rtable = list_make1(rte);
 }
+
+/* PostgreSQL 16 added the permissions, 18 the relations left after pruning. */
+#if PG_VERSION_NUM >= 180000
+#define idem_exec_init_range_table(estate, rtable, perminfos) \
+	ExecInitRangeTable((estate), (rtable), (perminfos), bms_make_singleton(1))
+#elif PG_VERSION_NUM >= 160000
+#define idem_exec_init_range_table(estate, rtable, perminfos) \
+	ExecInitRangeTable((estate), (rtable), (perminfos))
+#else
+#define idem_exec_init_range_table(estate, rtable, perminfos) \
+	ExecInitRangeTable((estate), (rtable))
+#endif
+
+/*
+ * The executor's permission check of a range table, as a statement's start
+ * makes it (an error for a privilege missing), ending with
+ * ExecutorCheckPerms_hook: ExecCheckPermissions() since PostgreSQL 16,
+ * ExecCheckRTPerms() before.
+ */
+#if PG_VERSION_NUM >= 160000
+#define idem_check_permissions(rtable, perminfos) \
+	((void) ExecCheckPermissions((rtable), (perminfos), true))
+#else
+#define idem_check_permissions(rtable, perminfos) \
+	((void) ExecCheckRTPerms((rtable), true))
+#endif
 
 /* PostgreSQL 16 added the result relations of EvalPlanQualInit(). */
 #if PG_VERSION_NUM >= 160000

@@ -16,6 +16,14 @@
  *	  indexes as ExecOpenIndices() finds them) is kept per session and
  *	  table, and forgotten on the table's or an index's invalidation.
  *
+ * The privileges are checked as the statement's start checks them: the
+ * executor's permission check (ExecCheckPermissions(), which ends with
+ * ExecutorCheckPerms_hook: sepgsql, pgaudit's object audit) of the range
+ * table the statement would have, with the privileges and the columns it
+ * needs (write_range_table()), once per write: an INSERT's before its
+ * first row (the inserts of a call being one statement), an UPDATE's
+ * before it looks for its row.
+ *
  * An INSERT's left-out columns get their defaults (identity included),
  * evaluated for each row as the apply worker fills the columns that a
  * publisher did not send (slot_fill_defaults() of worker.c), and NULL
@@ -26,9 +34,9 @@
  * security, statement-level triggers or transition tables for the
  * command; no column may be of a domain type (the statement checks the
  * domain's constraints on the values it writes); an UPDATE's table must
- * have no stored generated column; and the current user must hold the
- * statement's privileges on the table.  Otherwise nothing is written and
- * the caller runs its statement through SPI, which handles all of those.
+ * have no stored generated column; and a statement must be running (see
+ * table_is_plain()).  Otherwise nothing is written and the caller runs its
+ * statement through SPI, which handles all of those.
  *
  *-------------------------------------------------------------------------
  */
@@ -54,6 +62,7 @@
 #include "utils/syscache.h"
 #include "storage/lmgr.h"
 #include "storage/proc.h"
+#include "tcop/pquery.h"
 #include "utils/snapmgr.h"
 
 #include "idempotency.h"
@@ -61,20 +70,23 @@
 
 /*
  * True when "rel" is a plain table that no statement rewrites or filters
- * (no rules, no row security) and the current user holds "privileges" on
- * it: what both kinds of writes below need first.
+ * (no rules, no row security), and a statement runs: what both kinds of
+ * writes below need first.  The permission check's hooks expect to be
+ * called within a statement (pgaudit's object audit needs the statement it
+ * started; 1.7 and 17 crash without one), which a call outside any does
+ * not have: a fast-path function call, or a trigger that fires at an
+ * implicit commit or in logical replication's apply worker.  There the
+ * statement of the write starts one.
  */
 static bool
-table_is_plain(Relation rel, AclMode privileges)
+table_is_plain(Relation rel)
 {
 	/* idempotency.direct_writes off: every write runs its statement */
 	if (!idem_direct_writes)
 		return false;
-	if (rel->rd_rel->relkind != RELKIND_RELATION ||
-		rel->rd_rel->relhasrules || rel->rd_rel->relrowsecurity)
-		return false;
-	return pg_class_aclmask(RelationGetRelid(rel), GetUserId(), privileges,
-							ACLMASK_ALL) == privileges;
+	return ActivePortal != NULL &&
+		rel->rd_rel->relkind == RELKIND_RELATION &&
+		!rel->rd_rel->relhasrules && !rel->rd_rel->relrowsecurity;
 }
 
 /*
@@ -100,7 +112,7 @@ insert_is_plain(Relation rel)
 	TriggerDesc *triggers = rel->trigdesc;
 	int			i;
 
-	if (!table_is_plain(rel, ACL_INSERT))
+	if (!table_is_plain(rel))
 		return false;
 	if (triggers != NULL &&
 		(triggers->trig_insert_before_statement ||
@@ -129,8 +141,7 @@ update_is_plain(Relation rel)
 {
 	TriggerDesc *triggers = rel->trigdesc;
 
-	/* the statement reads the row (its WHERE clause) and writes it */
-	if (!table_is_plain(rel, ACL_UPDATE | ACL_SELECT))
+	if (!table_is_plain(rel))
 		return false;
 	if (rel->rd_att->constr && rel->rd_att->constr->has_generated_stored)
 		return false;
@@ -183,6 +194,7 @@ typedef struct TableCache
 	Oid		   *index_oids;
 	IndexInfo **index_infos;	/* as BuildIndexInfo() gives them */
 	List	  **predicates;		/* per index, planned; NIL: not partial */
+	List	   *range_tables;	/* of WriteRangeTable, as they are asked for */
 } TableCache;
 
 #define MAX_TABLE_CACHES 8
@@ -319,6 +331,7 @@ table_cache_of(Relation rel)
 										   ALLOCSET_SMALL_SIZES);
 		entry->relid = relid;
 		entry->nindexes = 0;
+		entry->range_tables = NIL;
 		entry->built = false;
 		/* set first: an invalidation processed below clears it again */
 		entry->valid = true;
@@ -379,6 +392,85 @@ open_indexes(ResultRelInfo *result_rel)
 }
 
 /*
+ * The range table of one statement that writes a table (see
+ * write_range_table()), and what it was built for.
+ */
+typedef struct WriteRangeTable
+{
+	CmdType		command;
+	int			nwritten;
+	int			nread;
+	AttrNumber *attnums;		/* the written columns, then the read ones */
+	List	   *rtable;
+	List	   *perminfos;
+} WriteRangeTable;
+
+/*
+ * The range table of the statement "command" (CMD_INSERT or CMD_UPDATE) of
+ * "rel", which the caller has opened, that names "columns": it needs the
+ * command's privilege, on the columns written, and SELECT on the columns
+ * read, as the parser marks them.  Built once per table and statement, in
+ * the memory of the table's cache entry: what the permission check's hooks
+ * keep of it stays valid until the end of the transaction (pgaudit's
+ * log_rows keeps it until the calling statement's end).
+ */
+static WriteRangeTable *
+write_range_table(Relation rel, CmdType command,
+				  const IdemStatementColumns *columns)
+{
+	TableCache *cache = table_cache_of(rel);
+	int			n = columns->nwritten + columns->nread;
+	Bitmapset  *written = NULL;
+	Bitmapset  *read = NULL;
+	WriteRangeTable *table;
+	MemoryContext caller;
+	ListCell   *lc;
+	int			i;
+
+	foreach(lc, cache->range_tables)
+	{
+		table = lfirst(lc);
+		if (table->command == command &&
+			table->nwritten == columns->nwritten &&
+			table->nread == columns->nread &&
+			memcmp(table->attnums, columns->written,
+				   sizeof(AttrNumber) * columns->nwritten) == 0 &&
+			memcmp(table->attnums + columns->nwritten, columns->read,
+				   sizeof(AttrNumber) * columns->nread) == 0)
+			return table;
+	}
+
+	caller = MemoryContextSwitchTo(cache->cxt);
+	table = palloc(sizeof(WriteRangeTable));
+	table->command = command;
+	table->nwritten = columns->nwritten;
+	table->nread = columns->nread;
+	table->attnums = palloc(sizeof(AttrNumber) * Max(n, 1));
+	for (i = 0; i < columns->nwritten; i++)
+	{
+		table->attnums[i] = columns->written[i];
+		written = bms_add_member(written, columns->written[i] -
+								 FirstLowInvalidHeapAttributeNumber);
+	}
+	for (i = 0; i < columns->nread; i++)
+	{
+		table->attnums[columns->nwritten + i] = columns->read[i];
+		read = bms_add_member(read, columns->read[i] -
+							  FirstLowInvalidHeapAttributeNumber);
+	}
+	idem_make_range_table(rel,
+						  (command == CMD_INSERT ? ACL_INSERT : ACL_UPDATE) |
+						  (read != NULL ? ACL_SELECT : 0),
+						  read,
+						  command == CMD_INSERT ? written : NULL,
+						  command == CMD_UPDATE ? written : NULL,
+						  &table->rtable, &table->perminfos);
+	cache->range_tables = lappend(cache->range_tables, table);
+	MemoryContextSwitchTo(caller);
+	return table;
+}
+
+/*
  * An executor state for writing rows of one relation, as the apply worker
  * of logical replication sets one up: the relation as the only entry of
  * the range table and its result relation, with its indexes open, seeing
@@ -420,26 +512,22 @@ release_table_cache(RowWriter *writer)
 }
 
 /*
- * Set up "writer" for rel; "updated" lists the "nupdated" columns an
- * update sets (what UPDATE OF triggers and the lock mode look at).  What
- * the writes allocate belongs in the executor state's es_query_cxt, as
- * for a statement.  Returns the table's cache entry, for use before any
- * other write.
+ * Set up "writer" for rel, with the range table of its statement (the
+ * columns an update sets are what UPDATE OF triggers and the lock mode
+ * look at).  What the writes allocate belongs in the executor state's
+ * es_query_cxt, as for a statement.  Returns the table's cache entry, for
+ * use before any other write.
  */
 static TableCache *
 begin_row_writer(RowWriter *writer, Relation rel, Snapshot snapshot,
-				 const AttrNumber *updated, int nupdated)
+				 WriteRangeTable *range_table)
 {
 	EState	   *estate = CreateExecutorState();
 	MemoryContext caller = MemoryContextSwitchTo(estate->es_query_cxt);
-	Bitmapset  *updated_cols = NULL;
 	TableCache *cache;
-	int			i;
 
-	for (i = 0; i < nupdated; i++)
-		updated_cols = bms_add_member(updated_cols,
-									  updated[i] - FirstLowInvalidHeapAttributeNumber);
-	idem_init_range_table(estate, rel, updated_cols);
+	idem_exec_init_range_table(estate, range_table->rtable,
+							   range_table->perminfos);
 	writer->result_rel = makeNode(ResultRelInfo);
 	InitResultRelInfo(writer->result_rel, rel, 1, NULL, 0);
 	/* where AFTER triggers look for it (ExecGetTriggerResultRel()) */
@@ -533,6 +621,8 @@ idem_wait_for_creator(uint64 hash, uint16 space, TransactionId xid)
 struct IdemRowInserter
 {
 	RowWriter	writer;
+	WriteRangeTable *range_table;
+	bool		checked;		/* the permission check is made */
 	TupleTableSlot *slot;
 	const bool *given;
 	int			ndefaults;		/* columns left out that have a default */
@@ -568,9 +658,11 @@ prepare_defaults(IdemRowInserter *inserter, TableCache *cache)
  * Start inserting into "rel", opened by the caller with RowExclusiveLock,
  * rows whose columns flagged in "given" (one entry per attribute of the
  * table, kept by the caller until idem_end_inserts()) are set and whose
- * other columns take their defaults, else NULL.  The rows see the effects of the earlier
- * commands of this transaction; the table's row triggers fire, its
- * constraints are checked and its indexes maintained.
+ * other columns take their defaults, else NULL, for the INSERT statement
+ * that names "columns" (its column list, its RETURNING).  The rows see the
+ * effects of the earlier commands of this transaction; the table's row
+ * triggers fire, its constraints are checked and its indexes maintained.
+ * The statement's privileges are checked before the first row.
  *
  * Like the statement, it refuses to write in a read-only transaction or on
  * a hot standby (25006), whoever calls it.
@@ -579,7 +671,8 @@ prepare_defaults(IdemRowInserter *inserter, TableCache *cache)
  * INSERT statement (see the header comment).
  */
 IdemRowInserter *
-idem_begin_inserts(Relation rel, const bool *given)
+idem_begin_inserts(Relation rel, const bool *given,
+				   const IdemStatementColumns *columns)
 {
 	IdemRowInserter *inserter;
 	TableCache *cache;
@@ -593,8 +686,11 @@ idem_begin_inserts(Relation rel, const bool *given)
 
 	inserter = palloc(sizeof(IdemRowInserter));
 	inserter->given = given;
+	inserter->range_table = write_range_table(rel, CMD_INSERT, columns);
+	inserter->checked = false;
 	cache = begin_row_writer(&inserter->writer, rel,
-							 idem_push_statement_snapshot(), NULL, 0);
+							 idem_push_statement_snapshot(),
+							 inserter->range_table);
 	caller = MemoryContextSwitchTo(inserter->writer.estate->es_query_cxt);
 	inserter->slot = ExecInitExtraTupleSlot(inserter->writer.estate,
 											RelationGetDescr(rel),
@@ -643,6 +739,12 @@ idem_insert_next(IdemRowInserter *inserter, const Datum *values,
 	bool		written;
 	int			i;
 
+	if (!inserter->checked)
+	{
+		idem_check_permissions(inserter->range_table->rtable,
+							   inserter->range_table->perminfos);
+		inserter->checked = true;
+	}
 	ExecClearTuple(slot);
 	for (i = 0; i < slot->tts_tupleDescriptor->natts; i++)
 	{
@@ -711,9 +813,9 @@ idem_end_inserts(IdemRowInserter *inserter)
  */
 IdemWriteResult
 idem_insert_row(Relation rel, const Datum *values, const bool *isnull,
-				const bool *given)
+				const bool *given, const IdemStatementColumns *columns)
 {
-	IdemRowInserter *inserter = idem_begin_inserts(rel, given);
+	IdemRowInserter *inserter = idem_begin_inserts(rel, given, columns);
 	bool		written;
 
 	if (inserter == NULL)
@@ -780,10 +882,12 @@ lock_row_for_update(RowWriter *writer, TupleTableSlot *slot,
  * statement run by SPI at this point would update the row its WHERE
  * clause finds: the version the scan's snapshot sees is locked, and under
  * READ COMMITTED the newest version is checked again with "matches"
- * (lock_row_for_update()); "change" then sets the columns listed in
- * "updated" in the row's values, which hold its current ones.  The
- * table's row triggers fire (UPDATE OF ones for those columns), its
- * constraints are checked and its indexes kept, HOT updates included.
+ * (lock_row_for_update()); "change" then sets the columns the statement
+ * writes ("columns", which also lists those it reads) in the row's values,
+ * which hold its current ones.  The statement's privileges are checked
+ * first.  The table's row triggers fire (UPDATE OF ones for those
+ * columns), its constraints are checked and its indexes kept, HOT updates
+ * included.
  *
  * Returns IDEM_WRITE_BY_STATEMENT, having read nothing, when the table
  * needs the UPDATE statement (see the header comment); IDEM_WRITE_NO_ROW
@@ -791,10 +895,11 @@ lock_row_for_update(RowWriter *writer, TupleTableSlot *slot,
  * the row.
  */
 IdemWriteResult
-idem_update_row(IdemIndexScan *scan, const AttrNumber *updated, int nupdated,
+idem_update_row(IdemIndexScan *scan, const IdemStatementColumns *columns,
 				IdemRowTest matches, IdemRowChange change, void *arg)
 {
 	Relation	rel = scan->rel;
+	WriteRangeTable *range_table;
 	RowWriter	writer;
 	TupleTableSlot *locked;
 	TupleTableSlot *slot;
@@ -807,13 +912,15 @@ idem_update_row(IdemIndexScan *scan, const AttrNumber *updated, int nupdated,
 	PreventCommandIfParallelMode("UPDATE");
 	if (!update_is_plain(rel))
 		return IDEM_WRITE_BY_STATEMENT;
+	range_table = write_range_table(rel, CMD_UPDATE, columns);
+	idem_check_permissions(range_table->rtable, range_table->perminfos);
 
 	while (!found && idem_index_scan_next(scan))
 		found = matches(scan->slot, arg);
 	if (!found)
 		return IDEM_WRITE_NO_ROW;
 
-	(void) begin_row_writer(&writer, rel, scan->snapshot, updated, nupdated);
+	(void) begin_row_writer(&writer, rel, scan->snapshot, range_table);
 	caller = MemoryContextSwitchTo(writer.estate->es_query_cxt);
 	locked = table_slot_create(rel, &writer.estate->es_tupleTable);
 	if (lock_row_for_update(&writer, scan->slot, locked) &&

@@ -36,7 +36,8 @@ idem_runs_natively "$PG_MAJOR" || exec bash "$IDEM_TOP/test/matrix.sh" "$PG_MAJO
 
 # What the test groups need beyond building and running.
 TEST_PACKAGES="redis-server libhiredis-dev python3-psycopg2 python3-flask
-  postgresql-$PG_MAJOR-plproxy nodejs npm flex bison libkrb5-dev"
+  postgresql-$PG_MAJOR-plproxy postgresql-$PG_MAJOR-pgaudit nodejs npm flex
+  bison libkrb5-dev"
 # the Patroni failover test runs on the host's major only (see the test),
 # and so does test/integration/monitoring.sh's with Prometheus
 [ -f /etc/idempotency-chroot ] || TEST_PACKAGES="$TEST_PACKAGES patroni etcd-server etcd-client
