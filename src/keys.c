@@ -1322,24 +1322,23 @@ finish_key_row(KeyName *name, KeyFinish *finish)
 	IdemIndexScan scan;
 	AttrNumber	updated[lengthof(finished_columns)];
 	AttrNumber	read[4];
-	IdemStatementColumns columns = {
-		.written = updated,
-		.nwritten = lengthof(finished_columns) - (finish->answer_expiry ? 0 : 1),
-		.read = read,
-		.nread = lengthof(read)
-	};
+	IdemStatementColumns columns;
 	IdemWriteResult result = IDEM_WRITE_BY_STATEMENT;
 	int			i;
 
 	begin_key_scan(&scan, skey, name, RowExclusiveLock);
 	(void) idem_learn_columns(&key_hash_column, scan.rel);
+	columns.nwritten = lengthof(finished_columns) - (finish->answer_expiry ? 0 : 1);
 	for (i = 0; i < columns.nwritten; i++)
 		updated[i] = key_attnums[finished_columns[i]];
+	columns.written = updated;
 	/* what HELD_BY_FENCE and the SET list read */
 	read[0] = key_hash_attnum[0];
 	read[1] = key_attnums[COL_FENCE];
 	read[2] = key_attnums[COL_STATUS];
 	read[3] = key_attnums[COL_EXPIRES_AT];
+	columns.read = read;
+	columns.nread = lengthof(read);
 	/* a table before 1.6 lacks the answer's expiry: the statement says so */
 	if (!finish->answer_expiry ||
 		key_attnums[COL_RESPONSE_EXPIRES_AT] != InvalidAttrNumber)
