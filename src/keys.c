@@ -1480,24 +1480,23 @@ finish_key_row(KeyName *name, KeyFinish *finish)
 	IdemIndexScan scan;
 	AttrNumber	updated[lengthof(finished_columns)];
 	AttrNumber	read[5];
-	IdemStatementColumns columns = {
-		.written = updated,
-		.nwritten = lengthof(finished_columns) - (finish->answer_expiry ? 0 : 1),
-		.read = read,
-		.nread = 4
-	};
+	IdemStatementColumns columns;
 	IdemWriteResult result = IDEM_WRITE_BY_STATEMENT;
 	int			i;
 
 	begin_key_scan(&scan, skey, name, RowExclusiveLock);
 	(void) idem_learn_columns(&key_hash_column, scan.rel);
+	columns.nwritten = lengthof(finished_columns) - (finish->answer_expiry ? 0 : 1);
 	for (i = 0; i < columns.nwritten; i++)
 		updated[i] = key_attnums[finished_columns[i]];
+	columns.written = updated;
 	/* what HELD_BY_FENCE (with, 1.7, the holder's role) and the SET list read */
 	read[0] = key_hash_attnum[0];
 	read[1] = key_attnums[COL_FENCE];
 	read[2] = key_attnums[COL_STATUS];
 	read[3] = key_attnums[COL_EXPIRES_AT];
+	columns.read = read;
+	columns.nread = 4;
 	if (OidIsValid(finish->caller) &&
 		key_attnums[COL_HOLDER_ROLE] != InvalidAttrNumber)
 		read[columns.nread++] = key_attnums[COL_HOLDER_ROLE];
