@@ -241,7 +241,12 @@ extern void idem_wait_for_creator(uint64 hash, uint16 space,
 								  TransactionId xid);
 
 extern Oid	idem_relation_oid(const char *relname);
+/* PostgreSQL 18 replaced pg_attribute_noreturn() with the pg_noreturn prefix */
+#ifdef pg_attribute_noreturn
 extern void idem_refuse_old_extension(void) pg_attribute_noreturn();
+#else
+extern pg_noreturn void idem_refuse_old_extension(void);
+#endif
 extern void idem_require_column(const char *relname, const char *attname);
 extern Snapshot idem_push_statement_snapshot(void);
 extern void idem_index_scan_begin(IdemIndexScan *scan, const char *relname,
