@@ -271,6 +271,17 @@ static IdemQuery find_aggregates = {
 	" WHERE e.id" EQ "ANY ($1) AND " PENDING("e") \
 	" AND ($3 IS NULL OR e.lease_token" EQ "$3)"
 
+/*
+ * $1 ids: the pending events among them whose lease was taken over, which
+ * a mark without a token leaves alone (see warn_taken_over()).
+ */
+static IdemQuery taken_over_events = {
+	.sql = "SELECT e.id FROM idempotency.outbox_events e"
+	" WHERE e.id" EQ "ANY ($1) AND " PENDING("e")
+	" AND e.takeovers OPERATOR(pg_catalog.>) 0 ORDER BY e.id",
+	.nargs = 1, .argtypes = {INT8ARRAYOID}
+};
+
 /* $1 ids, $2 now, $3 lease token */
 #define PUBLISH_EVENTS \
 	"UPDATE idempotency.outbox_events e" \
@@ -1082,6 +1093,41 @@ lease_token_arg(FunctionCallInfo fcinfo, int argno, Datum *value, char *null)
 		*value = PG_GETARG_DATUM(argno);
 }
 
+/* How many elements an ids argument has (NULLs included). */
+static int
+id_count(Datum ids)
+{
+	ArrayType  *array = DatumGetArrayTypeP(ids);
+
+	return ArrayGetNItems(ARR_NDIM(array), ARR_DIMS(array));
+}
+
+/*
+ * After a mark without a lease token of 1.3 or later changed fewer events
+ * than it was given: warn, with the fix, when some of them were left alone
+ * because their lease was taken over.  A relay that never passes its token
+ * would otherwise redeliver such an event for ever without a word (issue
+ * 44, item 10): its marks change nothing and return 0.
+ */
+static void
+warn_taken_over(Datum ids, const char *call)
+{
+	Datum		first = (Datum) 0;
+	bool		first_isnull = true;
+	uint64		count;
+
+	count = idem_run_as_owner(&taken_over_events, &ids, NULL, true,
+							  &first, &first_isnull);
+	if (count > 0 && !first_isnull)
+		ereport(WARNING,
+				(errcode(ERRCODE_WARNING),
+				 errmsg("%s without lease_token left alone " UINT64_FORMAT " event(s) whose lease was taken over",
+						call, count),
+				 errdetail("Event " INT64_FORMAT " was leased again after a lease of it ran out unmarked; a mark without a token cannot tell the relay that leased it first from the one that took it over.",
+						   DatumGetInt64(first)),
+				 errhint("Pass the lease_token that claim_events() returned with the event.")));
+}
+
 /*
  * mark_published(ids bigint[], lease_token bigint) RETURNS int: how many
  * pending events were marked published, at the call's clock reading.  An
@@ -1095,13 +1141,18 @@ mark_published(FunctionCallInfo fcinfo, IdemQuery *query)
 {
 	Datum		values[3];
 	char		nulls[3] = {' ', ' ', ' '};
+	int32		updated;
 
 	PreventCommandIfReadOnly("idempotency.mark_published()");
 	values[0] = ids_arg(fcinfo);
 	values[1] = TimestampTzGetDatum(GetCurrentTimestamp());
 	lease_token_arg(fcinfo, 1, &values[2], &nulls[2]);
-	PG_RETURN_INT32((int32) idem_run_as_owner(query, values, nulls, false,
-											  NULL, NULL));
+	updated = (int32) idem_run_as_owner(query, values, nulls, false,
+										NULL, NULL);
+	if (query == &publish_events && nulls[2] == 'n' &&
+		updated < id_count(values[0]))
+		warn_taken_over(values[0], "idempotency.mark_published()");
+	PG_RETURN_INT32(updated);
 }
 
 /*
@@ -1114,9 +1165,28 @@ idempotency_mark_published_1_3(PG_FUNCTION_ARGS)
 	return mark_published(fcinfo, &publish_events);
 }
 
+/*
+ * A database at 1.1 or 1.2 has no takeovers column, and this library keeps
+ * no per-session lease map (1.1's and 1.2's libraries did): a mark without
+ * a lease token could change an event another relay has taken over, so it
+ * is refused with the fix instead (issue 44, item 12).  A mark with a token
+ * is checked as before.
+ */
+static void
+require_token_before_1_3(FunctionCallInfo fcinfo, int argno, const char *call)
+{
+	if (PG_NARGS() <= argno || PG_ARGISNULL(argno))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("%s without lease_token is refused before idempotency 1.3", call),
+				 errdetail("This library cannot tell the calling relay apart from one that took the lease over."),
+				 errhint("Pass the lease_token that claim_events() returned, or run ALTER EXTENSION idempotency UPDATE.")));
+}
+
 Datum
 idempotency_mark_published_1_1(PG_FUNCTION_ARGS)
 {
+	require_token_before_1_3(fcinfo, 1, "idempotency.mark_published()");
 	return mark_published(fcinfo, &publish_events_1_1);
 }
 
@@ -1178,6 +1248,9 @@ mark_failed(FunctionCallInfo fcinfo, IdemQuery *query)
 	updated = idem_run(query, values, nulls, false, 0);
 	SPI_finish();
 	idem_restore_user(&owner);
+	if (query == &fail_events && nulls[2] == 'n' &&
+		updated < id_count(values[0]))
+		warn_taken_over(values[0], "idempotency.mark_failed()");
 	PG_RETURN_INT32(updated);
 }
 
@@ -1194,6 +1267,7 @@ idempotency_mark_failed_1_3(PG_FUNCTION_ARGS)
 Datum
 idempotency_mark_failed_1_1(PG_FUNCTION_ARGS)
 {
+	require_token_before_1_3(fcinfo, 2, "idempotency.mark_failed()");
 	return mark_failed(fcinfo, &fail_events_1_1);
 }
 
