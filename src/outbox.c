@@ -248,6 +248,27 @@ static IdemQuery lease_events_1_1 = {
 	.nargs = 4, .argtypes = {TIMESTAMPTZOID, INT8ARRAYOID, INTERVALOID, INT8OID}
 };
 
+/*
+ * From 1.7, before it picks candidates, a claim makes dead every pending
+ * event whose lease ran out unmarked and whose failures and takeovers,
+ * with the takeover it would now count, reach $2 (outbox_max_attempts):
+ * $1 now.  A relay that never passes its token cannot mark a taken-over
+ * event, not even failed, so without this it would be redelivered for
+ * ever (issue 44, item 10).  As a dead event made by mark_failed, it no
+ * longer holds back the later events of its aggregate.
+ */
+static IdemQuery retire_taken_over = {
+	.sql = "UPDATE idempotency.outbox_events e"
+	" SET dead_at = $1, locked_until = NULL, next_attempt_at = NULL,"
+	" takeovers = e.takeovers" PLUS "1,"
+	" last_error = pg_catalog.format('lease taken over %s times without a mark',"
+	"  e.takeovers" PLUS "1)"
+	" WHERE " PENDING("e") " AND e.locked_until" LE "$1"
+	" AND (e.next_attempt_at IS NULL OR e.next_attempt_at" LE "$1)"
+	" AND e.attempts" PLUS "e.takeovers" PLUS "1" GE "$2",
+	.nargs = 2, .argtypes = {TIMESTAMPTZOID, INT4OID}
+};
+
 /* $1 ids: the aggregates of the pending events among them */
 static IdemQuery find_aggregates = {
 	.sql = "SELECT e.aggregate_type, e.aggregate_id"
@@ -330,6 +351,7 @@ PG_FUNCTION_INFO_V1(idempotency_enqueue_events);
 PG_FUNCTION_INFO_V1(idempotency_emit_event);
 PG_FUNCTION_INFO_V1(idempotency_claim_events);
 PG_FUNCTION_INFO_V1(idempotency_claim_events_1_3);
+PG_FUNCTION_INFO_V1(idempotency_claim_events_1_7);
 PG_FUNCTION_INFO_V1(idempotency_mark_published);
 PG_FUNCTION_INFO_V1(idempotency_mark_published_1_1);
 PG_FUNCTION_INFO_V1(idempotency_mark_published_1_3);
@@ -979,7 +1001,7 @@ choose_events(Datum now, const int64 *ids, int n, int64 *chosen)
  * lease_token.  "lease_query" is the lease of the database's version.
  */
 static Datum
-claim_events(FunctionCallInfo fcinfo, IdemQuery *lease_query)
+claim_events(FunctionCallInfo fcinfo, IdemQuery *lease_query, bool retire)
 {
 	int32		batch = idem_arg_positive_int(fcinfo, 0, "batch");
 	Interval   *lease = idem_arg_interval(fcinfo, 1, "lease", NULL);
@@ -1007,6 +1029,14 @@ claim_events(FunctionCallInfo fcinfo, IdemQuery *lease_query)
 
 	idem_become_owner(&owner);
 	SPI_connect();
+	if (retire)
+	{
+		Datum		retire_values[2];
+
+		retire_values[0] = now;
+		retire_values[1] = Int32GetDatum(idem_outbox_max_attempts);
+		(void) idem_run(&retire_taken_over, retire_values, NULL, false, 0);
+	}
 	nids = lock_candidates(now, batch, &ids);
 	if (nids > 0)
 	{
@@ -1047,12 +1077,19 @@ claim_events(FunctionCallInfo fcinfo, IdemQuery *lease_query)
 }
 
 /*
- * claim_events of 1.3, which counts takeovers.
+ * claim_events of 1.7, which makes dead the events whose takeovers and
+ * failures reach outbox_max_attempts, and of 1.3, which counts takeovers.
  */
+Datum
+idempotency_claim_events_1_7(PG_FUNCTION_ARGS)
+{
+	return claim_events(fcinfo, &lease_events, true);
+}
+
 Datum
 idempotency_claim_events_1_3(PG_FUNCTION_ARGS)
 {
-	return claim_events(fcinfo, &lease_events);
+	return claim_events(fcinfo, &lease_events, false);
 }
 
 /*
@@ -1064,7 +1101,7 @@ Datum
 idempotency_claim_events(PG_FUNCTION_ARGS)
 {
 	idem_require_column("outbox_events", "lease_token");
-	return claim_events(fcinfo, &lease_events_1_1);
+	return claim_events(fcinfo, &lease_events_1_1, false);
 }
 
 /*

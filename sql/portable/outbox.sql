@@ -629,6 +629,81 @@ BEGIN
 END
 $$;
 
+-- portable helper: since 1.3, again in 1.7
+
+-- After a mark without a lease token (1.3) changed fewer events than it
+-- was given: warn, with the fix, when some of them were left alone because
+-- their lease was taken over (warn_taken_over() in src/outbox.c).
+CREATE FUNCTION idempotency.portable_warn_taken_over(p_ids bigint[], call text)
+RETURNS void
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+AS $$
+DECLARE
+    n bigint;
+    first bigint;
+BEGIN
+    SELECT pg_catalog.count(*), pg_catalog.min(e.id) INTO n, first
+      FROM idempotency.outbox_events e
+     WHERE e.id OPERATOR(pg_catalog.=) ANY (p_ids)
+       AND e.published_at IS NULL AND e.dead_at IS NULL
+       AND e.takeovers OPERATOR(pg_catalog.>) 0;
+    IF n OPERATOR(pg_catalog.>) 0 THEN
+        RAISE WARNING '% without lease_token left alone % event(s) whose lease was taken over', call, n
+            USING DETAIL = pg_catalog.format('Event %s was leased again after a lease of it ran out unmarked; a mark without a token cannot tell the relay that leased it first from the one that took it over.', first),
+                  HINT = 'Pass the lease_token that claim_events() returned with the event.';
+    END IF;
+END
+$$;
+
+-- portable helper: since 1.7
+
+-- Before a claim picks candidates: every pending event whose lease ran out
+-- unmarked and whose failures and takeovers, with the takeover the claim
+-- would now count, reach outbox_max_attempts is made dead
+-- (retire_taken_over in src/outbox.c).
+CREATE FUNCTION idempotency.portable_outbox_retire_taken_over()
+RETURNS void
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+AS $$
+DECLARE
+    now timestamptz := pg_catalog.clock_timestamp();
+    max_attempts integer := idempotency.portable_setting_int('idempotency.outbox_max_attempts', 10, 1, 1000);
+BEGIN
+    -- the claim refuses these transactions next, with its own errors
+    IF pg_catalog.current_setting('transaction_isolation') OPERATOR(pg_catalog.<>) 'read committed'
+       OR pg_catalog.current_setting('transaction_read_only')::pg_catalog.bool THEN
+        RETURN;
+    END IF;
+    UPDATE idempotency.outbox_events e
+       SET dead_at = now, locked_until = NULL, next_attempt_at = NULL,
+           takeovers = e.takeovers OPERATOR(pg_catalog.+) 1,
+           last_error = pg_catalog.format('lease taken over %s times without a mark',
+                                          e.takeovers OPERATOR(pg_catalog.+) 1)
+     WHERE e.published_at IS NULL AND e.dead_at IS NULL
+       AND e.locked_until OPERATOR(pg_catalog.<=) now
+       AND (e.next_attempt_at IS NULL OR e.next_attempt_at OPERATOR(pg_catalog.<=) now)
+       AND e.attempts OPERATOR(pg_catalog.+) e.takeovers OPERATOR(pg_catalog.+) 1
+           OPERATOR(pg_catalog.>=) max_attempts;
+END
+$$;
+
+-- portable: idempotency_claim_events_1_7
+CREATE OR REPLACE FUNCTION idempotency.claim_events(
+    batch integer  DEFAULT 100,
+    lease interval DEFAULT '30 seconds')
+RETURNS SETOF idempotency.outbox_events
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE ROWS 100
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM idempotency.portable_outbox_retire_taken_over();
+    -- dynamic: a plan kept from before a change of the table's columns
+    -- would return rows of the old row type
+    RETURN QUERY EXECUTE 'SELECT * FROM idempotency.portable_claim_events($1, $2, true)'
+        USING $1, $2;
+END
+$$;
+
 -- portable: idempotency_mark_published
 CREATE FUNCTION idempotency.mark_published(ids bigint[])
 RETURNS integer
@@ -646,9 +721,18 @@ AS $$ SELECT idempotency.portable_mark_events($1, NULL, $2, false, false) $$;
 -- portable: idempotency_mark_published_1_3
 CREATE OR REPLACE FUNCTION idempotency.mark_published(ids bigint[], lease_token bigint DEFAULT NULL)
 RETURNS integer
-LANGUAGE sql VOLATILE PARALLEL UNSAFE
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-AS $$ SELECT idempotency.portable_mark_events($1, NULL, $2, false, true) $$;
+AS $$
+DECLARE
+    updated integer := idempotency.portable_mark_events($1, NULL, $2, false, true);
+BEGIN
+    IF $2 IS NULL AND updated OPERATOR(pg_catalog.<) pg_catalog.cardinality($1) THEN
+        PERFORM idempotency.portable_warn_taken_over($1, 'idempotency.mark_published()');
+    END IF;
+    RETURN updated;
+END
+$$;
 
 -- portable: idempotency_mark_failed
 CREATE FUNCTION idempotency.mark_failed(ids bigint[], error text)
@@ -667,9 +751,18 @@ AS $$ SELECT idempotency.portable_mark_events($1, $2, $3, true, false) $$;
 -- portable: idempotency_mark_failed_1_3
 CREATE OR REPLACE FUNCTION idempotency.mark_failed(ids bigint[], error text, lease_token bigint DEFAULT NULL)
 RETURNS integer
-LANGUAGE sql VOLATILE PARALLEL UNSAFE
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-AS $$ SELECT idempotency.portable_mark_events($1, $2, $3, true, true) $$;
+AS $$
+DECLARE
+    updated integer := idempotency.portable_mark_events($1, $2, $3, true, true);
+BEGIN
+    IF $3 IS NULL AND updated OPERATOR(pg_catalog.<) pg_catalog.cardinality($1) THEN
+        PERFORM idempotency.portable_warn_taken_over($1, 'idempotency.mark_failed()');
+    END IF;
+    RETURN updated;
+END
+$$;
 
 -- The holders of the quiet commits' locks, but this session (as
 -- GetLockConflicts() counts them).
