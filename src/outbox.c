@@ -1160,7 +1160,7 @@ warn_taken_over(Datum ids, const char *call)
 				(errcode(ERRCODE_WARNING),
 				 errmsg("%s without lease_token left alone " UINT64_FORMAT " event(s) whose lease was taken over",
 						call, count),
-				 errdetail("Event " INT64_FORMAT " was leased again after a lease of it ran out unmarked; a mark without a token cannot tell the relay that leased it first from the one that took it over.",
+				 errdetail("The first is event " INT64_FORMAT ", leased again after a lease of it ran out unmarked; a mark without a token cannot tell the relay that leased it first from the one that took it over.",
 						   DatumGetInt64(first)),
 				 errhint("Pass the lease_token that claim_events() returned with the event.")));
 }

@@ -142,51 +142,6 @@ BEGIN
 END
 $$;
 
--- Wake the relays when this transaction commits, once per transaction
--- (the payload: the aggregate type of its first event), or commit quietly
--- holding a quiet commit's lock (see "Waking the relays" in src/outbox.c).
-CREATE FUNCTION idempotency.portable_outbox_wake(aggregate_type text)
-RETURNS void
-LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
-AS $$
-DECLARE
-    interval_ms integer;
-    last_notify text;
-    quiet_slot integer;
-BEGIN
-    IF pg_catalog.current_setting('idempotency_portable.outbox_enqueued', true)
-       OPERATOR(pg_catalog.=) 'on' THEN
-        RETURN;
-    END IF;
-    PERFORM pg_catalog.set_config('idempotency_portable.outbox_enqueued', 'on', true);
-    IF NOT idempotency.portable_setting_bool('idempotency.outbox_notify', true) THEN
-        RETURN;
-    END IF;
-    interval_ms := idempotency.portable_setting_ms('idempotency.outbox_notify_interval', 10, 0, 60000);
-    last_notify := pg_catalog.current_setting('idempotency_portable.outbox_last_notify', true);
-    IF interval_ms OPERATOR(pg_catalog.>) 0 AND last_notify IS NOT NULL
-       AND last_notify OPERATOR(pg_catalog.<>) '' THEN
-        quiet_slot := 1040 OPERATOR(pg_catalog.+) (pg_catalog.pg_backend_pid() OPERATOR(pg_catalog.%) 16);
-        -- counted first, then decided: never quiet and uncounted
-        IF (EXTRACT(epoch FROM pg_catalog.clock_timestamp())
-            OPERATOR(pg_catalog.-) last_notify::pg_catalog.numeric)
-           OPERATOR(pg_catalog.<) (interval_ms OPERATOR(pg_catalog./) 1000.0) THEN
-            PERFORM pg_catalog.pg_advisory_xact_lock_shared(1330992194, quiet_slot);
-            IF (EXTRACT(epoch FROM pg_catalog.clock_timestamp())
-                OPERATOR(pg_catalog.-) last_notify::pg_catalog.numeric)
-               OPERATOR(pg_catalog.<) (interval_ms OPERATOR(pg_catalog./) 1000.0) THEN
-                RETURN;
-            END IF;
-        END IF;
-    END IF;
-    PERFORM pg_catalog.pg_notify('idempotency_outbox', aggregate_type);
-    -- a session setting: a rollback forgets it, as it forgets the notification
-    PERFORM pg_catalog.set_config('idempotency_portable.outbox_last_notify',
-                                  EXTRACT(epoch FROM pg_catalog.clock_timestamp())::pg_catalog.text,
-                                  false);
-END
-$$;
-
 -- The event arguments of enqueue_event and emit_event (event_args).
 CREATE FUNCTION idempotency.portable_outbox_event_args(aggregate_type text, aggregate_id text,
                                                       event_type text, payload jsonb)
@@ -629,6 +584,75 @@ BEGIN
 END
 $$;
 
+-- portable helper: since 1.0, again in 1.7
+
+-- Wake the relays when this transaction commits, once per transaction
+-- (the payload: the aggregate type of its first event), or commit quietly
+-- holding a quiet commit's lock (see "Waking the relays" in src/outbox.c).
+CREATE FUNCTION idempotency.portable_outbox_wake(aggregate_type text)
+RETURNS void
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+AS $$
+DECLARE
+    interval_ms integer;
+    db_value text;
+    last_notify text;
+    quiet_slot integer;
+BEGIN
+    IF pg_catalog.current_setting('idempotency_portable.outbox_enqueued', true)
+       OPERATOR(pg_catalog.=) 'on' THEN
+        RETURN;
+    END IF;
+    PERFORM pg_catalog.set_config('idempotency_portable.outbox_enqueued', 'on', true);
+    IF NOT idempotency.portable_setting_bool('idempotency.outbox_notify', true) THEN
+        RETURN;
+    END IF;
+    -- (1.7) the interval is the session's only when it is shorter than the
+    -- database's: ALTER DATABASE ... SET, else ALTER ROLE ALL ... SET, else
+    -- 10 ms.  A longer one would keep a commit quiet beyond the relays'
+    -- second look (doc/reference.md, "Waking relays"), and the C edition
+    -- lets only superusers set it (PGC_SUSET), which a placeholder cannot.
+    SELECT pg_catalog.substr(c.item, pg_catalog.length('idempotency.outbox_notify_interval=') OPERATOR(pg_catalog.+) 1)
+      INTO db_value
+      FROM pg_catalog.pg_db_role_setting r,
+           LATERAL pg_catalog.unnest(r.setconfig) AS c(item)
+     WHERE r.setrole OPERATOR(pg_catalog.=) 0::pg_catalog.oid
+       AND r.setdatabase OPERATOR(pg_catalog.=) ANY (ARRAY[0::pg_catalog.oid,
+           (SELECT d.oid FROM pg_catalog.pg_database d
+             WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database())])
+       AND pg_catalog.starts_with(c.item, 'idempotency.outbox_notify_interval=')
+     ORDER BY r.setdatabase DESC
+     LIMIT 1;
+    PERFORM pg_catalog.set_config('idempotency_portable.outbox_notify_interval',
+                                  COALESCE(db_value, '10'), true);
+    interval_ms := LEAST(idempotency.portable_setting_ms('idempotency.outbox_notify_interval', 10, 0, 60000),
+                         idempotency.portable_setting_ms('idempotency_portable.outbox_notify_interval', 10, 0, 60000));
+    last_notify := pg_catalog.current_setting('idempotency_portable.outbox_last_notify', true);
+    IF interval_ms OPERATOR(pg_catalog.>) 0 AND last_notify IS NOT NULL
+       AND last_notify OPERATOR(pg_catalog.<>) '' THEN
+        quiet_slot := 1040 OPERATOR(pg_catalog.+) (pg_catalog.pg_backend_pid() OPERATOR(pg_catalog.%) 16);
+        -- counted first, then decided: never quiet and uncounted
+        IF (EXTRACT(epoch FROM pg_catalog.clock_timestamp())
+            OPERATOR(pg_catalog.-) last_notify::pg_catalog.numeric)
+           OPERATOR(pg_catalog.<) (interval_ms OPERATOR(pg_catalog./) 1000.0) THEN
+            PERFORM pg_catalog.pg_advisory_xact_lock_shared(1330992194, quiet_slot);
+            IF (EXTRACT(epoch FROM pg_catalog.clock_timestamp())
+                OPERATOR(pg_catalog.-) last_notify::pg_catalog.numeric)
+               OPERATOR(pg_catalog.<) (interval_ms OPERATOR(pg_catalog./) 1000.0) THEN
+                RETURN;
+            END IF;
+        END IF;
+    END IF;
+    PERFORM pg_catalog.pg_notify('idempotency_outbox', aggregate_type);
+    -- a session setting: a rollback forgets it, as it forgets the notification
+    PERFORM pg_catalog.set_config('idempotency_portable.outbox_last_notify',
+                                  EXTRACT(epoch FROM pg_catalog.clock_timestamp())::pg_catalog.text,
+                                  false);
+END
+$$;
+
+REVOKE ALL ON FUNCTION idempotency.portable_outbox_wake(text) FROM PUBLIC;
+
 -- portable helper: since 1.3, again in 1.7
 
 -- After a mark without a lease token (1.3) changed fewer events than it
@@ -649,11 +673,13 @@ BEGIN
        AND e.takeovers OPERATOR(pg_catalog.>) 0;
     IF n OPERATOR(pg_catalog.>) 0 THEN
         RAISE WARNING '% without lease_token left alone % event(s) whose lease was taken over', call, n
-            USING DETAIL = pg_catalog.format('Event %s was leased again after a lease of it ran out unmarked; a mark without a token cannot tell the relay that leased it first from the one that took it over.', first),
+            USING DETAIL = pg_catalog.format('The first is event %s, leased again after a lease of it ran out unmarked; a mark without a token cannot tell the relay that leased it first from the one that took it over.', first),
                   HINT = 'Pass the lease_token that claim_events() returned with the event.';
     END IF;
 END
 $$;
+
+REVOKE ALL ON FUNCTION idempotency.portable_warn_taken_over(bigint[], text) FROM PUBLIC;
 
 -- portable helper: since 1.7
 
@@ -686,6 +712,8 @@ BEGIN
            OPERATOR(pg_catalog.>=) max_attempts;
 END
 $$;
+
+REVOKE ALL ON FUNCTION idempotency.portable_outbox_retire_taken_over() FROM PUBLIC;
 
 -- portable: idempotency_claim_events_1_7
 CREATE OR REPLACE FUNCTION idempotency.claim_events(

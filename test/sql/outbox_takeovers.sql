@@ -2,11 +2,9 @@
 -- an event whose lease was taken over change nothing, and warn with the
 -- fix; takeovers count towards idempotency.outbox_max_attempts, so such
 -- an event goes dead; stats counts the events taken over.
-CREATE DATABASE regress_outbox_takeovers;
-\c regress_outbox_takeovers
 \set VERBOSITY default
 \set SHOW_CONTEXT never
-CREATE EXTENSION idempotency;
+TRUNCATE idempotency.outbox_events RESTART IDENTITY;
 SET idempotency.outbox_max_attempts = 3;
 SELECT idempotency.enqueue_event('order', 'A', 'a1', '{}') AS a1 \gset
 SELECT idempotency.enqueue_event('order', 'A', 'a2', '{}') AS a2 \gset
@@ -41,5 +39,5 @@ SELECT count(*) AS taken_over FROM idempotency.claim_events(10, '1 millisecond')
 SELECT pg_sleep(0.02);
 SELECT count(*) AS claimed FROM idempotency.claim_events(10, '1 minute');
 SELECT attempts, takeovers, dead_at IS NOT NULL AS dead FROM idempotency.outbox_events WHERE id = :c1;
-\c contrib_regression
-DROP DATABASE regress_outbox_takeovers;
+RESET idempotency.outbox_max_attempts;
+TRUNCATE idempotency.outbox_events;
