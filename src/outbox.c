@@ -1149,19 +1149,16 @@ id_count(Datum ids)
 static void
 warn_taken_over(Datum ids, const char *call)
 {
-	Datum		first = (Datum) 0;
-	bool		first_isnull = true;
 	uint64		count;
 
 	count = idem_run_as_owner(&taken_over_events, &ids, NULL, true,
-							  &first, &first_isnull);
-	if (count > 0 && !first_isnull)
+							  NULL, NULL);
+	if (count > 0)
 		ereport(WARNING,
 				(errcode(ERRCODE_WARNING),
 				 errmsg("%s without lease_token left alone " UINT64_FORMAT " event(s) whose lease was taken over",
 						call, count),
-				 errdetail("The first is event " INT64_FORMAT ", leased again after a lease of it ran out unmarked; a mark without a token cannot tell the relay that leased it first from the one that took it over.",
-						   DatumGetInt64(first)),
+				 errdetail("They were leased again after a lease of them ran out unmarked; a mark without a token cannot tell the relay that leased an event first from the one that took it over."),
 				 errhint("Pass the lease_token that claim_events() returned with the event.")));
 }
 

@@ -664,16 +664,15 @@ LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 AS $$
 DECLARE
     n bigint;
-    first bigint;
 BEGIN
-    SELECT pg_catalog.count(*), pg_catalog.min(e.id) INTO n, first
+    SELECT pg_catalog.count(*) INTO n
       FROM idempotency.outbox_events e
      WHERE e.id OPERATOR(pg_catalog.=) ANY (p_ids)
        AND e.published_at IS NULL AND e.dead_at IS NULL
        AND e.takeovers OPERATOR(pg_catalog.>) 0;
     IF n OPERATOR(pg_catalog.>) 0 THEN
         RAISE WARNING '% without lease_token left alone % event(s) whose lease was taken over', call, n
-            USING DETAIL = pg_catalog.format('The first is event %s, leased again after a lease of it ran out unmarked; a mark without a token cannot tell the relay that leased it first from the one that took it over.', first),
+            USING DETAIL = 'They were leased again after a lease of them ran out unmarked; a mark without a token cannot tell the relay that leased an event first from the one that took it over.',
                   HINT = 'Pass the lease_token that claim_events() returned with the event.';
     END IF;
 END
