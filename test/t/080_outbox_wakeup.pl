@@ -44,6 +44,11 @@ pump_until($relay, $timer, \$relay_out, qr/^listening$/m)
 $node->append_conf('postgresql.conf', "synchronous_standby_names = 'ghost'");
 $node->reload;
 
+# The producers' interval, 1 s, for the database: since 1.7 a session
+# cannot lengthen it (the C edition: a superuser may SET it; the portable
+# edition takes it from the database only).
+$node->safe_psql('postgres',
+	q(ALTER DATABASE postgres SET idempotency.outbox_notify_interval = '1s'));
 my $producer = $node->background_psql('postgres');
 $producer->query_safe(q(SET idempotency.outbox_notify_interval = '1s'));
 $producer->query_until(
