@@ -316,10 +316,13 @@ SELECT k.scope,
        o.outbox_unpublished,
        pg_catalog.now() OPERATOR(pg_catalog.-) o.oldest_unpublished AS outbox_oldest_unpublished_age,
        o.outbox_dead,
-       i.inbox_size
+       i.inbox_size,
+       o.outbox_taken_over
   FROM (SELECT pg_catalog.count(*) FILTER (WHERE e.dead_at IS NULL) AS outbox_unpublished,
                pg_catalog.min(e.created_at) FILTER (WHERE e.dead_at IS NULL) AS oldest_unpublished,
-               pg_catalog.count(*) FILTER (WHERE e.dead_at IS NOT NULL) AS outbox_dead
+               pg_catalog.count(*) FILTER (WHERE e.dead_at IS NOT NULL) AS outbox_dead,
+               pg_catalog.count(*) FILTER (WHERE e.dead_at IS NULL
+                                           AND e.takeovers OPERATOR(pg_catalog.>) 0) AS outbox_taken_over
           FROM idempotency.outbox_events e
          WHERE e.published_at IS NULL) o
  CROSS JOIN
@@ -368,3 +371,20 @@ SELECT k.scope,
                 true)
  ORDER BY k.locked_until, k.scope, k.idempotency_key;
 ALTER VIEW idempotency.stalled_keys SET (security_barrier = true);
+
+-- [section: relays that never pass lease_token] ----------------------------
+
+--
+-- A relay that never passes lease_token cannot mark an event whose lease
+-- was taken over, not even failed (issue 44, item 10).  From 1.7:
+-- claim_events makes dead, before it picks candidates, every pending
+-- event whose lease ran out unmarked and whose failures and takeovers,
+-- with the takeover it would now count, reach
+-- idempotency.outbox_max_attempts (as a dead event made by mark_failed,
+-- it no longer holds back the later events of its aggregate); a mark
+-- without a token that leaves such events alone warns, with the fix; and
+-- stats counts them (outbox_taken_over, in the view above).  claim_events,
+-- mark_published and mark_failed bind the symbols of 1.7 above (section
+-- "only the holder acts as the holder"), which do this too.
+--
+COMMENT ON COLUMN idempotency.outbox_events.takeovers IS 'times claim_events() leased the event after a lease of it ran out unmarked; marks without a lease_token leave it alone once above 0; failures and takeovers together reach idempotency.outbox_max_attempts, and the event is dead';

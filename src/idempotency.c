@@ -308,9 +308,9 @@ _PG_init(void)
 							 PGC_USERSET, 0, NULL, NULL, NULL);
 	DefineCustomIntVariable("idempotency.outbox_notify_interval",
 							"Sets how long after its last notification a session's commits enqueue events without notifying again.",
-							"A relay woken by that notification drains the outbox and looks again after twice this interval, so it finds their events; 0 notifies at every commit.",
+							"A relay woken by that notification drains the outbox and looks again after twice this interval, so it finds their events; 0 notifies at every commit.  Only superusers and roles granted SET on it can change it, so a producer session cannot break the relays' wake-up rule.",
 							&idem_outbox_notify_interval, 10, 0, 60000,
-							PGC_USERSET, GUC_UNIT_MS, NULL, NULL, NULL);
+							PGC_SUSET, GUC_UNIT_MS, NULL, NULL, NULL);
 
 	DefineCustomBoolVariable("idempotency.direct_writes",
 							 "Writes rows of the extension's tables with the executor's row primitives where the INSERT or UPDATE statement would give the same outcome.",

@@ -268,6 +268,27 @@ static IdemQuery lease_events_1_1 = {
 	.nargs = 4, .argtypes = {TIMESTAMPTZOID, INT8ARRAYOID, INTERVALOID, INT8OID}
 };
 
+/*
+ * From 1.7, before it picks candidates, a claim makes dead every pending
+ * event whose lease ran out unmarked and whose failures and takeovers,
+ * with the takeover it would now count, reach $2 (outbox_max_attempts):
+ * $1 now.  A relay that never passes its token cannot mark a taken-over
+ * event, not even failed, so without this it would be redelivered for
+ * ever (issue 44, item 10).  As a dead event made by mark_failed, it no
+ * longer holds back the later events of its aggregate.
+ */
+static IdemQuery retire_taken_over = {
+	.sql = "UPDATE idempotency.outbox_events e"
+	" SET dead_at = $1, locked_until = NULL, next_attempt_at = NULL,"
+	" takeovers = e.takeovers" PLUS "1,"
+	" last_error = pg_catalog.format('lease taken over %s times without a mark',"
+	"  e.takeovers" PLUS "1)"
+	" WHERE " PENDING("e") " AND e.locked_until" LE "$1"
+	" AND (e.next_attempt_at IS NULL OR e.next_attempt_at" LE "$1)"
+	" AND e.attempts" PLUS "e.takeovers" PLUS "1" GE "$2",
+	.nargs = 2, .argtypes = {TIMESTAMPTZOID, INT4OID}
+};
+
 /* $1 ids: the aggregates of the pending events among them */
 static IdemQuery find_aggregates = {
 	.sql = "SELECT e.aggregate_type, e.aggregate_id"
@@ -294,6 +315,17 @@ static IdemQuery find_aggregates = {
 #define MARKABLE_1_1 \
 	" WHERE e.id" EQ "ANY ($1) AND " PENDING("e") \
 	" AND ($3 IS NULL OR e.lease_token" EQ "$3)"
+
+/*
+ * $1 ids: the pending events among them whose lease was taken over, which
+ * a mark without a token leaves alone (see warn_taken_over()).
+ */
+static IdemQuery taken_over_events = {
+	.sql = "SELECT e.id FROM idempotency.outbox_events e"
+	" WHERE e.id" EQ "ANY ($1) AND " PENDING("e")
+	" AND e.takeovers OPERATOR(pg_catalog.>) 0 ORDER BY e.id",
+	.nargs = 1, .argtypes = {INT8ARRAYOID}
+};
 
 /* $1 ids, $2 now, $3 lease token */
 #define PUBLISH_EVENTS \
@@ -1028,7 +1060,7 @@ choose_events(Datum now, const int64 *ids, int n, int64 *chosen)
  * one of 1.7 records the calling role (its $5).
  */
 static Datum
-claim_events(FunctionCallInfo fcinfo, IdemQuery *lease_query)
+claim_events(FunctionCallInfo fcinfo, IdemQuery *lease_query, bool retire)
 {
 	Oid			caller = GetUserId();
 	int32		batch = idem_arg_positive_int(fcinfo, 0, "batch");
@@ -1057,6 +1089,14 @@ claim_events(FunctionCallInfo fcinfo, IdemQuery *lease_query)
 
 	idem_become_owner(&owner);
 	SPI_connect();
+	if (retire)
+	{
+		Datum		retire_values[2];
+
+		retire_values[0] = now;
+		retire_values[1] = Int32GetDatum(idem_outbox_max_attempts);
+		(void) idem_run(&retire_taken_over, retire_values, NULL, false, 0);
+	}
 	nids = lock_candidates(now, batch, &ids);
 	if (nids > 0)
 	{
@@ -1098,19 +1138,20 @@ claim_events(FunctionCallInfo fcinfo, IdemQuery *lease_query)
 }
 
 /*
- * claim_events of 1.7, which records the lease's role, and of 1.3, which
- * counts takeovers.
+ * claim_events of 1.7, which records the lease's role and makes dead the
+ * events whose takeovers and failures reach outbox_max_attempts, and of
+ * 1.3, which counts takeovers.
  */
 Datum
 idempotency_claim_events_1_7(PG_FUNCTION_ARGS)
 {
-	return claim_events(fcinfo, &lease_events_1_7);
+	return claim_events(fcinfo, &lease_events_1_7, true);
 }
 
 Datum
 idempotency_claim_events_1_3(PG_FUNCTION_ARGS)
 {
-	return claim_events(fcinfo, &lease_events);
+	return claim_events(fcinfo, &lease_events, false);
 }
 
 /*
@@ -1122,7 +1163,7 @@ Datum
 idempotency_claim_events(PG_FUNCTION_ARGS)
 {
 	idem_require_column("outbox_events", "lease_token");
-	return claim_events(fcinfo, &lease_events_1_1);
+	return claim_events(fcinfo, &lease_events_1_1, false);
 }
 
 /*
@@ -1149,6 +1190,38 @@ lease_token_arg(FunctionCallInfo fcinfo, int argno, Datum *value, char *null)
 	}
 	else
 		*value = PG_GETARG_DATUM(argno);
+}
+
+/* How many elements an ids argument has (NULLs included). */
+static int
+id_count(Datum ids)
+{
+	ArrayType  *array = DatumGetArrayTypeP(ids);
+
+	return ArrayGetNItems(ARR_NDIM(array), ARR_DIMS(array));
+}
+
+/*
+ * After a mark without a lease token of 1.3 or later changed fewer events
+ * than it was given: warn, with the fix, when some of them were left alone
+ * because their lease was taken over.  A relay that never passes its token
+ * would otherwise redeliver such an event for ever without a word (issue
+ * 44, item 10): its marks change nothing and return 0.
+ */
+static void
+warn_taken_over(Datum ids, const char *call)
+{
+	uint64		count;
+
+	count = idem_run_as_owner(&taken_over_events, &ids, NULL, true,
+							  NULL, NULL);
+	if (count > 0)
+		ereport(WARNING,
+				(errcode(ERRCODE_WARNING),
+				 errmsg("%s without lease_token left alone " UINT64_FORMAT " event(s) whose lease was taken over",
+						call, count),
+				 errdetail("They were leased again after a lease of them ran out unmarked; a mark without a token cannot tell the relay that leased an event first from the one that took it over."),
+				 errhint("Pass the lease_token that claim_events() returned with the event.")));
 }
 
 /*
@@ -1202,14 +1275,19 @@ mark_published(FunctionCallInfo fcinfo, IdemQuery *query, bool check_role)
 	lease_token_arg(fcinfo, 1, &values[2], &nulls[2]);
 	values[3] = ObjectIdGetDatum(caller);
 	if (!check_role)
-		PG_RETURN_INT32((int32) idem_run_as_owner(query, values, nulls, false,
-												  NULL, NULL));
-	idem_become_owner(&owner);
-	SPI_connect();
-	updated = idem_run(query, values, nulls, false, 0);
-	refuse_other_lease(values[0], updated, caller);
-	SPI_finish();
-	idem_restore_user(&owner);
+		updated = idem_run_as_owner(query, values, nulls, false, NULL, NULL);
+	else
+	{
+		idem_become_owner(&owner);
+		SPI_connect();
+		updated = idem_run(query, values, nulls, false, 0);
+		refuse_other_lease(values[0], updated, caller);
+		SPI_finish();
+		idem_restore_user(&owner);
+	}
+	if ((query == &publish_events || query == &publish_events_1_7) &&
+		nulls[2] == 'n' && updated < (uint64) id_count(values[0]))
+		warn_taken_over(values[0], "idempotency.mark_published()");
 	PG_RETURN_INT32((int32) updated);
 }
 
@@ -1229,9 +1307,28 @@ idempotency_mark_published_1_3(PG_FUNCTION_ARGS)
 	return mark_published(fcinfo, &publish_events, false);
 }
 
+/*
+ * A database at 1.1 or 1.2 has no takeovers column, and this library keeps
+ * no per-session lease map (1.1's and 1.2's libraries did): a mark without
+ * a lease token could change an event another relay has taken over, so it
+ * is refused with the fix instead (issue 44, item 12).  A mark with a token
+ * is checked as before.
+ */
+static void
+require_token_before_1_3(FunctionCallInfo fcinfo, int argno, const char *call)
+{
+	if (PG_NARGS() <= argno || PG_ARGISNULL(argno))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("%s without lease_token is refused before idempotency 1.3", call),
+				 errdetail("This library cannot tell the calling relay apart from one that took the lease over."),
+				 errhint("Pass the lease_token that claim_events() returned, or run ALTER EXTENSION idempotency UPDATE.")));
+}
+
 Datum
 idempotency_mark_published_1_1(PG_FUNCTION_ARGS)
 {
+	require_token_before_1_3(fcinfo, 1, "idempotency.mark_published()");
 	return mark_published(fcinfo, &publish_events_1_1, false);
 }
 
@@ -1297,6 +1394,9 @@ mark_failed(FunctionCallInfo fcinfo, IdemQuery *query, bool check_role)
 		refuse_other_lease(values[0], (uint64) updated, caller);
 	SPI_finish();
 	idem_restore_user(&owner);
+	if ((query == &fail_events || query == &fail_events_1_7) &&
+		nulls[2] == 'n' && updated < id_count(values[0]))
+		warn_taken_over(values[0], "idempotency.mark_failed()");
 	PG_RETURN_INT32(updated);
 }
 
@@ -1319,6 +1419,7 @@ idempotency_mark_failed_1_3(PG_FUNCTION_ARGS)
 Datum
 idempotency_mark_failed_1_1(PG_FUNCTION_ARGS)
 {
+	require_token_before_1_3(fcinfo, 2, "idempotency.mark_failed()");
 	return mark_failed(fcinfo, &fail_events_1_1, false);
 }
 

@@ -144,51 +144,6 @@ BEGIN
 END
 $$;
 
--- Wake the relays when this transaction commits, once per transaction
--- (the payload: the aggregate type of its first event), or commit quietly
--- holding a quiet commit's lock (see "Waking the relays" in src/outbox.c).
-CREATE FUNCTION idempotency.portable_outbox_wake(aggregate_type text)
-RETURNS void
-LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
-AS $$
-DECLARE
-    interval_ms integer;
-    last_notify text;
-    quiet_slot integer;
-BEGIN
-    IF pg_catalog.current_setting('idempotency_portable.outbox_enqueued', true)
-       OPERATOR(pg_catalog.=) 'on' THEN
-        RETURN;
-    END IF;
-    PERFORM pg_catalog.set_config('idempotency_portable.outbox_enqueued', 'on', true);
-    IF NOT idempotency.portable_setting_bool('idempotency.outbox_notify', true) THEN
-        RETURN;
-    END IF;
-    interval_ms := idempotency.portable_setting_ms('idempotency.outbox_notify_interval', 10, 0, 60000);
-    last_notify := pg_catalog.current_setting('idempotency_portable.outbox_last_notify', true);
-    IF interval_ms OPERATOR(pg_catalog.>) 0 AND last_notify IS NOT NULL
-       AND last_notify OPERATOR(pg_catalog.<>) '' THEN
-        quiet_slot := 1040 OPERATOR(pg_catalog.+) (pg_catalog.pg_backend_pid() OPERATOR(pg_catalog.%) 16);
-        -- counted first, then decided: never quiet and uncounted
-        IF (EXTRACT(epoch FROM pg_catalog.clock_timestamp())
-            OPERATOR(pg_catalog.-) last_notify::pg_catalog.numeric)
-           OPERATOR(pg_catalog.<) (interval_ms OPERATOR(pg_catalog./) 1000.0) THEN
-            PERFORM pg_catalog.pg_advisory_xact_lock_shared(1330992194, quiet_slot);
-            IF (EXTRACT(epoch FROM pg_catalog.clock_timestamp())
-                OPERATOR(pg_catalog.-) last_notify::pg_catalog.numeric)
-               OPERATOR(pg_catalog.<) (interval_ms OPERATOR(pg_catalog./) 1000.0) THEN
-                RETURN;
-            END IF;
-        END IF;
-    END IF;
-    PERFORM pg_catalog.pg_notify('idempotency_outbox', aggregate_type);
-    -- a session setting: a rollback forgets it, as it forgets the notification
-    PERFORM pg_catalog.set_config('idempotency_portable.outbox_last_notify',
-                                  EXTRACT(epoch FROM pg_catalog.clock_timestamp())::pg_catalog.text,
-                                  false);
-END
-$$;
-
 -- The event arguments of enqueue_event and emit_event (event_args).
 CREATE FUNCTION idempotency.portable_outbox_event_args(aggregate_type text, aggregate_id text,
                                                       event_type text, payload jsonb)
@@ -725,12 +680,147 @@ LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE ROWS 100
 SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
+    IF idempotency.portable_holders_recorded() THEN
+        -- 1.7: events taken over too often go dead first (the C's
+        -- claim_events of 1.7; the one of 1.3 does not)
+        PERFORM idempotency.portable_outbox_retire_taken_over();
+    END IF;
     -- dynamic: a plan kept from before a change of the table's columns
     -- would return rows of the old row type
     RETURN QUERY EXECUTE 'SELECT * FROM idempotency.portable_claim_events($1, $2, true)'
         USING $1, $2;
 END
 $$;
+
+-- portable helper: since 1.0, again in 1.7
+
+-- Wake the relays when this transaction commits, once per transaction
+-- (the payload: the aggregate type of its first event), or commit quietly
+-- holding a quiet commit's lock (see "Waking the relays" in src/outbox.c).
+CREATE FUNCTION idempotency.portable_outbox_wake(aggregate_type text)
+RETURNS void
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+AS $$
+DECLARE
+    interval_ms integer;
+    db_value text;
+    last_notify text;
+    quiet_slot integer;
+BEGIN
+    IF pg_catalog.current_setting('idempotency_portable.outbox_enqueued', true)
+       OPERATOR(pg_catalog.=) 'on' THEN
+        RETURN;
+    END IF;
+    PERFORM pg_catalog.set_config('idempotency_portable.outbox_enqueued', 'on', true);
+    IF NOT idempotency.portable_setting_bool('idempotency.outbox_notify', true) THEN
+        RETURN;
+    END IF;
+    -- (1.7) the interval is the session's only when it is shorter than the
+    -- database's: ALTER DATABASE ... SET, else ALTER ROLE ALL ... SET, else
+    -- 10 ms.  A longer one would keep a commit quiet beyond the relays'
+    -- second look (doc/reference.md, "Waking relays"), and the C edition
+    -- lets only superusers set it (PGC_SUSET), which a placeholder cannot.
+    SELECT pg_catalog.substr(c.item, pg_catalog.length('idempotency.outbox_notify_interval=') OPERATOR(pg_catalog.+) 1)
+      INTO db_value
+      FROM pg_catalog.pg_db_role_setting r,
+           LATERAL pg_catalog.unnest(r.setconfig) AS c(item)
+     WHERE r.setrole OPERATOR(pg_catalog.=) 0::pg_catalog.oid
+       AND r.setdatabase OPERATOR(pg_catalog.=) ANY (ARRAY[0::pg_catalog.oid,
+           (SELECT d.oid FROM pg_catalog.pg_database d
+             WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database())])
+       AND pg_catalog.starts_with(c.item, 'idempotency.outbox_notify_interval=')
+     ORDER BY r.setdatabase DESC
+     LIMIT 1;
+    PERFORM pg_catalog.set_config('idempotency_portable.outbox_notify_interval',
+                                  COALESCE(db_value, '10'), true);
+    interval_ms := LEAST(idempotency.portable_setting_ms('idempotency.outbox_notify_interval', 10, 0, 60000),
+                         idempotency.portable_setting_ms('idempotency_portable.outbox_notify_interval', 10, 0, 60000));
+    last_notify := pg_catalog.current_setting('idempotency_portable.outbox_last_notify', true);
+    IF interval_ms OPERATOR(pg_catalog.>) 0 AND last_notify IS NOT NULL
+       AND last_notify OPERATOR(pg_catalog.<>) '' THEN
+        quiet_slot := 1040 OPERATOR(pg_catalog.+) (pg_catalog.pg_backend_pid() OPERATOR(pg_catalog.%) 16);
+        -- counted first, then decided: never quiet and uncounted
+        IF (EXTRACT(epoch FROM pg_catalog.clock_timestamp())
+            OPERATOR(pg_catalog.-) last_notify::pg_catalog.numeric)
+           OPERATOR(pg_catalog.<) (interval_ms OPERATOR(pg_catalog./) 1000.0) THEN
+            PERFORM pg_catalog.pg_advisory_xact_lock_shared(1330992194, quiet_slot);
+            IF (EXTRACT(epoch FROM pg_catalog.clock_timestamp())
+                OPERATOR(pg_catalog.-) last_notify::pg_catalog.numeric)
+               OPERATOR(pg_catalog.<) (interval_ms OPERATOR(pg_catalog./) 1000.0) THEN
+                RETURN;
+            END IF;
+        END IF;
+    END IF;
+    PERFORM pg_catalog.pg_notify('idempotency_outbox', aggregate_type);
+    -- a session setting: a rollback forgets it, as it forgets the notification
+    PERFORM pg_catalog.set_config('idempotency_portable.outbox_last_notify',
+                                  EXTRACT(epoch FROM pg_catalog.clock_timestamp())::pg_catalog.text,
+                                  false);
+END
+$$;
+
+REVOKE ALL ON FUNCTION idempotency.portable_outbox_wake(text) FROM PUBLIC;
+
+-- portable helper: since 1.3, again in 1.7
+
+-- After a mark without a lease token (1.3) changed fewer events than it
+-- was given: warn, with the fix, when some of them were left alone because
+-- their lease was taken over (warn_taken_over() in src/outbox.c).
+CREATE FUNCTION idempotency.portable_warn_taken_over(p_ids bigint[], call text)
+RETURNS void
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+AS $$
+DECLARE
+    n bigint;
+BEGIN
+    SELECT pg_catalog.count(*) INTO n
+      FROM idempotency.outbox_events e
+     WHERE e.id OPERATOR(pg_catalog.=) ANY (p_ids)
+       AND e.published_at IS NULL AND e.dead_at IS NULL
+       AND e.takeovers OPERATOR(pg_catalog.>) 0;
+    IF n OPERATOR(pg_catalog.>) 0 THEN
+        RAISE WARNING '% without lease_token left alone % event(s) whose lease was taken over', call, n
+            USING DETAIL = 'They were leased again after a lease of them ran out unmarked; a mark without a token cannot tell the relay that leased an event first from the one that took it over.',
+                  HINT = 'Pass the lease_token that claim_events() returned with the event.';
+    END IF;
+END
+$$;
+
+REVOKE ALL ON FUNCTION idempotency.portable_warn_taken_over(bigint[], text) FROM PUBLIC;
+
+-- portable helper: since 1.7
+
+-- Before a claim picks candidates: every pending event whose lease ran out
+-- unmarked and whose failures and takeovers, with the takeover the claim
+-- would now count, reach outbox_max_attempts is made dead
+-- (retire_taken_over in src/outbox.c).
+CREATE FUNCTION idempotency.portable_outbox_retire_taken_over()
+RETURNS void
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+AS $$
+DECLARE
+    now timestamptz := pg_catalog.clock_timestamp();
+    max_attempts integer := idempotency.portable_setting_int('idempotency.outbox_max_attempts', 10, 1, 1000);
+BEGIN
+    -- the claim refuses these transactions next, with its own errors
+    IF pg_catalog.current_setting('transaction_isolation') OPERATOR(pg_catalog.<>) 'read committed'
+       OR pg_catalog.current_setting('transaction_read_only')::pg_catalog.bool THEN
+        RETURN;
+    END IF;
+    UPDATE idempotency.outbox_events e
+       SET dead_at = now, locked_until = NULL, next_attempt_at = NULL,
+           takeovers = e.takeovers OPERATOR(pg_catalog.+) 1,
+           last_error = pg_catalog.format('lease taken over %s times without a mark',
+                                          e.takeovers OPERATOR(pg_catalog.+) 1)
+     WHERE e.published_at IS NULL AND e.dead_at IS NULL
+       AND e.locked_until OPERATOR(pg_catalog.<=) now
+       AND (e.next_attempt_at IS NULL OR e.next_attempt_at OPERATOR(pg_catalog.<=) now)
+       AND e.attempts OPERATOR(pg_catalog.+) e.takeovers OPERATOR(pg_catalog.+) 1
+           OPERATOR(pg_catalog.>=) max_attempts;
+END
+$$;
+
+REVOKE ALL ON FUNCTION idempotency.portable_outbox_retire_taken_over() FROM PUBLIC;
 
 -- portable: idempotency_mark_published
 CREATE FUNCTION idempotency.mark_published(ids bigint[])
@@ -749,9 +839,18 @@ AS $$ SELECT idempotency.portable_mark_events($1, NULL, $2, false, false) $$;
 -- portable: idempotency_mark_published_1_7, idempotency_mark_published_1_3
 CREATE OR REPLACE FUNCTION idempotency.mark_published(ids bigint[], lease_token bigint DEFAULT NULL)
 RETURNS integer
-LANGUAGE sql VOLATILE PARALLEL UNSAFE
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-AS $$ SELECT idempotency.portable_mark_events($1, NULL, $2, false, true) $$;
+AS $$
+DECLARE
+    updated integer := idempotency.portable_mark_events($1, NULL, $2, false, true);
+BEGIN
+    IF $2 IS NULL AND updated OPERATOR(pg_catalog.<) pg_catalog.cardinality($1) THEN
+        PERFORM idempotency.portable_warn_taken_over($1, 'idempotency.mark_published()');
+    END IF;
+    RETURN updated;
+END
+$$;
 
 -- portable: idempotency_mark_failed
 CREATE FUNCTION idempotency.mark_failed(ids bigint[], error text)
@@ -770,9 +869,18 @@ AS $$ SELECT idempotency.portable_mark_events($1, $2, $3, true, false) $$;
 -- portable: idempotency_mark_failed_1_7, idempotency_mark_failed_1_3
 CREATE OR REPLACE FUNCTION idempotency.mark_failed(ids bigint[], error text, lease_token bigint DEFAULT NULL)
 RETURNS integer
-LANGUAGE sql VOLATILE PARALLEL UNSAFE
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-AS $$ SELECT idempotency.portable_mark_events($1, $2, $3, true, true) $$;
+AS $$
+DECLARE
+    updated integer := idempotency.portable_mark_events($1, $2, $3, true, true);
+BEGIN
+    IF $3 IS NULL AND updated OPERATOR(pg_catalog.<) pg_catalog.cardinality($1) THEN
+        PERFORM idempotency.portable_warn_taken_over($1, 'idempotency.mark_failed()');
+    END IF;
+    RETURN updated;
+END
+$$;
 
 -- The holders of the quiet commits' locks, but this session (as
 -- GetLockConflicts() counts them).

@@ -66,6 +66,9 @@ skip_reason() {
     echo "creates the extension at 1.2 in a new database and updates it: the edition has no" \
       "script of 1.2, the first version it serves is 1.3 (doc/portable.md); enforcement after" \
       "dump and restore: dump (test/portable/dump.sh)" ;;
+  outbox_marks_1_2)
+    echo "creates the extension at 1.2 in a new database: the edition has no script of 1.2" \
+      "(doc/portable.md); its marks without lease_token are checked against takeovers (1.3)" ;;
   upgrade)
     case $1 in
     plain) echo "no extension to create at 1.0 and update (the plain script has none);" \

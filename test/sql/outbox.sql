@@ -71,7 +71,10 @@ UPDATE idempotency.outbox_events SET locked_until = now() - interval '1 second'
 SELECT string_agg(event_type || ':' || takeovers, ',' ORDER BY id) FROM idempotency.claim_events(10);
 -- without a lease token only the events never taken over are marked; the
 -- token of the lease marks the others
+-- (and warns that it left the others alone)
+\set VERBOSITY terse
 SELECT idempotency.mark_published(array_agg(id)) FROM idempotency.outbox_events WHERE aggregate_id = 'C';
+\set VERBOSITY default
 SELECT idempotency.mark_published(array_agg(id), min(lease_token)) FROM idempotency.outbox_events WHERE aggregate_id = 'C';
 
 -- mark_failed: back into the queue after the backoff; while the event

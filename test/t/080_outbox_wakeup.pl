@@ -40,6 +40,13 @@ my $relay = IPC::Run::start(
 pump_until($relay, $timer, \$relay_out, qr/^listening$/m)
   or die "the relay did not start: $relay_err";
 
+# The producers' interval, 1 s, for the database, before commits wait for
+# a standby: since 1.7 a session cannot lengthen it (the C edition: a
+# superuser may SET it; the portable edition takes it from the database
+# only).
+$node->safe_psql('postgres',
+	q(ALTER DATABASE postgres SET idempotency.outbox_notify_interval = '1s'));
+
 # Commits that wait for a standby from now on (the relay's do not).
 $node->append_conf('postgresql.conf', "synchronous_standby_names = 'ghost'");
 $node->reload;
