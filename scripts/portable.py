@@ -961,10 +961,7 @@ def tle_installer(scripts):
         '-- See doc/managed-services.md.\n'
         '\\set ON_ERROR_STOP on\nBEGIN;\n' % (default, PORTABLE_FIRST_VERSION, default,
                                             PORTABLE_FIRST_VERSION)]
-    whole = []
-    for version in (PORTABLE_FIRST_VERSION, default):
-        if version not in whole:
-            whole.append(version)
+    whole = [PORTABLE_FIRST_VERSION] + ([default] if default != PORTABLE_FIRST_VERSION else [])
     for i, version in enumerate(whole):
         body = whole_script(scripts, version)
         name = '%s--%s.sql' % (EXTENSION, version)
@@ -976,8 +973,9 @@ def tle_installer(scripts):
                          " WHERE name = '%s');\n"
                          % (EXTENSION, version, sql_literal(ctl['comment']), TLE_QUOTE, body,
                             TLE_QUOTE, SCHEMA, EXTENSION))
-        parts.append("SELECT pgtle.install_extension_version_sql('%s', '%s',\n%s\n%s%s)\n%s"
-                     % (EXTENSION, version, TLE_QUOTE, body, TLE_QUOTE, tle_function_absent(name)))
+        else:
+            parts.append("SELECT pgtle.install_extension_version_sql('%s', '%s',\n%s\n%s%s)\n%s"
+                         % (EXTENSION, version, TLE_QUOTE, body, TLE_QUOTE, tle_function_absent(name)))
     for frm, to, sql in served(scripts):
         if frm is None or version_key(frm) < version_key(PORTABLE_FIRST_VERSION):
             continue
