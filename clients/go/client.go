@@ -20,6 +20,9 @@ import (
 	"github.com/lib/pq"
 )
 
+// Version is this package's version (CHANGELOG.md).
+const Version = "0.1.0"
+
 // MinVersion is the oldest extension version this package works with.
 const MinVersion = "1.3"
 

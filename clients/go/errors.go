@@ -14,6 +14,9 @@ import (
 // Sentinel errors; every error of a database call that carries one of
 // these SQLSTATEs matches it with errors.Is.
 var (
+	// ErrLeaseLost: 55000, object_not_in_prerequisite_state: a holder
+	// call whose fence (or lease token) no longer holds; also a claim
+	// with Wait when the library is not preloaded.
 	ErrLeaseLost        = errors.New("idempotency: lease lost or not the holder (55000)")
 	ErrInvalidParameter = errors.New("idempotency: invalid parameter value (22023)")
 	ErrResponseTooLarge = errors.New("idempotency: answer over idempotency.max_response_bytes (54000)")

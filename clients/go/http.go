@@ -384,7 +384,7 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		m.OnError(w, r, err)
 		return
 	}
-	a, err := m.exchange(w, r, key, scope, fp)
+	a, err := m.exchange(r, key, scope, fp)
 	if err != nil {
 		m.OnError(w, r, err)
 		return
@@ -394,7 +394,7 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // exchange claims the key and answers; the expiry headers are added once
 // the answer is settled.
-func (m *middleware) exchange(w http.ResponseWriter, r *http.Request, key, scope string, fp any) (*answer, error) {
+func (m *middleware) exchange(r *http.Request, key, scope string, fp any) (*answer, error) {
 	ctx := r.Context()
 	var q Querier = m.DB
 	var tx *sql.Tx
@@ -424,7 +424,7 @@ func (m *middleware) exchange(w http.ResponseWriter, r *http.Request, key, scope
 	}
 	var a *answer
 	if c.Holds() {
-		if a, err = m.held(ctx, w, r, tx, key, scope, c); err != nil {
+		if a, err = m.held(ctx, r, tx, key, scope, c); err != nil {
 			return nil, err
 		}
 	} else {
@@ -441,7 +441,7 @@ func (m *middleware) exchange(w http.ResponseWriter, r *http.Request, key, scope
 
 // held runs the handler of a request that holds the key and stores its
 // answer (or fails the key).
-func (m *middleware) held(ctx context.Context, w http.ResponseWriter, r *http.Request, tx *sql.Tx, key, scope string, c ClaimResult) (*answer, error) {
+func (m *middleware) held(ctx context.Context, r *http.Request, tx *sql.Tx, key, scope string, c ClaimResult) (*answer, error) {
 	hctx := context.WithValue(ctx, holdingKey, Holding{key, scope, c.Fence, c.Outcome, c.RecoveryPoint, c.Attempts})
 	if tx != nil {
 		hctx = context.WithValue(hctx, txKey, tx)

@@ -119,7 +119,7 @@ func TestRelayWakesAndPublishesInOrder(t *testing.T) {
 	start := time.Now()
 	enqueue(t, 30, 3)
 	waitFor(t, "30 events", 5*time.Second, func() bool { return count(t, "SELECT count(*) FROM go_sink") == 30 })
-	if d := time.Since(start); d > 3*time.Second {
+	if d := time.Since(start); d > 8*time.Second { // the poll timer is 10 s
 		t.Fatalf("woken after %v", d)
 	}
 	stop()
@@ -170,6 +170,7 @@ func TestRelayKilledMidBatchSecondFinishes(t *testing.T) {
 	_ = cmd.Process.Kill() // SIGKILL mid-batch: no hand-back, no marks
 	_ = cmd.Wait()
 	before := count(t, "SELECT count(*) FROM go_sink")
+	unmarked := before - count(t, "SELECT count(*) FROM idempotency.outbox_events WHERE published_at IS NOT NULL")
 	sqlExec(t, "UPDATE idempotency.outbox_events SET locked_until = now() WHERE published_at IS NULL AND locked_until > now()")
 	r := &Relay{DB: testDB, Publisher: sinkPublisher(testDB, 0), Batch: 20, Poll: 100 * time.Millisecond}
 	stop := runRelay(t, r)
@@ -177,9 +178,13 @@ func TestRelayKilledMidBatchSecondFinishes(t *testing.T) {
 	stop()
 	checkOnceInOrder(t, 40)
 	redelivered := count(t, "SELECT count(*) - count(DISTINCT event_id) FROM go_attempts")
-	t.Logf("first relay delivered %d before SIGKILL; %d deliveries again (received once)", before, redelivered)
-	if redelivered < 1 {
+	t.Logf("first relay delivered %d before SIGKILL, %d of them unmarked; %d deliveries again (received once)",
+		before, unmarked, redelivered)
+	if redelivered < unmarked {
 		t.Fatal("the killed relay's unmarked deliveries were not redelivered")
+	}
+	if unmarked == 0 {
+		t.Log("the kill came between two batches (a slow machine): nothing was left unmarked")
 	}
 }
 
