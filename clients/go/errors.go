@@ -64,6 +64,9 @@ func (e *Error) Error() string {
 
 // Is matches the sentinel of e's SQLSTATE and the context's error.
 func (e *Error) Is(target error) bool {
+	if e == nil {
+		return false
+	}
 	if s, ok := sentinels[e.Code]; ok && s == target {
 		return true
 	}
@@ -72,15 +75,18 @@ func (e *Error) Is(target error) bool {
 
 func (e *Error) Unwrap() error { return e.Err }
 
+// sqlStater is a driver's server error: lib/pq's *pq.Error and pgx's
+// *pgconn.PgError (so pgx's database/sql driver works too).
+type sqlStater interface {
+	error
+	SQLState() string
+}
+
 // SQLState returns err's SQLSTATE, or "" when it has none.
 func SQLState(err error) string {
-	var e *Error
-	if errors.As(err, &e) {
-		return e.Code
-	}
-	var p *pq.Error
-	if errors.As(err, &p) {
-		return string(p.Code)
+	var s sqlStater
+	if errors.As(err, &s) {
+		return s.SQLState()
 	}
 	return ""
 }
@@ -95,9 +101,13 @@ func wrap(ctx context.Context, err error) error {
 	if errors.As(err, &e) {
 		return err
 	}
-	var p *pq.Error
-	if errors.As(err, &p) {
-		out := &Error{Code: string(p.Code), Message: p.Message, Detail: p.Detail, Err: err}
+	var s sqlStater
+	if errors.As(err, &s) {
+		out := &Error{Code: s.SQLState(), Message: s.Error(), Err: err}
+		var p *pq.Error
+		if errors.As(err, &p) {
+			out.Message, out.Detail = p.Message, p.Detail
+		}
 		if ctx.Err() != nil {
 			out.ctxErr = ctx.Err()
 		}

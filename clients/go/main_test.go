@@ -16,11 +16,15 @@ import (
 
 var testDB *sql.DB
 
+// driverName is the database/sql driver of the tests: lib/pq, or pgx's
+// stdlib with -tags pgx (driver_pgx_test.go).
+var driverName = "postgres"
+
 func TestMain(m *testing.M) {
 	if os.Getenv("PGIDEM_RELAY_HELPER") != "" {
 		os.Exit(relayHelper())
 	}
-	db, err := sql.Open("postgres", "")
+	db, err := sql.Open(driverName, "")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
@@ -55,5 +59,5 @@ func sqlExec(t *testing.T, query string, args ...any) {
 // openWith opens the test database with extra connection settings
 // (lib/pq sends unknown keys as run-time parameters).
 func openWith(settings string) (*sql.DB, error) {
-	return sql.Open("postgres", settings)
+	return sql.Open(driverName, settings)
 }

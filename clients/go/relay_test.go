@@ -35,7 +35,7 @@ func sinkPublisher(db *sql.DB, delay time.Duration) Publisher {
 // relayHelper is the relay of another process (PGIDEM_RELAY_HELPER=1):
 // it runs until SIGTERM, or until the test kills it.
 func relayHelper() int {
-	db, err := sql.Open("postgres", "")
+	db, err := sql.Open(driverName, "")
 	if err != nil {
 		return 1
 	}

@@ -3,12 +3,13 @@
 # as a team builds it, offline, from Debian's archive: Go 1.19 and lib/pq
 # from /usr/share/gocode in GOPATH mode (GO111MODULE=off), as Debian builds
 # Go packages.  go vet, then go test -race (compiled once) against the test
-# cluster twice: a database with the C edition (fresh_db) and one with the
+# cluster: a database with the C edition (fresh_db) and one with the
 # portable edition installed as a plain script by a role that is no
-# superuser.  The suite covers the client, the middleware over real HTTP
-# (httptest.Server, duplicates behind a barrier, chi) and the relay (one
-# killed with SIGKILL mid-batch and another finishing, one stopped with
-# SIGTERM handing its batch back).  Then the README's quick start is
+# superuser, on lib/pq, and the C edition's again on pgx's database/sql
+# driver (-tags pgx, PGIDEM_DRIVER=pgx).  The suite covers the client,
+# the middleware over real HTTP (httptest.Server, duplicates behind a
+# barrier, chi) and the relay (one killed with SIGKILL mid-batch and
+# another finishing, one stopped with SIGTERM handing its batch back).  Then the README's quick start is
 # extracted, built and served on 127.0.0.1: a request, its replay, a
 # mismatch and a missing key answer as the behaviour table says.
 set -euo pipefail
@@ -17,7 +18,8 @@ export IDEM_TOP=${IDEM_TOP:-$(cd "$here/../.." && pwd)}
 . "$IDEM_TOP/scripts/lib.sh"
 # The package does not depend on the server's major: the host's run tests it once.
 idem_host_only "tests the Go package"
-idem_ensure_packages golang-go golang-github-lib-pq-dev golang-github-go-chi-chi-dev
+idem_ensure_packages golang-go golang-github-lib-pq-dev golang-github-go-chi-chi-dev \
+  golang-github-jackc-pgx-v4-dev
 . "$here/fresh_db.bash"
 . "$IDEM_TOP/test/portable/lib.sh"
 started=$(date +%s)
@@ -56,16 +58,19 @@ idem_log "go_package: $(go version); gofmt, go vet"
 bad=$(gofmt -l .)
 [ -z "$bad" ] || { echo "gofmt: $bad"; exit 1; }
 go vet .
-go test -race -c -o "$tmp/pgidempotency.test" .
+go vet -tags pgx .
+# one binary for both drivers: lib/pq, and pgx's stdlib with PGIDEM_DRIVER=pgx
+go test -race -tags pgx -c -o "$tmp/pgidempotency.test" .
 built=$(date +%s)
 
 total=0
-for db in "$cdb" "$PDB"; do
-  idem_log "go_package: go test -race on $db"
-  (cd "$tmp" && PGDATABASE=$db "$tmp/pgidempotency.test" -test.count=1 -test.v -test.timeout=5m) >"$tmp/$db.log" 2>&1 ||
-    { cat "$tmp/$db.log"; echo "go test failed on $db"; exit 1; }
-  grep -E '^(--- |ok|PASS|FAIL)|cancelled after|before SIGKILL' "$tmp/$db.log"
-  n=$(grep -c '^--- PASS' "$tmp/$db.log")
+for run in "$cdb lib/pq" "$PDB lib/pq" "$cdb pgx"; do
+  set -- $run
+  idem_log "go_package: go test -race on $1 with $2"
+  (cd "$tmp" && PGDATABASE=$1 PGIDEM_DRIVER=${2#lib/} "$tmp/pgidempotency.test" -test.count=1 -test.v -test.timeout=5m) \
+    >"$tmp/run.log" 2>&1 || { cat "$tmp/run.log"; echo "go test failed on $1 with $2"; exit 1; }
+  grep -E '^(--- |ok|PASS|FAIL)|cancelled after|before SIGKILL' "$tmp/run.log"
+  n=$(grep -c '^--- PASS' "$tmp/run.log")
   total=$((total + n))
 done
 
@@ -98,4 +103,4 @@ echo "quick start: 201, replay, 422, 400 as the behaviour table says"
 kill "$server"
 server=
 
-echo "go_package: $total go tests passed over both editions; setup $((gostart - started))s, go vet and build $((built - gostart))s, total $(( $(date +%s) - started ))s"
+echo "go_package: $total go tests passed (both editions with lib/pq, the C edition with pgx); setup $((gostart - started))s, go vet and build $((built - gostart))s, total $(( $(date +%s) - started ))s"
