@@ -84,6 +84,24 @@ func newApp(t *testing.T, o Options) *app {
 		}
 		w.WriteHeader(201)
 	})
+	mux.HandleFunc("/resume", func(w http.ResponseWriter, r *http.Request) {
+		a.runs.Add(1)
+		h, _ := HoldingFrom(r.Context())
+		if h.Outcome == "claimed" {
+			if err := On(testDB).Checkpoint(r.Context(), h.Key, h.Fence, "charged", 0, h.Scope); err != nil {
+				t.Error(err)
+			}
+			w.WriteHeader(503)
+			return
+		}
+		w.WriteHeader(201)
+		fmt.Fprintf(w, `{"resumed_from":%q,"attempts":%d}`, h.RecoveryPoint, h.Attempts)
+	})
+	mux.HandleFunc("/big", func(w http.ResponseWriter, r *http.Request) {
+		a.runs.Add(1)
+		w.WriteHeader(200)
+		fmt.Fprint(w, strings.Repeat("x", 1000))
+	})
 	a.srv = httptest.NewServer(Middleware(o)(mux))
 	t.Cleanup(func() {
 		a.srv.CloseClientConnections()
@@ -381,5 +399,36 @@ func TestHTTPWithChi(t *testing.T) {
 	}
 	if runs.Load() != 1 {
 		t.Fatal(runs.Load())
+	}
+}
+
+func TestHTTPCheckpointThenResume(t *testing.T) {
+	a := newApp(t, Options{})
+	key := newKey(t)
+	if r := a.do(t, "POST", "/resume", key, `{}`); r.status != 503 {
+		t.Fatal(r)
+	}
+	if r := a.do(t, "POST", "/resume", key, `{}`); r.status != 201 || r.body != `{"resumed_from":"charged","attempts":2}` {
+		t.Fatal(r)
+	}
+	if r := a.do(t, "POST", "/resume", key, `{}`); r.header.Get("Idempotent-Replayed") != "true" || a.runs.Load() != 2 {
+		t.Fatal(r, a.runs.Load())
+	}
+}
+
+func TestHTTPAnswerOverMaxResponseBytes500(t *testing.T) {
+	db, err := openWith("idempotency.max_response_bytes=200")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	a := newApp(t, Options{DB: db})
+	key := newKey(t)
+	for i := 1; i <= 2; i++ { // not kept, failed retryably: the retry runs again
+		r := a.do(t, "POST", "/big", key, `{}`)
+		isProblem(t, r, 500)
+		if !strings.Contains(r.body, "max_response_bytes") || a.runs.Load() != int64(i) {
+			t.Fatal(r, a.runs.Load())
+		}
 	}
 }
