@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# test/integration/go_package.sh: the Go package clients/go (pgidempotency)
+# as a team builds it, offline, from Debian's archive: Go 1.19 and lib/pq
+# from /usr/share/gocode in GOPATH mode (GO111MODULE=off), as Debian builds
+# Go packages.  go vet, then go test -race (compiled once) against the test
+# cluster: a database with the C edition (fresh_db) and one with the
+# portable edition installed as a plain script by a role that is no
+# superuser, on lib/pq, and the C edition's again on pgx's database/sql
+# driver (-tags pgx, PGIDEM_DRIVER=pgx).  The suite covers the client,
+# the middleware over real HTTP (httptest.Server, duplicates behind a
+# barrier, chi) and the relay (one killed with SIGKILL mid-batch and
+# another finishing, one stopped with SIGTERM handing its batch back).  Then the README's quick start is
+# extracted, built and served on 127.0.0.1: a request, its replay, a
+# mismatch and a missing key answer as the behaviour table says.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+export IDEM_TOP=${IDEM_TOP:-$(cd "$here/../.." && pwd)}
+. "$IDEM_TOP/scripts/lib.sh"
+# The package does not depend on the server's major: the host's run tests it once.
+idem_host_only "tests the Go package"
+idem_ensure_packages golang-go golang-github-lib-pq-dev golang-github-go-chi-chi-dev \
+  golang-github-jackc-pgx-v4-dev
+. "$here/fresh_db.bash"
+. "$IDEM_TOP/test/portable/lib.sh"
+started=$(date +%s)
+
+tmp=$(mktemp -d /tmp/idem-go-package.XXXXXX)
+chmod 755 "$tmp"
+OWNER=idem_go_owner PDB=idem_go_portable
+server=
+cleanup() {
+  [ -z "$server" ] || kill "$server" 2>/dev/null || true
+  psql -X -q -d postgres -c "DROP DATABASE IF EXISTS $PDB" -c "DROP ROLE IF EXISTS $OWNER" >/dev/null 2>&1 || true
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+fresh_db idem_go_package
+cdb=$PGDATABASE
+idem_log "go_package: the portable edition as a plain script in $PDB"
+portable_build_edition "$tmp"
+psql -X -q -v ON_ERROR_STOP=1 -d postgres -c "DROP DATABASE IF EXISTS $PDB" \
+  -c "DROP ROLE IF EXISTS $OWNER" -c "CREATE ROLE $OWNER LOGIN" -c "CREATE DATABASE $PDB OWNER $OWNER"
+portable_install plain "$PDB" "$OWNER"
+
+# the build cache outlives the run (the race-instrumented standard library
+# takes most of a first build); IDEM_GO_CACHE= for a cold one
+export GO111MODULE=off GOPATH=$tmp/gopath:/usr/share/gocode GOFLAGS= GOPROXY=off
+export GOCACHE=${IDEM_GO_CACHE-/var/tmp/idempotency-go-cache}
+[ -n "$GOCACHE" ] || GOCACHE=$tmp/cache
+mkdir -p "$tmp/gopath/src/github.com/go-chi/chi"
+cp -r "$IDEM_TOP/clients/go" "$tmp/gopath/src/pgidempotency"
+# Debian installs chi v5 at github.com/go-chi/chi; its module path has /v5
+ln -s /usr/share/gocode/src/github.com/go-chi/chi "$tmp/gopath/src/github.com/go-chi/chi/v5"
+cd "$tmp/gopath/src/pgidempotency"
+gostart=$(date +%s)
+idem_log "go_package: $(go version); gofmt, go vet"
+bad=$(gofmt -l .)
+[ -z "$bad" ] || { echo "gofmt: $bad"; exit 1; }
+go vet .
+go vet -tags pgx .
+# one binary for both drivers: lib/pq, and pgx's stdlib with PGIDEM_DRIVER=pgx
+go test -race -tags pgx -c -o "$tmp/pgidempotency.test" .
+built=$(date +%s)
+
+total=0
+for run in "$cdb lib/pq" "$PDB lib/pq" "$cdb pgx"; do
+  set -- $run
+  idem_log "go_package: go test -race on $1 with $2"
+  (cd "$tmp" && PGDATABASE=$1 PGIDEM_DRIVER=${2#lib/} "$tmp/pgidempotency.test" -test.count=1 -test.v -test.timeout=5m) \
+    >"$tmp/run.log" 2>&1 || { cat "$tmp/run.log"; echo "go test failed on $1 with $2"; exit 1; }
+  grep -E '^(--- |ok|PASS|FAIL)|cancelled after|before SIGKILL' "$tmp/run.log"
+  n=$(grep -c '^--- PASS' "$tmp/run.log")
+  total=$((total + n))
+done
+
+idem_log "go_package: the README's quick start over HTTP"
+mkdir -p "$tmp/gopath/src/quickstart"
+awk '/^## Quick start/ { q = 1 } q && /^```go$/ { on = 1; next } on && /^```$/ { exit } on { print }' \
+  "$IDEM_TOP/clients/go/README.md" >"$tmp/gopath/src/quickstart/main.go"
+(cd "$tmp/gopath/src/quickstart" && go vet . && go build -o "$tmp/quickstart" .)
+port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+PGDATABASE=$cdb ADDR=127.0.0.1:$port DATABASE_URL= "$tmp/quickstart" >"$tmp/quickstart.log" 2>&1 &
+server=$!
+base=http://127.0.0.1:$port
+for _ in $(seq 100); do curl -s -o /dev/null "$base/" && break; sleep 0.1; done
+post() {  # post KEY BODY: prints the status line's code, then the headers and body to $tmp/out
+  curl -s -D "$tmp/headers" -o "$tmp/body" -w '%{http_code}' -X POST "$base/payments" \
+    -H 'Content-Type: application/json' ${1:+-H "Idempotency-Key: $1"} -d "$2"
+}
+key=go-quickstart-$$-$(date +%s%N)
+[ "$(post "$key" '{"amount": 5}')" = 201 ] || { cat "$tmp/headers" "$tmp/body" "$tmp/quickstart.log"; exit 1; }
+first=$(cat "$tmp/body")
+expires=$(sed -n 's/^Idempotency-Key-Expires: \(.*\)\r$/\1/Ip' "$tmp/headers")
+ahead=$(( $(date -d "$expires" +%s) - $(date +%s) ))
+[ "$ahead" -gt 86000 ] && [ "$ahead" -le 86402 ] || { echo "Idempotency-Key-Expires: $expires"; exit 1; }
+[ "$(post "$key" '{"amount":5}')" = 201 ] && [ "$(cat "$tmp/body")" = "$first" ] &&
+  grep -qi '^Idempotent-Replayed: true' "$tmp/headers" || { echo "no replay"; cat "$tmp/headers" "$tmp/body"; exit 1; }
+[ "$(post "$key" '{"amount": 6}')" = 422 ] && grep -qi '^Content-Type: application/problem+json' "$tmp/headers" ||
+  { echo "no 422"; exit 1; }
+[ "$(post "" '{"amount": 6}')" = 400 ] || { echo "no 400"; exit 1; }
+echo "quick start: 201, replay, 422, 400 as the behaviour table says"
+kill "$server"
+server=
+
+echo "go_package: $total go tests passed (both editions with lib/pq, the C edition with pgx); setup $((gostart - started))s, go vet and build $((built - gostart))s, total $(( $(date +%s) - started ))s"
