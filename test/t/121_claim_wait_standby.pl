@@ -14,7 +14,8 @@
 # without wait there does, at that moment and not at the end of its wait;
 # a lease that the holder extends on the primary keeps the waiter waiting;
 # a wait that runs out answers in_progress with the time left on the
-# lease.  The portable edition waits by claiming again after naps
+# lease; a promotion of the standby hands the waiter over to the new
+# primary's commits.  The portable edition waits by claiming again after naps
 # (doc/portable.md), which the same answers and bounds satisfy.
 use strict;
 use warnings;
@@ -215,6 +216,31 @@ SELECT outcome || ' ' || (retry_after > '50 minutes')
 	'in_progress true', 'the wait runs out on the standby: in_progress with Retry-After');
 
 is($standby->safe_psql('postgres', 'SELECT pg_is_in_recovery()'), 't', 'the standby is still in recovery');
-$standby->stop;
+
+# 6. The standby is promoted while a claim waits there: the waiter claims
+# again and from then on waits for the new primary's commits; the holder
+# completes there with its fence, and the waiter replays the answer.
+$fence = hold('s-promote', '1 hour');
+$waiter = start_waiter('s-promote');
+wait_until_sleeping(1);
 $primary->stop;
+$standby->promote;
+is($standby->safe_psql('postgres', 'SELECT pg_is_in_recovery()'), 'f', 'the standby is promoted');
+usleep(200_000);
+is( $standby->safe_psql('postgres', q{
+SELECT count(*) FROM pg_stat_activity
+ WHERE query LIKE '%idempotency.claim%' AND state = 'active' AND pid <> pg_backend_pid()}),
+	'1', 'promoted: the waiter still waits');
+$standby->safe_psql('postgres', qq{
+BEGIN;
+SELECT idempotency.complete('s-promote', $fence, '{"paid": 6}');
+INSERT INTO marks VALUES ('s-promote', clock_timestamp());
+COMMIT;});
+($answer, $at, $err) = answer_of($waiter);
+is($answer, 'replay|false|{"paid": 6}', 'promoted: the new primary\'s completion wakes the waiter')
+  or diag($err);
+cmp_ok($standby->safe_psql('postgres', qq{
+SELECT extract(epoch FROM '$at'::timestamptz - at) FROM marks WHERE what = 's-promote'}),
+	'<', 2, 'promoted: at the completion');
+$standby->stop;
 done_testing();
