@@ -14,7 +14,8 @@
 # without wait there does, at that moment and not at the end of its wait;
 # a lease that the holder extends on the primary keeps the waiter waiting;
 # a wait that runs out answers in_progress with the time left on the
-# lease; a promotion of the standby hands the waiter over to the new
+# lease.  A read-only transaction on the primary follows the same rule;
+# a promotion of the standby hands the waiter over to the new
 # primary's commits.  The portable edition waits by claiming again after naps
 # (doc/portable.md), which the same answers and bounds satisfy.
 use strict;
@@ -217,7 +218,20 @@ SELECT outcome || ' ' || (retry_after > '50 minutes')
 
 is($standby->safe_psql('postgres', 'SELECT pg_is_in_recovery()'), 't', 'the standby is still in recovery');
 
-# 6. The standby is promoted while a claim waits there: the waiter claims
+# 6. The same rule in a read-only transaction on the primary: the lease
+# runs out, and taking the key over would write.
+hold('s-read-only', '2s');
+$started = time;
+my ($ret, $out);
+($ret, $out, $err) = $primary->psql('postgres', q{
+\set VERBOSITY verbose
+BEGIN READ ONLY;
+SELECT outcome FROM idempotency.claim('s-read-only', '{"a": 1}', wait => '60s');});
+like($err, qr/ERROR:\s+25006: cannot execute idempotency\.claim\(\) in a read-only transaction/,
+	'a read-only transaction on the primary: 25006 when the lease runs out');
+cmp_ok(time - $started, '<', 10, 'read-only transaction: at the end of the lease');
+
+# 7. The standby is promoted while a claim waits there: the waiter claims
 # again and from then on waits for the new primary's commits; the holder
 # completes there with its fence, and the waiter replays the answer.
 $fence = hold('s-promote', '1 hour');
