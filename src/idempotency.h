@@ -12,6 +12,7 @@
 #include "fmgr.h"
 #include "access/genam.h"
 #include "access/tableam.h"
+#include "access/xlogdefs.h"
 #include "executor/spi.h"
 #include "executor/tuptable.h"
 #include "utils/jsonb.h"
@@ -158,6 +159,11 @@ extern void idem_wake_waiters_at_commit(const pg_uuid_t *key_hash);
 extern uint64 idem_wait_generation(const pg_uuid_t *key_hash);
 extern bool idem_wait_for_holder(const pg_uuid_t *key_hash, uint64 seen,
 								 TimestampTz until);
+
+/* standby.c: waiting for the holder on a hot standby, by watching replay */
+extern bool idem_wait_watches_replay(void);
+extern XLogRecPtr idem_replay_position(void);
+extern bool idem_wait_for_replay(XLogRecPtr seen, TimestampTz until);
 
 /* fingerprint.c */
 extern bytea *idem_fingerprint(Jsonb *request);

@@ -1147,9 +1147,12 @@ idem_claim_key(text *key, text *scope, Jsonb *request, Interval *ttl,
  * and "wait" (NULL: none) has not run out since the call began, sleep
  * until a holder call of the key commits (waits.c) or the holder's lease
  * ends, whichever comes first, and claim again, as a claim made then
- * would.  Each claim reads the clock and takes its snapshots anew, so it
- * sees what the holder committed under READ COMMITTED; under REPEATABLE
- * READ or SERIALIZABLE it could not, and refuses to wait.
+ * would.  On a hot standby, where the holder's calls arrive by replay, the
+ * sleep ends when anything was replayed since the claim (standby.c); a
+ * claim there that would take the key over raises 25006, as any claim
+ * that writes does.  Each claim reads the clock and takes its snapshots
+ * anew, so it sees what the holder committed under READ COMMITTED; under
+ * REPEATABLE READ or SERIALIZABLE it could not, and refuses to wait.
  */
 void
 idem_claim_key_waiting(text *key, text *scope, Jsonb *request, Interval *ttl,
@@ -1170,9 +1173,14 @@ idem_claim_key_waiting(text *key, text *scope, Jsonb *request, Interval *ttl,
 	{
 		TimestampTz now;
 		TimestampTz lease_end;
+		TimestampTz wake;
+		XLogRecPtr	replayed;
 
 		if (wait != NULL && idem_wait_available())
 			seen = idem_wait_generation(&hash);
+		/* a standby's replay position (none after a promotion) */
+		replayed = wait != NULL && idem_wait_watches_replay() ?
+			idem_replay_position() : InvalidXLogRecPtr;
 		idem_claim_key(key, scope, request, ttl, lease, flags, claim);
 		if (wait == NULL || claim->outcome == NULL ||
 			strcmp(claim->outcome, "in_progress") != 0)
@@ -1202,8 +1210,11 @@ idem_claim_key_waiting(text *key, text *scope, Jsonb *request, Interval *ttl,
 		 * the wake-up; a time, not a count of milliseconds, which would not
 		 * fit an int past about 24.8 days (waits.c sleeps in steps).
 		 */
-		(void) idem_wait_for_holder(&hash, seen,
-									TimestampTzPlusMilliseconds(Min(deadline, lease_end), 1));
+		wake = TimestampTzPlusMilliseconds(Min(deadline, lease_end), 1);
+		if (replayed != InvalidXLogRecPtr)
+			(void) idem_wait_for_replay(replayed, wake);
+		else
+			(void) idem_wait_for_holder(&hash, seen, wake);
 	}
 }
 

@@ -21,6 +21,9 @@
  * (shared_preload_libraries); without it idem_wait_available() is false
  * and claims given a wait refuse it (doc/reference.md, "Waiting").
  *
+ * On a hot standby the holder's calls arrive by replay, which wakes no
+ * one: a waiter there watches the replay position instead (standby.c).
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
