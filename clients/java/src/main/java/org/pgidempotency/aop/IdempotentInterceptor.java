@@ -84,6 +84,15 @@ public final class IdempotentInterceptor implements MethodInterceptor {
     public Object invoke(MethodInvocation invocation) throws Throwable {
         Method method = invocation.getMethod();
         Idempotent spec = method.getAnnotation(Idempotent.class);
+        if (spec == null && invocation.getThis() != null) {
+            // a JDK proxy hands over the interface's method: the annotation may be on the class's
+            try {
+                spec = invocation.getThis().getClass().getMethod(method.getName(), method.getParameterTypes())
+                    .getAnnotation(Idempotent.class);
+            } catch (NoSuchMethodException e) {
+                spec = null;
+            }
+        }
         if (spec == null) {
             return invocation.proceed();
         }
@@ -109,7 +118,7 @@ public final class IdempotentInterceptor implements MethodInterceptor {
         Policy policy = Policy.defaults().withTtl(duration(spec.ttl())).withLease(duration(spec.lease()))
             .withWait(duration(spec.waitFor())).withExpiryHeaders(null, null);
         Object[] value = new Object[1];
-        Exchange.Result r = new Exchange(idem, policy).run(key, scope.get(), fp, holding -> {
+        Exchange.Result r = new Exchange(idem, policy, false).run(key, scope.get(), fp, holding -> {
             try {
                 value[0] = invocation.proceed();
             } catch (Exception e) {

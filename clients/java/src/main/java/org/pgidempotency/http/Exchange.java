@@ -50,9 +50,17 @@ public final class Exchange {
     private final Idempotency idem;
     private final Policy policy;
 
+    private final boolean logFailures;
+
     public Exchange(Idempotency idem, Policy policy) {
+        this(idem, policy, true);
+    }
+
+    /** logFailures: log the handler's exception (the filter's, whose answer is a 500; not for a caller that rethrows it). */
+    public Exchange(Idempotency idem, Policy policy, boolean logFailures) {
         this.idem = idem;
         this.policy = policy;
+        this.logFailures = logFailures;
     }
 
     /** What the handler learns about the key it holds (recoveryPoint: where a resumed run may start). */
@@ -151,7 +159,7 @@ public final class Exchange {
             answer = store(c, key, scope, claim.fence(), answer);
             answer = answer.with(expiryHeaders(c, key, scope));
             c.commit();
-            if (failure != null) {
+            if (failure != null && logFailures) {
                 LOG.log(Level.SEVERE, "idempotent handler failed", failure);
             }
             return new Result(answer, claim.outcome(), failure);
