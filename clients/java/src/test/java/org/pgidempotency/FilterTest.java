@@ -38,6 +38,8 @@ class FilterTest {
     static Idempotency idem;
     /** Handler runs per key. */
     static final Map<String, AtomicInteger> RUNS = new ConcurrentHashMap<>();
+    /** A pool of 2 connections, shared by the /burst filter and its handler. */
+    static final BoundedDataSource POOL = new BoundedDataSource(Db.dataSource(), 2);
 
     /** The app: POST answers 201 with the amount and how often it ran for the key. */
     static class App extends HttpServlet {
@@ -70,6 +72,14 @@ class FilterTest {
                 res.setStatus(503);
                 res.getWriter().write("{\"error\": \"upstream\"}");
                 return;
+            }
+            if (path.startsWith("/burst")) {
+                try (java.sql.Connection own = POOL.getConnection();
+                     var st = own.prepareStatement("SELECT pg_sleep(0.05)")) {
+                    st.execute();
+                } catch (java.sql.SQLException e) {
+                    throw new IOException(e);
+                }
             }
             java.sql.Connection tx = IdempotencyFilter.connection(req);
             if (tx != null) {
@@ -107,6 +117,7 @@ class FilterTest {
                 .build())
             .context("/wait", new App(), IdempotencyFilter.builder(idem)
                 .policy(Policy.defaults().withWait(Duration.ofSeconds(10))).build())
+            .context("/burst", new App(), IdempotencyFilter.builder(POOL).build())
             .context("/optional", new App(), IdempotencyFilter.builder(idem).required(false).build())
             .start();
     }
@@ -291,5 +302,22 @@ class FilterTest {
         assertTrue(failed.headers().firstValue("Idempotency-Key-Expires").isEmpty());
         assertEquals(0L, Db.value(idem.dataSource(), "SELECT count(*) FROM java_http_ledger WHERE key = '" + bad + "'"));
         assertNull(idem.inTransaction(c -> idem.lookup(c, bad, "")));
+    }
+
+    @Test
+    void aBurstOfFourTimesThePoolIsAnswered() throws Exception {
+        // the filter holds no connection while the handler, which takes its
+        // own from the same pool, runs: 8 concurrent requests on a pool of 2
+        ExecutorService pool = Executors.newFixedThreadPool(8);
+        List<Future<HttpResponse<String>>> replies = new ArrayList<>();
+        String key = Db.unique("burst");
+        for (int i = 0; i < 8; i++) {
+            String k = key + "-" + i;
+            replies.add(pool.submit(() -> web.post("/burst/p", "{\"amount\": 1}", "Idempotency-Key", k)));
+        }
+        for (Future<HttpResponse<String>> r : replies) {
+            assertEquals(201, r.get().statusCode(), r.get().body());
+        }
+        pool.shutdown();
     }
 }
