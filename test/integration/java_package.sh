@@ -139,9 +139,10 @@ unzip -p "$tmp/quick/target/payments-1.jar" META-INF/MANIFEST.MF | tr -d '\r\n '
   { echo "java_package: the app's classpath lacks pg-idempotency" >&2; exit 1; }
 
 # the app on 127.0.0.1, an ephemeral port (it prints it)
+cd "$tmp/quick"
 socket_file=$PGHOST/.s.PGSQL.$PGPORT
 JDBC_URL="jdbc:postgresql://localhost/idem_java_package?user=$PGUSER&socketFactory=org.pgidempotency.UnixSocketFactory&socketFactoryArg=$socket_file" \
-  PORT=0 java -jar "$tmp/quick/target/payments-1.jar" >"$tmp/app.log" 2>&1 &
+  PORT=0 java -jar "$tmp/quick/target/payments-1.jar" >"$tmp/app.log" 2>&1 &   # Tomcat's base dir: ./tomcat.0
 server=$!
 for _ in $(seq 1 200); do
   port=$(sed -n 's/^listening on 127.0.0.1:\([0-9]*\)$/\1/p' "$tmp/app.log")

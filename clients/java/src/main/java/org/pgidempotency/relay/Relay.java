@@ -42,7 +42,6 @@ public final class Relay implements Runnable {
     private final Idempotency idem;
     private final Publisher publisher;
     private volatile boolean stopping;
-    private volatile Thread runner;
     private int batch = 100;
     private Duration lease = Duration.ofSeconds(30);
     private Duration poll = Duration.ofSeconds(1);
@@ -81,7 +80,6 @@ public final class Relay implements Runnable {
     /** Runs until stop(); reconnects with backoff after database errors. */
     @Override
     public void run() {
-        runner = Thread.currentThread();
         long backoff = 100;
         while (!stopping) {
             try (Connection c = idem.dataSource().getConnection()) {
