@@ -61,7 +61,7 @@ jar=$tmp/m2/org/pgidempotency/pg-idempotency/0.1.0/pg-idempotency-0.1.0.jar
 # the jar is compiled against Servlet 5.0)
 cp=$jar:$J/postgresql.jar:$J/jackson-databind.jar:$J/jackson-core.jar:$J/jackson-annotations.jar
 cp=$cp:$J/tomcat10-embed-core.jar:$J/aopalliance.jar:$J/spring3-aop.jar:$J/spring3-core.jar
-cp=$cp:$J/spring3-beans.jar:$J/commons-logging.jar
+cp=$cp:$J/spring3-beans.jar:$J/spring3-context.jar:$J/spring3-expression.jar:$J/commons-logging.jar
 mkdir "$tmp/test-classes"
 javac -nowarn -d "$tmp/test-classes" -cp "$cp:$J/junit-jupiter-api.jar:$J/opentest4j.jar:$J/apiguardian-api.jar:$J/junit-platform-commons.jar" \
   $(find "$tmp/src/src/test/java" -name '*.java') 2>&1 | grep -v '^Note:' || true
