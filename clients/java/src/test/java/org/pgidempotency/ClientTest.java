@@ -226,6 +226,13 @@ class ClientTest {
             events.stream().map(OutboxEvent::id).toList(), token)));
         assertTrue(idem.inTransaction(c -> idem.outboxQuietCommits(c)) >= 0);
 
+        String many = Db.unique("order");
+        List<Long> batch = idem.inTransaction(c -> idem.enqueueEvents(c, List.of(
+            new Idempotency.NewEvent("java-order", many, "created", Map.of("n", 1), null),
+            new Idempotency.NewEvent("java-order", many, "paid", Map.of("n", 2), Map.of("h", 1)))));
+        assertEquals(2, batch.size());
+        assertTrue(batch.get(1) > batch.get(0));
+
         String consumer = Db.unique("billing");
         assertEquals(List.of("e2", "e3"), idem.inTransaction(c -> {
             assertTrue(idem.processOnce(c, consumer, "e1"));

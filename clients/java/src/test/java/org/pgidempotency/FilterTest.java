@@ -81,6 +81,19 @@ class FilterTest {
                     throw new IOException(e);
                 }
             }
+            if (path.endsWith("/lost")) {      // another holder takes the key: the store loses the lease
+                var holding = (org.pgidempotency.http.Exchange.Holding) req.getAttribute(IdempotencyFilter.HOLDING);
+                idem.inTransaction(c -> {
+                    idem.release(c, holding.key(), holding.fence(), holding.scope());
+                    return null;
+                });
+            }
+            if (path.endsWith("/huge")) {      // over idempotency.max_response_bytes
+                res.setStatus(200);
+                res.setContentType("text/plain");
+                res.getWriter().write("x".repeat(1_100_000));
+                return;
+            }
             java.sql.Connection tx = IdempotencyFilter.connection(req);
             if (tx != null) {
                 try (var s = tx.prepareStatement("INSERT INTO java_http_ledger VALUES (?)")) {
@@ -117,6 +130,9 @@ class FilterTest {
                 .build())
             .context("/wait", new App(), IdempotencyFilter.builder(idem)
                 .policy(Policy.defaults().withWait(Duration.ofSeconds(10))).build())
+            .context("/broken", new App(), IdempotencyFilter.builder(idem).scope(r -> {
+                throw new IllegalStateException("no user: authentication did not run");
+            }).build())
             .context("/burst", new App(), IdempotencyFilter.builder(POOL).build())
             .context("/optional", new App(), IdempotencyFilter.builder(idem).required(false).build())
             .start();
@@ -166,8 +182,27 @@ class FilterTest {
     }
 
     @Test
-    void noScopeIs401() throws Exception {
+    void noScopeIs401AndAScopeThatThrowsIs500() throws Exception {
         assertProblem(web.post("/payments", "{}", "Idempotency-Key", Db.unique("k")), 401);
+        String key = Db.unique("scope");
+        HttpResponse<String> r = web.post("/broken/p", "{}", "Idempotency-Key", key);
+        assertProblem(r, 500);
+        assertFalse(RUNS.containsKey(key), "nothing runs");
+        assertNull(idem.inTransaction(c -> idem.lookup(c, key, "")), "nothing is claimed");
+    }
+
+    @Test
+    void aLostLeaseIs409AndAnAnswerTooLargeIs500() throws Exception {
+        HttpResponse<String> lost = web.post("/payments/lost", "{}", "X-User", "a", "Idempotency-Key", Db.unique("lost"));
+        assertProblem(lost, 409);
+        assertEquals("1", lost.headers().firstValue("Retry-After").orElse(null));
+        String key = Db.unique("huge");
+        HttpResponse<String> huge = web.post("/payments/huge", "{}", "X-User", "a", "Idempotency-Key", key);
+        assertProblem(huge, 500);
+        assertTrue(json(huge).get("title").asText().contains("too large"));
+        // failed retryably: the next try runs again
+        web.post("/payments/huge", "{}", "X-User", "a", "Idempotency-Key", key);
+        assertEquals(2, RUNS.get(key).get());
     }
 
     @Test
