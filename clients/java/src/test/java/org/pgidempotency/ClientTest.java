@@ -29,6 +29,19 @@ class ClientTest {
         var none = assertThrows(IdempotencyException.ExtensionVersionException.class,
             () -> new Idempotency(Db.dataSource("template1")).checkVersion());
         assertTrue(none.getMessage().contains("not installed"), none.getMessage());
+        if (Db.edition().equals("c")) {
+            // below the minimum: the C edition still installs 1.2 (1.0 and its updates)
+            Db.exec(idem.dataSource(), "DROP DATABASE IF EXISTS idem_java_old", "CREATE DATABASE idem_java_old");
+            try {
+                Db.exec(Db.dataSource("idem_java_old"), "CREATE EXTENSION idempotency VERSION '1.2'");
+                var old = assertThrows(IdempotencyException.ExtensionVersionException.class,
+                    () -> new Idempotency(Db.dataSource("idem_java_old")).checkVersion());
+                assertTrue(old.getMessage().contains("version 1.2") && old.getMessage().contains("1.3 or later"),
+                    old.getMessage());
+            } finally {
+                Db.exec(idem.dataSource(), "DROP DATABASE IF EXISTS idem_java_old");
+            }
+        }
         assertTrue(Idempotency.compareVersions("1.10", "1.9") > 0);
         assertTrue(Idempotency.compareVersions("1.2", "1.3") < 0);
         assertEquals(0, Idempotency.compareVersions("1.3", "1.3"));
