@@ -7,7 +7,7 @@
 # client, the servlet filter over real HTTP in embedded Tomcat 10.1, the
 # @Idempotent interceptor through a Spring AOP proxy, the relay killed
 # mid-batch and finished by another) runs with junit5's console launcher
-# (Debian's surefire has no JUnit Platform provider offline) against a
+# (one JVM on Debian's jars; the build has no test phase) against a
 # fresh database of the C edition, then against one where the portable
 # edition was installed as a plain script by a role that is no superuser.
 # Last, a new Maven project that depends on the installed artifact builds
