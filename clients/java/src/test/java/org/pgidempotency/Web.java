@@ -19,11 +19,11 @@ import org.apache.tomcat.util.descriptor.web.FilterMap;
 public final class Web implements AutoCloseable {
     private final Tomcat tomcat = new Tomcat();
     private final Connector connector;
+    private final File base;
     private final HttpClient client = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(5)).build();
 
     public Web() throws Exception {
-        File base = Files.createTempDirectory("idem-tomcat").toFile();
-        base.deleteOnExit();
+        base = Files.createTempDirectory("idem-tomcat").toFile();
         tomcat.setBaseDir(base.getPath());
         connector = new Connector();
         connector.setPort(0);
@@ -81,5 +81,8 @@ public final class Web implements AutoCloseable {
     public void close() throws Exception {
         tomcat.stop();
         tomcat.destroy();
+        try (var files = Files.walk(base.toPath())) {
+            files.sorted(java.util.Comparator.reverseOrder()).forEach(f -> f.toFile().delete());
+        }
     }
 }
