@@ -1150,6 +1150,15 @@ idem_claim_key(text *key, text *scope, Jsonb *request, Interval *ttl,
  * would.  Each claim reads the clock and takes its snapshots anew, so it
  * sees what the holder committed under READ COMMITTED; under REPEATABLE
  * READ or SERIALIZABLE it could not, and refuses to wait.
+ *
+ * It never sleeps while another transaction may be waiting for this one:
+ * the sleep is no lock, so the deadlock detector would not see a holder
+ * that waits for this transaction before its holder call can commit.  So
+ * a transaction that has a transaction id (it wrote a row, a row lock or
+ * an uncommitted holder call: a claim whose upsert declined has locked the
+ * key's row) or holds a lock for creating a key (execute() while its
+ * statement runs) answers in_progress at once, as when the wait runs out
+ * (doc/reference.md, "Waiting for the holder").
  */
 void
 idem_claim_key_waiting(text *key, text *scope, Jsonb *request, Interval *ttl,
@@ -1159,6 +1168,7 @@ idem_claim_key_waiting(text *key, text *scope, Jsonb *request, Interval *ttl,
 	pg_uuid_t	hash;
 	uint64		seen = 0;
 	TimestampTz deadline = 0;
+	bool		woken = false;
 
 	if (wait != NULL)
 	{
@@ -1177,6 +1187,8 @@ idem_claim_key_waiting(text *key, text *scope, Jsonb *request, Interval *ttl,
 		if (wait == NULL || claim->outcome == NULL ||
 			strcmp(claim->outcome, "in_progress") != 0)
 			return;
+		if (woken)
+			idem_wait_count_unchanged();
 		now = GetCurrentTimestamp();
 		if (now >= deadline)
 			return;
@@ -1194,6 +1206,10 @@ idem_claim_key_waiting(text *key, text *scope, Jsonb *request, Interval *ttl,
 					 errdetail("Key \"%s\" is held by another request, and this transaction's snapshot would not show its end.",
 							   text_to_cstring(key)),
 					 errhint("Claim with wait in a READ COMMITTED transaction, or without wait.")));
+		/* others may wait for this transaction: no sleep they cannot see */
+		if (TransactionIdIsValid(GetTopTransactionIdIfAny()) ||
+			idem_holds_creation_lock())
+			return;
 		lease_end = DatumGetTimestampTz(DirectFunctionCall2(timestamptz_pl_interval,
 															TimestampTzGetDatum(now),
 															claim->values[CLAIM_RETRY_AFTER]));
@@ -1202,8 +1218,8 @@ idem_claim_key_waiting(text *key, text *scope, Jsonb *request, Interval *ttl,
 		 * the wake-up; a time, not a count of milliseconds, which would not
 		 * fit an int past about 24.8 days (waits.c sleeps in steps).
 		 */
-		(void) idem_wait_for_holder(&hash, seen,
-									TimestampTzPlusMilliseconds(Min(deadline, lease_end), 1));
+		woken = idem_wait_for_holder(&hash, seen,
+									 TimestampTzPlusMilliseconds(Min(deadline, lease_end), 1));
 	}
 }
 
