@@ -561,20 +561,6 @@ end_row_writer(RowWriter *writer)
 }
 
 /*
- * The lock for creating the row of a unique key whose hash is "hash", in
- * "space" (see idempotency.h).  Without a statement's ON CONFLICT, a
- * transaction that finds no row and inserts one would fail with a unique
- * violation if another inserted the same key in between; so every creator
- * takes this lock, then looks for the key with a dirty snapshot (waiting
- * for a transaction that writes it), then inserts it, and releases the
- * lock as soon as the row is written, not at commit: from then on the row
- * itself makes concurrent creators wait, as for any unique index.  A
- * transaction therefore holds at most one such lock at a time.
- *
- * Returns true when another transaction held the lock and this one
- * waited.
- */
-/*
  * The locks for creating a row that this transaction holds, for
  * idem_holds_creation_lock(); back to zero when the transaction ends,
  * which releases them.  (A subtransaction's abort releases its locks too,
@@ -592,6 +578,20 @@ forget_creation_locks(XactEvent event, void *arg pg_attribute_unused())
 		creation_locks_held = 0;
 }
 
+/*
+ * The lock for creating the row of a unique key whose hash is "hash", in
+ * "space" (see idempotency.h).  Without a statement's ON CONFLICT, a
+ * transaction that finds no row and inserts one would fail with a unique
+ * violation if another inserted the same key in between; so every creator
+ * takes this lock, then looks for the key with a dirty snapshot (waiting
+ * for a transaction that writes it), then inserts it, and releases the
+ * lock as soon as the row is written, not at commit: from then on the row
+ * itself makes concurrent creators wait, as for any unique index.  A
+ * transaction therefore holds at most one such lock at a time.
+ *
+ * Returns true when another transaction held the lock and this one
+ * waited.
+ */
 bool
 idem_lock_creation(uint64 hash, uint16 space)
 {
