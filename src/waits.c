@@ -211,7 +211,7 @@ idem_wake_waiters_at_commit(const pg_uuid_t *key_hash)
 		xact_callback_registered = true;
 	}
 	slot = slot_of(key_hash);
-	w = slot / 64;
+	w = (int) (slot / 64);
 	marked_slots[w] |= UINT64CONST(1) << (slot % 64);
 	if (marked_hi < marked_lo)
 		marked_lo = marked_hi = w;
