@@ -45,6 +45,8 @@
 #                       edition's)
 #   NOTIFY_RATE         events per second of the steady load under which the
 #                       relay wake-up is measured (default 500)
+#   WAIT_KEYS, WAIT_WAITERS  hot keys and waiters per key of the wake-up
+#                       count in group wait (default 10 and 6)
 #   BENCH_KEEP=1        keep the work directory (cluster, logs)
 #   BENCH_DOC=1         write doc/performance.md and doc/dashboard.svg after
 #                       a partial run too (BENCH_DOC=0: never write them)
@@ -751,6 +753,42 @@ wait_check() {
   local retry_p50=$1
   set -- $waited
   target "a waiting duplicate's answer after the holder's commit, p50 ms, vs the retry loop's ($retry_p50)" "$1" "$retry_p50" le
+  wait_fanout_check "$dsn" "$secs"
+}
+
+# wait_fanout_check DSN SECONDS: many hot keys, many waiters each
+# (bench/wait_fanout.py): how many waiters a holder's commit wakes, how
+# many of those find their key still held (woken for another key of
+# their wait slot), and how soon the waiters get the answer.  The counts
+# come from the library's shared counters, which no SQL function of the
+# extension shows: bench.wait_counts() binds them here (NA with a library
+# that lacks them).
+wait_fanout_check() {
+  local dsn=$1 secs=$2 keys=${WAIT_KEYS:-10} waiters=${WAIT_WAITERS:-6} fanout
+  q -c "CREATE OR REPLACE FUNCTION bench.wait_counts(OUT commits bigint, OUT woken bigint,
+          OUT unchanged bigint, OUT slots integer)
+        AS '\$libdir/idempotency', 'idempotency_wait_counts' LANGUAGE C" >/dev/null 2>&1 ||
+    idem_log "wait: this library has no wake-up counts"
+  idem_log "wait: $keys hot keys with $waiters waiters each"
+  fanout=$(/usr/bin/python3 "$IDEM_TOP/bench/wait_fanout.py" "$dsn" "$secs" "$keys" "$waiters" 2>>"$WORK/errors.log" ||
+    echo "NA NA 0 NA NA NA NA")
+  {
+    printf '\n### Many hot keys, many waiters: wake-ups per commit\n\n'
+    echo "$keys holders each claim a key, work 20 to 80 ms and complete it, over and over; just after"
+    echo "each claim $waiters duplicates of that key wait for it with claim(..., wait => '10 seconds'),"
+    echo "so $keys keys are hot with $((keys * waiters)) claims asleep (bench/wait_fanout.py, for $secs s)."
+    echo "Wake-ups per commit: waiters a completion's commit woke; of those, the ones that found"
+    echo "their key still held and slept again (woken for another key of their slot). Latency: from"
+    echo "the completion's commit to the duplicate's replay."
+    echo
+    echo "| waiters | p50 ms | p99 ms | answers | commits | woken per commit | still held per commit | wait slots |"
+    echo "|---:|---:|---:|---:|---:|---:|---:|---:|"
+    set -- $fanout; echo "| $((keys * waiters)) | $1 | $2 | $3 | $4 | $5 | $6 | $7 |"
+  } >>"$WORK/wait.md"
+  set -- $fanout
+  # the key's own waiters, and on average at most an eighth of a waiter of
+  # other keys (doc/reference.md, "Waiting for the holder")
+  target "waiters woken per commit, $waiters per key and $keys keys hot" "$5" "$waiters.12" le
 }
 
 # tps_of NAME: the events per second of notify_probe NAME's pgbench.

@@ -159,6 +159,9 @@ extern void idem_wake_waiters_at_commit(const pg_uuid_t *key_hash);
 extern uint64 idem_wait_generation(const pg_uuid_t *key_hash);
 extern bool idem_wait_for_holder(const pg_uuid_t *key_hash, uint64 seen,
 								 TimestampTz until);
+extern void idem_wait_count_unchanged(void);
+extern void idem_wait_counts(uint64 *commits, uint64 *woken,
+							 uint64 *unchanged, uint32 *slots);
 
 /* standby.c: waiting for the holder on a hot standby, by watching replay */
 extern bool idem_wait_watches_replay(void);
@@ -243,6 +246,7 @@ extern IdemWriteResult idem_update_row(IdemIndexScan *scan,
 
 extern bool idem_lock_creation(uint64 hash, uint16 space);
 extern void idem_unlock_creation(uint64 hash, uint16 space);
+extern bool idem_holds_creation_lock(void);
 extern void idem_wait_for_creator(uint64 hash, uint16 space,
 								  TransactionId xid);
 

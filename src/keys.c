@@ -1153,6 +1153,15 @@ idem_claim_key(text *key, text *scope, Jsonb *request, Interval *ttl,
  * that writes does.  Each claim reads the clock and takes its snapshots
  * anew, so it sees what the holder committed under READ COMMITTED; under
  * REPEATABLE READ or SERIALIZABLE it could not, and refuses to wait.
+ *
+ * It never sleeps while another transaction may be waiting for this one:
+ * the sleep is no lock, so the deadlock detector would not see a holder
+ * that waits for this transaction before its holder call can commit.  So
+ * a transaction that has a transaction id (it wrote a row, a row lock or
+ * an uncommitted holder call: a claim whose upsert declined has locked the
+ * key's row) or holds a lock for creating a key (execute() while its
+ * statement runs) answers in_progress at once, as when the wait runs out
+ * (doc/reference.md, "Waiting for the holder").
  */
 void
 idem_claim_key_waiting(text *key, text *scope, Jsonb *request, Interval *ttl,
@@ -1162,6 +1171,7 @@ idem_claim_key_waiting(text *key, text *scope, Jsonb *request, Interval *ttl,
 	pg_uuid_t	hash;
 	uint64		seen = 0;
 	TimestampTz deadline = 0;
+	bool		woken = false;
 
 	if (wait != NULL)
 	{
@@ -1185,6 +1195,8 @@ idem_claim_key_waiting(text *key, text *scope, Jsonb *request, Interval *ttl,
 		if (wait == NULL || claim->outcome == NULL ||
 			strcmp(claim->outcome, "in_progress") != 0)
 			return;
+		if (woken)
+			idem_wait_count_unchanged();
 		now = GetCurrentTimestamp();
 		if (now >= deadline)
 			return;
@@ -1202,6 +1214,10 @@ idem_claim_key_waiting(text *key, text *scope, Jsonb *request, Interval *ttl,
 					 errdetail("Key \"%s\" is held by another request, and this transaction's snapshot would not show its end.",
 							   text_to_cstring(key)),
 					 errhint("Claim with wait in a READ COMMITTED transaction, or without wait.")));
+		/* others may wait for this transaction: no sleep they cannot see */
+		if (TransactionIdIsValid(GetTopTransactionIdIfAny()) ||
+			idem_holds_creation_lock())
+			return;
 		lease_end = DatumGetTimestampTz(DirectFunctionCall2(timestamptz_pl_interval,
 															TimestampTzGetDatum(now),
 															claim->values[CLAIM_RETRY_AFTER]));
@@ -1212,9 +1228,12 @@ idem_claim_key_waiting(text *key, text *scope, Jsonb *request, Interval *ttl,
 		 */
 		wake = TimestampTzPlusMilliseconds(Min(deadline, lease_end), 1);
 		if (replayed != InvalidXLogRecPtr)
+		{
 			(void) idem_wait_for_replay(replayed, wake);
+			woken = false;
+		}
 		else
-			(void) idem_wait_for_holder(&hash, seen, wake);
+			woken = idem_wait_for_holder(&hash, seen, wake);
 	}
 }
 

@@ -21,6 +21,18 @@
  * (shared_preload_libraries); without it idem_wait_available() is false
  * and claims given a wait refuse it (doc/reference.md, "Waiting").
  *
+ * How many a commit wakes.  A commit wakes every waiter of its key's slot:
+ * the waiters of its key, and those of other keys that share the slot,
+ * which claim again, still answered in_progress, and sleep again.  The
+ * array has WAIT_SLOTS_PER_BACKEND slots per backend the server allows
+ * (MaxBackends, rounded up to a power of two, at least WAIT_SLOTS_MIN),
+ * and a backend waits for one key at a time: however many keys are hot,
+ * at most one slot in WAIT_SLOTS_PER_BACKEND has a waiter, so a commit
+ * wakes, besides its own key's waiters, on average at most
+ * 1 / WAIT_SLOTS_PER_BACKEND waiters of other keys.  Shared counters
+ * (idem_wait_counts()) keep the commits that woke a slot, the waiters
+ * woken and those woken that found their key still held.
+ *
  * On a hot standby the holder's calls arrive by replay, which wakes no
  * one: a waiter there watches the replay position instead (standby.c).
  *
@@ -28,18 +40,25 @@
  */
 #include "postgres.h"
 
+#include "access/htup_details.h"
 #include "access/xact.h"
+#include "funcapi.h"
 #include "miscadmin.h"
 #include "port/atomics.h"
 #include "port/pg_bitutils.h"
 #include "storage/condition_variable.h"
 #include "storage/shmem.h"
+#include "utils/memutils.h"
 #include "utils/wait_event.h"
 
 #include "idempotency.h"
 
-/* Wait slots: a power of two, so a slot is a mask of the key's hash. */
-#define WAIT_SLOTS 1024
+/*
+ * Wait slots: a power of two, so a slot is a mask of the key's hash; at
+ * least WAIT_SLOTS_MIN, and WAIT_SLOTS_PER_BACKEND per backend.
+ */
+#define WAIT_SLOTS_MIN 1024
+#define WAIT_SLOTS_PER_BACKEND 8
 
 typedef struct WaitSlot
 {
@@ -47,20 +66,49 @@ typedef struct WaitSlot
 	ConditionVariable cv;
 } WaitSlot;
 
-static WaitSlot *wait_slots = NULL;
+typedef struct WaitShared
+{
+	pg_atomic_uint64 commits;	/* commits that woke a slot */
+	pg_atomic_uint64 woken;		/* waiters woken by a commit */
+	pg_atomic_uint64 unchanged;	/* of those, found their key still held */
+	WaitSlot	slots[FLEXIBLE_ARRAY_MEMBER];
+} WaitShared;
 
-/* Slots marked by this transaction's holder calls, woken at its commit. */
-static uint64 marked_slots[WAIT_SLOTS / 64];
-static bool any_marked = false;
-static bool xact_callback_registered = false;
+static WaitShared *wait_shared = NULL;
+static WaitSlot *wait_slots = NULL;
+static uint32 wait_slot_count = 0;
 
 /*
- * The shared memory the wait slots need, requested while preloading.
+ * Slots marked by this transaction's holder calls, woken at its commit: a
+ * bitmap of wait_slot_count bits, and the range of its words that may
+ * hold a mark.
+ */
+static uint64 *marked_slots = NULL;
+static int	marked_lo = 0;
+static int	marked_hi = -1;
+static bool xact_callback_registered = false;
+
+/* The number of wait slots: fixed once MaxBackends is. */
+static uint32
+wait_slots_wanted(void)
+{
+	uint64		want = (uint64) MaxBackends * WAIT_SLOTS_PER_BACKEND;
+
+	if (want <= WAIT_SLOTS_MIN)
+		return WAIT_SLOTS_MIN;
+	/* MaxBackends is below 2^18, so this fits */
+	return pg_nextpower2_32((uint32) want);
+}
+
+/*
+ * The shared memory the wait slots need, requested while preloading
+ * (shmem_request_hook: MaxBackends is known).
  */
 Size
 idem_wait_shmem_size(void)
 {
-	return mul_size(WAIT_SLOTS, sizeof(WaitSlot));
+	return add_size(offsetof(WaitShared, slots),
+					mul_size(wait_slots_wanted(), sizeof(WaitSlot)));
 }
 
 /*
@@ -72,13 +120,18 @@ idem_wait_shmem_init(void)
 {
 	bool		found;
 
-	wait_slots = ShmemInitStruct("idempotency wait slots",
-								 idem_wait_shmem_size(), &found);
+	wait_slot_count = wait_slots_wanted();
+	wait_shared = ShmemInitStruct("idempotency wait slots",
+								  idem_wait_shmem_size(), &found);
+	wait_slots = wait_shared->slots;
 	if (!found)
 	{
-		int			i;
+		uint32		i;
 
-		for (i = 0; i < WAIT_SLOTS; i++)
+		pg_atomic_init_u64(&wait_shared->commits, 0);
+		pg_atomic_init_u64(&wait_shared->woken, 0);
+		pg_atomic_init_u64(&wait_shared->unchanged, 0);
+		for (i = 0; i < wait_slot_count; i++)
 		{
 			pg_atomic_init_u64(&wait_slots[i].generation, 0);
 			ConditionVariableInit(&wait_slots[i].cv);
@@ -102,7 +155,7 @@ slot_of(const pg_uuid_t *key_hash)
 	uint32		h;
 
 	memcpy(&h, key_hash->data, sizeof(h));
-	return h & (WAIT_SLOTS - 1);
+	return h & (wait_slot_count - 1);
 }
 
 /*
@@ -114,13 +167,13 @@ wake_marked_slots(XactEvent event, void *arg pg_attribute_unused())
 {
 	int			w;
 
-	if (!any_marked)
+	if (marked_hi < marked_lo)
 		return;
 	if (event != XACT_EVENT_COMMIT && event != XACT_EVENT_PARALLEL_COMMIT &&
 		event != XACT_EVENT_ABORT && event != XACT_EVENT_PARALLEL_ABORT &&
 		event != XACT_EVENT_PREPARE)
 		return;
-	for (w = 0; w < WAIT_SLOTS / 64 &&
+	for (w = marked_lo; w <= marked_hi &&
 		 (event == XACT_EVENT_COMMIT || event == XACT_EVENT_PARALLEL_COMMIT); w++)
 	{
 		uint64		bits = marked_slots[w];
@@ -131,11 +184,14 @@ wake_marked_slots(XactEvent event, void *arg pg_attribute_unused())
 
 			bits &= bits - 1;
 			pg_atomic_fetch_add_u64(&wait_slots[i].generation, 1);
+			pg_atomic_fetch_add_u64(&wait_shared->commits, 1);
 			ConditionVariableBroadcast(&wait_slots[i].cv);
 		}
 	}
-	memset(marked_slots, 0, sizeof(marked_slots));
-	any_marked = false;
+	memset(&marked_slots[marked_lo], 0,
+		   (marked_hi - marked_lo + 1) * sizeof(uint64));
+	marked_lo = 0;
+	marked_hi = -1;
 }
 
 /*
@@ -146,17 +202,26 @@ void
 idem_wake_waiters_at_commit(const pg_uuid_t *key_hash)
 {
 	uint32		slot;
+	int			w;
 
 	if (wait_slots == NULL)
 		return;
 	if (!xact_callback_registered)
 	{
+		marked_slots = MemoryContextAllocZero(TopMemoryContext,
+											  wait_slot_count / 64 * sizeof(uint64));
 		RegisterXactCallback(wake_marked_slots, NULL);
 		xact_callback_registered = true;
 	}
 	slot = slot_of(key_hash);
-	marked_slots[slot / 64] |= UINT64CONST(1) << (slot % 64);
-	any_marked = true;
+	w = (int) (slot / 64);
+	marked_slots[w] |= UINT64CONST(1) << (slot % 64);
+	if (marked_hi < marked_lo)
+		marked_lo = marked_hi = w;
+	else if (w < marked_lo)
+		marked_lo = w;
+	else if (w > marked_hi)
+		marked_hi = w;
 }
 
 /*
@@ -206,5 +271,67 @@ idem_wait_for_holder(const pg_uuid_t *key_hash, uint64 seen, TimestampTz until)
 		(void) ConditionVariableTimedSleep(&slot->cv, left, PG_WAIT_EXTENSION);
 	}
 	ConditionVariableCancelSleep();
+	if (woken)
+		pg_atomic_fetch_add_u64(&wait_shared->woken, 1);
 	return woken;
+}
+
+/*
+ * A waiter woken by a commit claimed again and was still answered
+ * in_progress: the commit was another key's of its slot (or a take-over
+ * by another waiter).
+ */
+void
+idem_wait_count_unchanged(void)
+{
+	pg_atomic_fetch_add_u64(&wait_shared->unchanged, 1);
+}
+
+/*
+ * The counts since the server started: commits that woke a slot, waiters
+ * woken, and those woken that found their key still held; and the number
+ * of slots.  All zero without preloading.
+ */
+void
+idem_wait_counts(uint64 *commits, uint64 *woken, uint64 *unchanged,
+				 uint32 *slots)
+{
+	*commits = *woken = *unchanged = 0;
+	*slots = 0;
+	if (wait_shared == NULL)
+		return;
+	*commits = pg_atomic_read_u64(&wait_shared->commits);
+	*woken = pg_atomic_read_u64(&wait_shared->woken);
+	*unchanged = pg_atomic_read_u64(&wait_shared->unchanged);
+	*slots = wait_slot_count;
+}
+
+/*
+ * idempotency_wait_counts(): the counts of idem_wait_counts() as a row
+ * (commits, woken, unchanged, slots).  No SQL function of the extension
+ * binds it: make bench declares one in its own schema (bench/run.sh,
+ * group "waiters") to report wake-ups per commit.
+ */
+PG_FUNCTION_INFO_V1(idempotency_wait_counts);
+
+Datum
+idempotency_wait_counts(PG_FUNCTION_ARGS)
+{
+	TupleDesc	tupdesc;
+	Datum		values[4];
+	bool		nulls[4] = {false, false, false, false};
+	uint64		commits,
+				woken,
+				unchanged;
+	uint32		slots;
+
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+	idem_wait_counts(&commits, &woken, &unchanged, &slots);
+	values[0] = Int64GetDatum((int64) commits);
+	values[1] = Int64GetDatum((int64) woken);
+	values[2] = Int64GetDatum((int64) unchanged);
+	values[3] = Int32GetDatum((int32) slots);
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc),
+													  values, nulls)));
 }

@@ -561,6 +561,24 @@ end_row_writer(RowWriter *writer)
 }
 
 /*
+ * The locks for creating a row that this transaction holds, for
+ * idem_holds_creation_lock(); back to zero when the transaction ends,
+ * which releases them.  (A subtransaction's abort releases its locks too,
+ * and leaves the count too high until the transaction ends.)
+ */
+static int	creation_locks_held = 0;
+static bool creation_callback_registered = false;
+
+static void
+forget_creation_locks(XactEvent event, void *arg pg_attribute_unused())
+{
+	if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_PARALLEL_COMMIT ||
+		event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT ||
+		event == XACT_EVENT_PREPARE)
+		creation_locks_held = 0;
+}
+
+/*
  * The lock for creating the row of a unique key whose hash is "hash", in
  * "space" (see idempotency.h).  Without a statement's ON CONFLICT, a
  * transaction that finds no row and inserts one would fail with a unique
@@ -578,13 +596,22 @@ bool
 idem_lock_creation(uint64 hash, uint16 space)
 {
 	LOCKTAG		tag;
+	bool		waited = false;
 
+	if (!creation_callback_registered)
+	{
+		RegisterXactCallback(forget_creation_locks, NULL);
+		creation_callback_registered = true;
+	}
 	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, (uint32) (hash >> 32),
 						 (uint32) hash, space);
-	if (LockAcquire(&tag, ExclusiveLock, false, true) != LOCKACQUIRE_NOT_AVAIL)
-		return false;
-	(void) LockAcquire(&tag, ExclusiveLock, false, false);
-	return true;
+	if (LockAcquire(&tag, ExclusiveLock, false, true) == LOCKACQUIRE_NOT_AVAIL)
+	{
+		(void) LockAcquire(&tag, ExclusiveLock, false, false);
+		waited = true;
+	}
+	creation_locks_held++;
+	return waited;
 }
 
 void
@@ -594,7 +621,19 @@ idem_unlock_creation(uint64 hash, uint16 space)
 
 	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, (uint32) (hash >> 32),
 						 (uint32) hash, space);
-	LockRelease(&tag, ExclusiveLock, false);
+	if (LockRelease(&tag, ExclusiveLock, false) && creation_locks_held > 0)
+		creation_locks_held--;
+}
+
+/*
+ * True while this transaction holds a lock for creating a row: another
+ * transaction may be waiting for it (execute() keeps its key's while its
+ * statement runs).
+ */
+bool
+idem_holds_creation_lock(void)
+{
+	return creation_locks_held > 0;
 }
 
 /*

@@ -843,7 +843,12 @@ COMMENT ON FUNCTION idempotency.portable_refuse_other_holder(text, text, regrole
 -- With wait, a claim answered in_progress claims again after a nap that
 -- doubles from 10 ms to 200 ms, until the answer changes, the holder's
 -- lease ends or wait runs out: the C edition sleeps until the holder's
--- commit instead, which needs shared memory (doc/portable.md).
+-- commit instead, which needs shared memory (doc/portable.md).  As in the
+-- C edition, a claim whose transaction has a transaction id (it wrote, or
+-- locked a row: execute()'s statement runs after its key's row is
+-- written) answers in_progress at once instead of napping: another
+-- transaction may be waiting for this one, and a nap is no lock the
+-- deadlock detector sees (doc/reference.md, "Waiting for the holder").
 CREATE OR REPLACE FUNCTION idempotency.claim(
     key     text,
     request jsonb    DEFAULT NULL,
@@ -882,6 +887,9 @@ BEGIN
                 USING ERRCODE = 'feature_not_supported',
                       DETAIL = pg_catalog.format('Key "%s" is held by another request, and this transaction''s snapshot would not show its end.', key),
                       HINT = 'Claim with wait in a READ COMMITTED transaction, or without wait.';
+        END IF;
+        IF pg_catalog.pg_current_xact_id_if_assigned() IS NOT NULL THEN
+            RETURN answer;
         END IF;
         PERFORM pg_catalog.pg_sleep(LEAST(nap,
             pg_catalog.date_part('epoch', deadline OPERATOR(pg_catalog.-) pg_catalog.clock_timestamp()),

@@ -10,7 +10,9 @@
 # rolls back; a waiter blocks no other key; cancel and statement_timeout
 # end a wait; REPEATABLE READ refuses one; a server without the library
 # preloaded refuses one (55000); a wait and a lease of 30 days, longer than
-# an int of milliseconds, sleep a finite time at a go.  The portable edition waits by claiming
+# an int of milliseconds, sleep a finite time at a go; a transaction that
+# has written, and execute()'s statement, do not sleep; the wait slots
+# and their wake-up counts (C).  The portable edition waits by claiming
 # again after naps (doc/portable.md), which the same answers and times
 # satisfy.
 use strict;
@@ -51,8 +53,9 @@ is($node->safe_psql('postgres',
 
 unless (idem_portable())
 {
+	# max_connections past 128: the wait slots grow with MaxBackends
 	$node->append_conf('postgresql.conf',
-		'shared_preload_libraries = ' . idem_preload('idempotency'));
+		'shared_preload_libraries = ' . idem_preload('idempotency') . "\nmax_connections = 300");
 	$node->restart;
 }
 $node->safe_psql('postgres', q{
@@ -289,6 +292,70 @@ is(answer_of('long'), 'replay|false|{"paid": 30}',
 	"a wait and a lease of 30 days: the holder's completion wakes the waiter");
 cmp_ok(delay('long', 'long'), '<', 5, '30 days: at the holder\'s commit');
 $waiter->quit;
+
+# A claim never sleeps while another transaction may wait for its own
+# (test/specs/claim_wait_deadlock.spec has the deadlocks): in a
+# transaction that has written, or in execute()'s statement, a claim that
+# would wait answers in_progress at once.
+hold('w-tx');
+is($node->safe_psql('postgres', qq{
+BEGIN;
+INSERT INTO marks VALUES ('tx', clock_timestamp());
+SELECT outcome || ' ' || (retry_after > '50 minutes') || ' ' ||
+       (clock_timestamp() - (SELECT at FROM marks WHERE what = 'tx') < '10s')
+  FROM idempotency.claim('w-tx', '{"a": 1}', wait => '$wait');
+COMMIT;}),
+	'in_progress true true', 'a transaction that has written: in_progress at once, with Retry-After');
+is($node->safe_psql('postgres', qq{
+SET statement_timeout = '10s';
+SELECT response_body FROM idempotency.execute('w-tx-exec', NULL,
+  \$\$SELECT outcome FROM idempotency.claim('w-tx', wait => '$wait')\$\$)}),
+	'"in_progress"', "execute()'s statement: a claim that would wait answers in_progress at once");
+
+# The wake-up counts (C edition): a commit wakes its slot; a waiter woken
+# for another key of its slot claims again and sleeps again.
+unless (idem_portable())
+{
+	$node->safe_psql('postgres', q{
+CREATE FUNCTION wait_counts(OUT commits bigint, OUT woken bigint, OUT unchanged bigint, OUT slots integer)
+  AS '$libdir/idempotency', 'idempotency_wait_counts' LANGUAGE C;
+-- a key's wait slot: the first 4 bytes of its key_hash, little-endian
+CREATE FUNCTION wait_slot(k text) RETURNS bigint LANGUAGE sql AS $$
+  SELECT (get_byte(b, 0) + 256 * get_byte(b, 1) + 65536 * get_byte(b, 2)
+          + 16777216::bigint * get_byte(b, 3)) % (SELECT slots FROM wait_counts())
+    FROM (SELECT decode(replace(idempotency.key_hash('', k)::text, '-', ''), 'hex') AS b) h $$;
+});
+	my $slots = $node->safe_psql('postgres', 'SELECT slots FROM wait_counts()');
+	my $backends = $node->safe_psql('postgres', q{
+SELECT current_setting('max_connections')::int + current_setting('max_worker_processes')::int
+       + current_setting('max_wal_senders')::int + 1});
+	ok($slots >= 8 * $backends && ($slots & ($slots - 1)) == 0,
+		"the wait slots: a power of two, at least 8 per backend ($slots for more than $backends)");
+
+	# two keys of one slot
+	my $other = $node->safe_psql('postgres', q{
+SELECT 'w-slot-' || i FROM generate_series(1, 200000) i
+ WHERE wait_slot('w-slot-' || i) = wait_slot('w-slot') LIMIT 1});
+	ok($other ne '', "a key of the same wait slot as w-slot: $other");
+	my $f1 = hold('w-slot');
+	my $f2 = hold($other);
+	my $before = $node->safe_psql('postgres', q{SELECT commits || ' ' || woken || ' ' || unchanged FROM wait_counts()});
+	my ($c0, $w0, $u0) = split ' ', $before;
+	$waiter = start_waiter('slot', 'w-slot');
+	wait_until_sleeping(1);
+	holder_call('slot-other', "SELECT idempotency.complete('$other', $f2, '1')");
+	$node->poll_query_until('postgres', qq{SELECT unchanged > $u0 FROM wait_counts()})
+	  or die 'the waiter was not woken for the other key';
+	wait_until_sleeping(1);
+	is($node->safe_psql('postgres', q{SELECT count(*) FROM seen WHERE waiter = 'slot'}),
+		'0', "another key of the slot commits: the waiter sleeps again");
+	holder_call('slot', "SELECT idempotency.complete('w-slot', $f1, '2')");
+	is(answer_of('slot'), 'replay|false|2', "its own key's commit: the waiter replays");
+	is($node->safe_psql('postgres', qq{
+SELECT (commits - $c0) || ' ' || (woken - $w0) || ' ' || (unchanged - $u0) FROM wait_counts()}),
+		'2 2 1', 'counts: 2 commits woke the slot, 2 wake-ups, 1 of them for the other key');
+	$waiter->quit;
+}
 
 $node->stop;
 done_testing();
