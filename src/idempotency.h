@@ -160,8 +160,6 @@ extern uint64 idem_wait_generation(const pg_uuid_t *key_hash);
 extern bool idem_wait_for_holder(const pg_uuid_t *key_hash, uint64 seen,
 								 TimestampTz until);
 extern void idem_wait_count_unchanged(void);
-extern void idem_wait_counts(uint64 *commits, uint64 *woken,
-							 uint64 *unchanged, uint32 *slots);
 
 /* standby.c: waiting for the holder on a hot standby, by watching replay */
 extern bool idem_wait_watches_replay(void);

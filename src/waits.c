@@ -30,7 +30,7 @@
  * at most one slot in WAIT_SLOTS_PER_BACKEND has a waiter, so a commit
  * wakes, besides its own key's waiters, on average at most
  * 1 / WAIT_SLOTS_PER_BACKEND waiters of other keys.  Shared counters
- * (idem_wait_counts()) keep the commits that woke a slot, the waiters
+ * (idempotency_wait_counts()) keep the commits that woke a slot, the waiters
  * woken and those woken that found their key still held.
  *
  * On a hot standby the holder's calls arrive by replay, which wakes no
@@ -288,29 +288,12 @@ idem_wait_count_unchanged(void)
 }
 
 /*
- * The counts since the server started: commits that woke a slot, waiters
- * woken, and those woken that found their key still held; and the number
- * of slots.  All zero without preloading.
- */
-void
-idem_wait_counts(uint64 *commits, uint64 *woken, uint64 *unchanged,
-				 uint32 *slots)
-{
-	*commits = *woken = *unchanged = 0;
-	*slots = 0;
-	if (wait_shared == NULL)
-		return;
-	*commits = pg_atomic_read_u64(&wait_shared->commits);
-	*woken = pg_atomic_read_u64(&wait_shared->woken);
-	*unchanged = pg_atomic_read_u64(&wait_shared->unchanged);
-	*slots = wait_slot_count;
-}
-
-/*
- * idempotency_wait_counts(): the counts of idem_wait_counts() as a row
- * (commits, woken, unchanged, slots).  No SQL function of the extension
+ * idempotency_wait_counts(): the counts since the server started, as a row
+ * (commits, woken, unchanged, slots): commits that woke a slot, waiters
+ * woken, those woken that found their key still held, and the number of
+ * slots; all zero without preloading.  No SQL function of the extension
  * binds it: make bench declares one in its own schema (bench/run.sh,
- * group "waiters") to report wake-ups per commit.
+ * group "wait") to report wake-ups per commit.
  */
 PG_FUNCTION_INFO_V1(idempotency_wait_counts);
 
@@ -320,14 +303,20 @@ idempotency_wait_counts(PG_FUNCTION_ARGS)
 	TupleDesc	tupdesc;
 	Datum		values[4];
 	bool		nulls[4] = {false, false, false, false};
-	uint64		commits,
-				woken,
-				unchanged;
-	uint32		slots;
+	uint64		commits = 0,
+				woken = 0,
+				unchanged = 0;
+	uint32		slots = 0;
 
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
-	idem_wait_counts(&commits, &woken, &unchanged, &slots);
+	if (wait_shared != NULL)
+	{
+		commits = pg_atomic_read_u64(&wait_shared->commits);
+		woken = pg_atomic_read_u64(&wait_shared->woken);
+		unchanged = pg_atomic_read_u64(&wait_shared->unchanged);
+		slots = wait_slot_count;
+	}
 	values[0] = Int64GetDatum((int64) commits);
 	values[1] = Int64GetDatum((int64) woken);
 	values[2] = Int64GetDatum((int64) unchanged);
