@@ -142,6 +142,8 @@ shared_buffers = 1GB
 max_wal_size = 16GB
 min_wal_size = 2GB
 checkpoint_timeout = 1h
+# group wait measures many sleeping waiters of each hot key
+idempotency.max_waiters_per_key = 256
 CONF
 runuser -u postgres -- "$BIN/pg_ctl" -D "$CLUSTER/data" -l "$CLUSTER/server.log" -w -s restart || exit 1
 

@@ -312,6 +312,12 @@ _PG_init(void)
 							&idem_outbox_notify_interval, 10, 0, 60000,
 							PGC_SUSET, GUC_UNIT_MS, NULL, NULL, NULL);
 
+	DefineCustomIntVariable("idempotency.max_waiters_per_key",
+							"Sets how many claims given a wait may sleep at once for one key; further ones answer in_progress at once.",
+							"A sleeping claim keeps its connection, which the key's holder may need from the same pool to finish.  Only superusers and roles granted SET on it can change it, since behind a transaction pooler a session's setting would reach other clients.",
+							&idem_max_waiters_per_key, 1, 0, 256,
+							PGC_SUSET, 0, NULL, NULL, NULL);
+
 	DefineCustomBoolVariable("idempotency.direct_writes",
 							 "Writes rows of the extension's tables with the executor's row primitives where the INSERT or UPDATE statement would give the same outcome.",
 							 "Off, every write runs its statement through SPI: slower, with the same results; for tests and diagnosis.",

@@ -40,6 +40,7 @@ extern int	idem_outbox_notify_interval;
 extern int	idem_metrics_max_scopes;
 extern bool idem_track_outcomes;
 extern bool idem_direct_writes;
+extern int	idem_max_waiters_per_key;
 
 /* Argument checks, in arguments.c; each raises 22023 with a useful hint. */
 extern void idem_require_arg(FunctionCallInfo fcinfo, int argno,
@@ -160,6 +161,8 @@ extern uint64 idem_wait_generation(const pg_uuid_t *key_hash);
 extern bool idem_wait_for_holder(const pg_uuid_t *key_hash, uint64 seen,
 								 TimestampTz until);
 extern void idem_wait_count_unchanged(void);
+extern int	idem_wait_take_ticket(const pg_uuid_t *key_hash);
+extern void idem_wait_return_ticket(const pg_uuid_t *key_hash, int ticket);
 
 /* standby.c: waiting for the holder on a hot standby, by watching replay */
 extern bool idem_wait_watches_replay(void);

@@ -1161,7 +1161,10 @@ idem_claim_key(text *key, text *scope, Jsonb *request, Interval *ttl,
  * an uncommitted holder call: a claim whose upsert declined has locked the
  * key's row) or holds a lock for creating a key (execute() while its
  * statement runs) answers in_progress at once, as when the wait runs out
- * (doc/reference.md, "Waiting for the holder").
+ * (doc/reference.md, "Waiting for the holder").  Nor does it sleep when
+ * idempotency.max_waiters_per_key claims already sleep for the key
+ * (waits.c, waiter tickets): the holder may need a connection of the
+ * pool those would keep.
  */
 void
 idem_claim_key_waiting(text *key, text *scope, Jsonb *request, Interval *ttl,
@@ -1172,6 +1175,7 @@ idem_claim_key_waiting(text *key, text *scope, Jsonb *request, Interval *ttl,
 	uint64		seen = 0;
 	TimestampTz deadline = 0;
 	bool		woken = false;
+	int			ticket = -1;
 
 	if (wait != NULL)
 	{
@@ -1194,12 +1198,12 @@ idem_claim_key_waiting(text *key, text *scope, Jsonb *request, Interval *ttl,
 		idem_claim_key(key, scope, request, ttl, lease, flags, claim);
 		if (wait == NULL || claim->outcome == NULL ||
 			strcmp(claim->outcome, "in_progress") != 0)
-			return;
+			break;
 		if (woken)
 			idem_wait_count_unchanged();
 		now = GetCurrentTimestamp();
 		if (now >= deadline)
-			return;
+			break;
 		if (!idem_wait_available())
 			ereport(ERROR,
 					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
@@ -1217,7 +1221,10 @@ idem_claim_key_waiting(text *key, text *scope, Jsonb *request, Interval *ttl,
 		/* others may wait for this transaction: no sleep they cannot see */
 		if (TransactionIdIsValid(GetTopTransactionIdIfAny()) ||
 			idem_holds_creation_lock())
-			return;
+			break;
+		/* enough sleep for this key already: the answer now, not a sleep */
+		if (ticket < 0 && (ticket = idem_wait_take_ticket(&hash)) < 0)
+			break;
 		lease_end = DatumGetTimestampTz(DirectFunctionCall2(timestamptz_pl_interval,
 															TimestampTzGetDatum(now),
 															claim->values[CLAIM_RETRY_AFTER]));
@@ -1235,6 +1242,8 @@ idem_claim_key_waiting(text *key, text *scope, Jsonb *request, Interval *ttl,
 		else
 			woken = idem_wait_for_holder(&hash, seen, wake);
 	}
+	if (ticket >= 0)
+		idem_wait_return_ticket(&hash, ticket);
 }
 
 /*

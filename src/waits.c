@@ -36,6 +36,17 @@
  * On a hot standby the holder's calls arrive by replay, which wakes no
  * one: a waiter there watches the replay position instead (standby.c).
  *
+ * How many sleep per key.  A sleeping claim keeps its connection, and the
+ * holder usually needs one from the same pool or transaction pooler to
+ * finish (complete() in a later transaction); waiters that took every
+ * connection would starve the holder until its lease ran out, and the
+ * request would run again.  So at most idempotency.max_waiters_per_key
+ * claims sleep for a key at a time: each holds one of that many waiter
+ * tickets, advisory locks of the key (objsubid WAIT_TICKET_SPACE) taken
+ * without waiting and given back when the sleep ends (or with the
+ * transaction, on an error); a claim that finds none free answers
+ * in_progress at once, with the time to retry.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -47,6 +58,7 @@
 #include "port/atomics.h"
 #include "port/pg_bitutils.h"
 #include "storage/condition_variable.h"
+#include "storage/lock.h"
 #include "storage/shmem.h"
 #include "utils/memutils.h"
 #include "utils/wait_event.h"
@@ -73,6 +85,15 @@ typedef struct WaitShared
 	pg_atomic_uint64 unchanged;	/* of those, found their key still held */
 	WaitSlot	slots[FLEXIBLE_ARRAY_MEMBER];
 } WaitShared;
+
+/*
+ * The waiter tickets' advisory locks: objsubid 6, where pg_advisory_lock
+ * uses 1 and 2, the locks for creating a key 3 and 5 and the outbox 4; the
+ * low byte of objid is the ticket, so a key has at most 256.
+ */
+#define WAIT_TICKET_SPACE 6
+
+int			idem_max_waiters_per_key = 1;
 
 static WaitShared *wait_shared = NULL;
 static WaitSlot *wait_slots = NULL;
@@ -274,6 +295,50 @@ idem_wait_for_holder(const pg_uuid_t *key_hash, uint64 seen, TimestampTz until)
 	if (woken)
 		pg_atomic_fetch_add_u64(&wait_shared->woken, 1);
 	return woken;
+}
+
+/* The lock of ticket "ticket" of the key whose hash is "key_hash". */
+static void
+set_ticket_tag(LOCKTAG *tag, const pg_uuid_t *key_hash, int ticket)
+{
+	uint32		hi;
+	uint32		lo;
+
+	memcpy(&hi, key_hash->data, sizeof(hi));
+	memcpy(&lo, key_hash->data + sizeof(hi), sizeof(lo));
+	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, hi,
+						 (lo & ~(uint32) 0xFF) | (uint32) ticket, WAIT_TICKET_SPACE);
+}
+
+/*
+ * Take a free waiter ticket of the key, without waiting: its number, or -1
+ * when idempotency.max_waiters_per_key claims already sleep for it (the
+ * caller then answers at once).  The lock is the transaction's, so an
+ * error gives it back; idem_wait_return_ticket() does so after the sleep.
+ */
+int
+idem_wait_take_ticket(const pg_uuid_t *key_hash)
+{
+	int			ticket;
+
+	for (ticket = 0; ticket < idem_max_waiters_per_key; ticket++)
+	{
+		LOCKTAG		tag;
+
+		set_ticket_tag(&tag, key_hash, ticket);
+		if (LockAcquire(&tag, ExclusiveLock, false, true) != LOCKACQUIRE_NOT_AVAIL)
+			return ticket;
+	}
+	return -1;
+}
+
+void
+idem_wait_return_ticket(const pg_uuid_t *key_hash, int ticket)
+{
+	LOCKTAG		tag;
+
+	set_ticket_tag(&tag, key_hash, ticket);
+	(void) LockRelease(&tag, ExclusiveLock, false);
 }
 
 /*

@@ -849,6 +849,14 @@ COMMENT ON FUNCTION idempotency.portable_refuse_other_holder(text, text, regrole
 -- written) answers in_progress at once instead of napping: another
 -- transaction may be waiting for this one, and a nap is no lock the
 -- deadlock detector sees (doc/reference.md, "Waiting for the holder").
+-- Nor does it nap once idempotency.max_waiters_per_key claims nap for the
+-- key: each napping claim holds a waiter ticket, pg_try_advisory_xact_lock
+-- (1463896404, objid) with the ticket in objid's low byte (the C: objsubid
+-- 6, given back when the wait ends; here with the transaction).  The
+-- setting is superuser-only in the C, since behind a transaction pooler a
+-- session's value would reach other clients; the edition cannot refuse a
+-- SET of its placeholder, so it honours a superuser's value, and for other
+-- roles only what ALTER ROLE / DATABASE ... SET gave them.
 CREATE OR REPLACE FUNCTION idempotency.claim(
     key     text,
     request jsonb    DEFAULT NULL,
@@ -864,6 +872,10 @@ DECLARE
     answer idempotency.claim_result;
     deadline timestamptz;
     nap double precision := 0.01;
+    max_waiters text;
+    tickets integer;
+    ticket_base integer;
+    ticket integer;
 BEGIN
     PERFORM idempotency.portable_arg_key(key);
     PERFORM idempotency.portable_arg_name(scope, 'scope', 0, 255);
@@ -890,6 +902,38 @@ BEGIN
         END IF;
         IF pg_catalog.pg_current_xact_id_if_assigned() IS NOT NULL THEN
             RETURN answer;
+        END IF;
+        IF ticket IS NULL THEN
+            -- a superuser's own value (which the C lets it SET), else
+            -- an operator's ALTER ROLE / DATABASE ... SET of it
+            SELECT CASE WHEN r.rolsuper
+                        THEN pg_catalog.current_setting('idempotency.max_waiters_per_key', true)
+                        ELSE (SELECT pg_catalog.split_part(c, '=', 2)
+                                FROM pg_catalog.pg_db_role_setting d, pg_catalog.unnest(d.setconfig) c
+                               WHERE pg_catalog.split_part(c, '=', 1) OPERATOR(pg_catalog.=) 'idempotency.max_waiters_per_key'
+                                 AND d.setrole OPERATOR(pg_catalog.=) ANY (ARRAY[0, r.oid])
+                                 AND d.setdatabase OPERATOR(pg_catalog.=) ANY (ARRAY[0, (
+                                         SELECT b.oid FROM pg_catalog.pg_database b
+                                          WHERE b.datname OPERATOR(pg_catalog.=) pg_catalog.current_database())])
+                               ORDER BY d.setrole OPERATOR(pg_catalog.<>) 0 DESC,
+                                        d.setdatabase OPERATOR(pg_catalog.<>) 0 DESC
+                               LIMIT 1) END
+              INTO max_waiters
+              FROM pg_catalog.pg_roles r
+             WHERE r.rolname OPERATOR(pg_catalog.=) session_user;
+            tickets := CASE WHEN max_waiters OPERATOR(pg_catalog.~) '^[0-9]{1,3}$'
+                            THEN LEAST(max_waiters::pg_catalog.int4, 256) ELSE 1 END;
+            ticket_base := ('x' OPERATOR(pg_catalog.||) pg_catalog.substr(pg_catalog.replace(
+                                idempotency.key_hash(scope, key)::pg_catalog.text, '-', ''), 9, 8))::pg_catalog.bit(32)::pg_catalog.int4
+                           OPERATOR(pg_catalog.&) -256;
+            ticket := 0;
+            WHILE ticket OPERATOR(pg_catalog.<) tickets
+                  AND NOT pg_catalog.pg_try_advisory_xact_lock(1463896404, ticket_base OPERATOR(pg_catalog.|) ticket) LOOP
+                ticket := ticket OPERATOR(pg_catalog.+) 1;
+            END LOOP;
+        END IF;
+        IF ticket OPERATOR(pg_catalog.>=) tickets THEN
+            RETURN answer;      -- enough claims nap for this key already
         END IF;
         PERFORM pg_catalog.pg_sleep(LEAST(nap,
             pg_catalog.date_part('epoch', deadline OPERATOR(pg_catalog.-) pg_catalog.clock_timestamp()),

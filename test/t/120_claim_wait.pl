@@ -10,7 +10,9 @@
 # rolls back; a waiter blocks no other key; cancel and statement_timeout
 # end a wait; REPEATABLE READ refuses one; a server without the library
 # preloaded refuses one (55000); a wait and a lease of 30 days, longer than
-# an int of milliseconds, sleep a finite time at a go; a transaction that
+# an int of milliseconds, sleep a finite time at a go; at most
+# idempotency.max_waiters_per_key claims sleep for a key, and an application
+# role cannot raise it for itself; a transaction that
 # has written, and execute()'s statement, do not sleep; the wait slots
 # and their wake-up counts (C).  The portable edition waits by claiming
 # again after naps (doc/portable.md), which the same answers and times
@@ -58,6 +60,9 @@ unless (idem_portable())
 		'shared_preload_libraries = ' . idem_preload('idempotency') . "\nmax_connections = 300");
 	$node->restart;
 }
+# several waiters of one key sleep at once below (the default is one)
+$node->append_conf('postgresql.conf', 'idempotency.max_waiters_per_key = 4');
+$node->reload;
 $node->safe_psql('postgres', q{
 CREATE TABLE seen (waiter text, outcome text, fence bigint, body jsonb, at timestamptz);
 GRANT ALL ON seen TO PUBLIC;
@@ -70,7 +75,8 @@ my $wait = '30s';
 sub start_waiter
 {
 	my ($name, $key, %opt) = @_;
-	my $psql = $node->background_psql('postgres', on_error_stop => 0);
+	my $psql = $node->background_psql('postgres', on_error_stop => 0,
+		extra_params => $opt{user} ? [ '-U', $opt{user} ] : []);
 	my $w = $opt{wait} // $wait;
 	$psql->query_safe($opt{setup}) if $opt{setup};
 	$psql->query_until(qr/started/, qq{
@@ -178,6 +184,52 @@ holder_call('many', "SELECT idempotency.complete('w-many', $fence, '{\"paid\": 3
 is(answer_of("many$_"), 'replay|false|{"paid": 3}', "waiter $_ of 3 replays the answer")
   for 1 .. 3;
 $_->quit for @waiters;
+
+# At most idempotency.max_waiters_per_key claims sleep for a key at a time,
+# so that sleeping duplicates cannot take every connection of a pool the
+# holder needs to finish: a further one answers in_progress at once, with
+# the time left on the lease, and the one that sleeps still gets the answer.
+$fence = hold('w-bound');
+$waiter = start_waiter('bound', 'w-bound', setup => 'SET idempotency.max_waiters_per_key = 1');
+wait_until_sleeping(1);
+my $started = Time::HiRes::time();
+is($node->safe_psql('postgres', q{
+SET idempotency.max_waiters_per_key = 1;
+SELECT outcome || ' ' || (retry_after > '50 minutes')
+  FROM idempotency.claim('w-bound', '{"a": 1}', wait => '30s')}),
+	'in_progress true', 'a claim beyond max_waiters_per_key answers in_progress, with the lease left');
+cmp_ok(Time::HiRes::time() - $started, '<', 5, 'at once, not at the end of its wait');
+is($node->safe_psql('postgres', q{
+SET idempotency.max_waiters_per_key = 0;
+SELECT outcome FROM idempotency.claim('w-bound', '{"a": 1}', wait => '30s')}),
+	'in_progress', 'max_waiters_per_key = 0: no claim sleeps');
+holder_call('bound', "SELECT idempotency.complete('w-bound', $fence, '{\"paid\": 4}')");
+is(answer_of('bound'), 'replay|false|{"paid": 4}', 'the claim that slept replays the answer');
+$waiter->quit;
+# An application role cannot raise it for itself: behind a transaction
+# pooler its session's value would reach other clients of the connection.
+# The C refuses the SET (superuser-only); the portable edition cannot, and
+# reads a non-superuser's value from ALTER ROLE / DATABASE ... SET only.
+$node->safe_psql('postgres', q{
+CREATE ROLE wait_app LOGIN;
+SELECT idempotency.grant_usage('wait_app');
+ALTER ROLE wait_app SET idempotency.max_waiters_per_key = 1;
+});
+$fence = hold('w-role');
+$waiter = start_waiter('role', 'w-role', user => 'wait_app');
+wait_until_sleeping(1);
+($ret, $out, $err) = $node->psql('postgres', q{
+\set VERBOSITY verbose
+SET idempotency.max_waiters_per_key = 100;
+SELECT outcome FROM idempotency.claim('w-role', '{"a": 1}', wait => '30s');
+}, extra_params => [ '-U', 'wait_app' ], on_error_stop => 0);
+is($out, 'in_progress', 'a role\'s own SET does not raise its max_waiters_per_key');
+like($err, qr/ERROR:\s+42501: permission denied to set parameter "idempotency.max_waiters_per_key"/,
+	'C: the SET is refused (42501)')
+  unless idem_portable();
+holder_call('role', "SELECT idempotency.complete('w-role', $fence, '{\"paid\": 5}')");
+is(answer_of('role'), 'replay|false|{"paid": 5}', 'the role\'s one waiter replays the answer');
+$waiter->quit;
 
 # The wait runs out: in_progress, with the time left on the lease.
 hold('w-short');
