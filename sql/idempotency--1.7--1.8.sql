@@ -35,7 +35,9 @@
 -- committing role (the grantee keeps the privilege and grant option), as
 -- move_execute_grants does.  Until that commit the roles concerned lack
 -- those privileges (a statement after the update in its own transaction
--- sees them revoked).  It repairs as well the databases that older
+-- sees them revoked; a session that set the constraints IMMEDIATE before
+-- the update has them made within the script, initial again, as before
+-- 1.8).  It repairs as well the databases that older
 -- updates left with such initial privileges.  It runs last in this
 -- script, after every section that grants, and a later update script that
 -- grants in its course calls it at its end too.  In the plain script of
