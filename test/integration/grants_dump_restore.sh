@@ -9,7 +9,10 @@
 # across the dump), and PUBLIC has nothing.  The initial privileges
 # (pg_init_privs) of an updated database equal a fresh install's, since
 # pg_dump leaves out what they record (sql/idempotency--1.2--1.3.sql,
-# reset_init_privs).
+# reset_init_privs).  Once more from the version before the default one,
+# with the role's grants made initial privileges first, as an older update
+# that granted in its course left them through pg_tle: the update to 1.8
+# moves them out (queue_pending_grants, sql/idempotency--1.7--1.8.sql).
 set -euo pipefail
 BIN=${IDEM_TEST_BIN:?}
 WORK=${IDEM_TEST_WORK:-/tmp}/grants_dump_restore.$$
@@ -117,14 +120,35 @@ same() { [ "$2" = "$3" ] || fail "$1: $(diff <(echo "$2") <(echo "$3") || true)"
 
 versions=$(q "$ref" "SELECT string_agg(version, ' ' ORDER BY string_to_array(version, '.')::int[])
   FROM pg_available_extension_versions WHERE name = 'idempotency'")
-for v in $versions; do
-  tag=${v//./_}
-  src=regress_grants_src_$tag dst=regress_grants_dst_$tag
+# from_version VERSION TAG [initial]: install VERSION, grant_usage, update,
+# dump and restore, and check both databases.  With "initial", the
+# role's grants are made initial privileges before the update, as any
+# GRANT within an update script made them (the 1.5 to 1.6 update's
+# through pg_tle, whose updating role could not set them back, before
+# 1.8): the update to 1.8 must move them out of pg_init_privs.
+from_version() {
+  local v=$1 tag=$2 initial=${3:-}
+  local held out expected_out src=regress_grants_src_$tag dst=regress_grants_dst_$tag
   dbs+=("$src" "$dst")
   q postgres "DROP DATABASE IF EXISTS $src"
   q postgres "DROP DATABASE IF EXISTS $dst"
   q postgres "CREATE DATABASE $src"
   q "$src" "CREATE EXTENSION idempotency VERSION '$v'; SELECT idempotency.grant_usage('$APP')" >/dev/null
+  if [ -n "$initial" ]; then
+    q "$src" "UPDATE pg_init_privs i SET initprivs = o.acl
+                FROM (SELECT 'pg_proc'::regclass AS classoid, p.oid, p.proacl AS acl FROM pg_proc p
+                       WHERE p.pronamespace = 'idempotency'::regnamespace
+                      UNION ALL
+                      SELECT 'pg_class'::regclass, c.oid, c.relacl FROM pg_class c
+                       WHERE c.relnamespace = 'idempotency'::regnamespace
+                      UNION ALL
+                      SELECT 'pg_namespace'::regclass, n.oid, n.nspacl FROM pg_namespace n
+                       WHERE n.nspname = 'idempotency') o
+               WHERE (i.classoid, i.objoid, i.objsubid) = (o.classoid, o.oid, 0)
+                 AND o.acl::text LIKE '%$APP=%'"
+    [ "$(q "$src" "SELECT count(*) FROM pg_init_privs WHERE initprivs::text LIKE '%$APP=%'")" -gt 2 ] ||
+      fail "$v: the role's grants were not made initial privileges"
+  fi
   if [ "$v" != "$default" ]; then
     as_pg "$BIN/psql" -X -q -v ON_ERROR_STOP=1 -d "$src" -c "SET client_min_messages = warning" \
       -c "ALTER EXTENSION idempotency UPDATE" >/dev/null
@@ -202,7 +226,15 @@ t
 OUT
 )
   same "$v: the role at work after the restore" "$expected_out" "$(echo "$out" | grep -v '^$')"
-  echo "from $v: rights kept through the update and dump/restore"
+  echo "from $v${initial:+ with the grants initial privileges}: rights kept through the update and dump/restore"
+}
+
+for v in $versions; do
+  from_version "$v" "${v//./_}"
 done
+# a database an older update left with the role's grants initial: the
+# version before the default one
+previous=$(echo "$versions" | tr ' ' '\n' | tail -2 | head -1)
+from_version "$previous" "${previous//./_}_initial" initial
 
 echo "grants survived update and dump/restore from every version ($versions)"

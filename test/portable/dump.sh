@@ -53,21 +53,25 @@ cleanup() {
 trap cleanup EXIT
 q postgres -c 'SET client_min_messages = warning' -c "DROP ROLE IF EXISTS $app" -c "CREATE ROLE $app"
 
-# source DB VERSION: the edition at VERSION (updated to the default one
-# when older), with work of every kind
+# source DB VERSION [GRANT_AT]: the edition at VERSION (updated to the
+# default one when older), with work of every kind; the application role
+# is granted (grant_usage) after the update, or with GRANT_AT "before"
+# right after the install, so that the update hands the grants on
 source_db() {
-  local db=$1 version=$2 v f
+  local db=$1 version=$2 grant_at=${3:-after} v f
   q postgres -c "CREATE DATABASE $db TEMPLATE template0" -c "GRANT CREATE ON DATABASE $db TO $role"
   q "$db" -c "GRANT CREATE ON SCHEMA public TO $role"
   case $mode in
   tle)
     q "$db" -c 'CREATE EXTENSION pg_tle'
     psql -X -q -v ON_ERROR_STOP=1 -U "$role" -d "$db" -f "$PORTABLE_EDITION/idempotency-tle.sql" >/dev/null
-    q "$db" -c "SET ROLE $role" -c "CREATE EXTENSION idempotency VERSION '$version'" \
-      -c 'SET client_min_messages = warning' -c 'ALTER EXTENSION idempotency UPDATE'
+    q "$db" -c "SET ROLE $role" -c "CREATE EXTENSION idempotency VERSION '$version'" >/dev/null
+    grant_before "$db" "$grant_at"
+    q "$db" -c "SET ROLE $role" -c 'SET client_min_messages = warning' -c 'ALTER EXTENSION idempotency UPDATE'
     ;;
   plain)
     psql -X -q -v ON_ERROR_STOP=1 -U "$role" -d "$db" -f "$PORTABLE_EDITION/idempotency--$version.sql" >/dev/null
+    grant_before "$db" "$grant_at"
     v=$version
     while f=$(ls "$PORTABLE_EDITION"/idempotency--"$v"--*.sql 2>/dev/null | head -1) && [ -n "$f" ]; do
       psql -X -q -v ON_ERROR_STOP=1 -U "$role" -d "$db" -f "$f" >/dev/null
@@ -78,7 +82,7 @@ source_db() {
   esac
   q "$db" -v ON_ERROR_STOP=1 >/dev/null <<SQL
 SET ROLE $role;
-SELECT idempotency.grant_usage('$app');
+$([ "$grant_at" = before ] || echo "SELECT idempotency.grant_usage('$app');")
 SELECT idempotency.define_state_machine('order', '{"PENDING": ["PAID"], "PAID": ["SHIPPED"]}');
 CREATE TABLE public.orders (order_no text PRIMARY KEY, status text NOT NULL);
 INSERT INTO public.orders VALUES ('O1', 'PENDING');
@@ -96,6 +100,11 @@ SQL
   [ "$(q "$db" -c "SELECT extversion FROM pg_extension WHERE extname = 'idempotency'")$(
         [ "$mode" = plain ] && q "$db" -c 'SELECT version FROM idempotency.plain_version')" = "$default_version" ] ||
     fail "$db is not at $default_version"
+}
+
+grant_before() {	# grant_before DB GRANT_AT: grant_usage now when GRANT_AT is "before"
+  [ "$2" = before ] || return 0
+  q "$1" -c "SET ROLE $role" -c "SELECT idempotency.grant_usage('$app')" >/dev/null
 }
 
 # what the application role may run and read in DB, one line per object
@@ -122,6 +131,10 @@ check_restored() {
     fail "$how: the held key is not held"
   fence=$(as_app "$db" -c "SELECT fence FROM idempotency.claim('new-after-restore')")
   [ -n "$fence" ] && [ "$fence" -gt "$max_fence" ] || fail "$how: new fence $fence not above the dump's $max_fence"
+  as_app "$db" -c "SELECT idempotency.complete('new-after-restore', $fence, '{}', 200)" >/dev/null ||
+    fail "$how: the application role cannot complete its key"
+  [ "$(as_app "$db" -c "SELECT outcome FROM idempotency.execute('exec-after-restore', NULL, 'SELECT 1')")" = claimed ] ||
+    fail "$how: the application role cannot execute"
   [ "$(as_app "$db" -c "SELECT idempotency.consume_token('$token')")" = f ] ||
     fail "$how: the consumed token was consumed again"
   [ "$(as_app "$db" -c "SELECT idempotency.process_once('billing', 'evt-1')")" = f ] ||
@@ -144,10 +157,13 @@ as_app() {	# as_app DB ARGS...: psql as the application role
   psql -X -q -At -v ON_ERROR_STOP=1 -d "$db" -c "SET ROLE $app" "$@"
 }
 
-# restore SRC DUMP: into new databases of this server, three ways
+# restore SRC DUMP [WAYS...]: into new databases of this server, three
+# ways unless WAYS names them (pg_restore options before the database)
 restore_here() {
   local src=$1 dump=$2 how dst n=0
-  for how in "-d" "--single-transaction -d" "-j 2 -d"; do
+  shift 2
+  [ $# -gt 0 ] || set -- "-d" "--single-transaction -d" "-j 2 -d"
+  for how in "$@"; do
     n=$((n + 1))
     dst=portable_dump_dst$n
     q postgres -c 'SET client_min_messages = warning' -c "DROP DATABASE IF EXISTS $dst" \
@@ -214,6 +230,19 @@ for src in portable_dump_default portable_dump_first; do
   pg_dump -Fc -d "$src" -f "$work/$src.dump"
   restore_here "$src" "$work/$src.dump"
 done
+# Granted before the update, from every version the route serves: the
+# grants an update hands on (to new signatures, 1.5 to 1.6) are ordinary
+# grants after it, not initial privileges, so that the dump keeps them
+# (doc/portable.md, "Edition differences").
+served=$(ls "$PORTABLE_EDITION" | sed -n 's/^idempotency--\([0-9.]*\)\.sql$/\1/p' | sort -V | tr '\n' ' ')
+for v in $served; do
+  src=portable_dump_granted_${v//./_}
+  source_db "$src" "$v" before
+  pg_dump -Fc -d "$src" -f "$work/$src.dump"
+  restore_here "$src" "$work/$src.dump" "-d"
+  q postgres -c "DROP DATABASE $src"
+done
+
 SRC_MAX_FENCE=$(q portable_dump_default -c 'SELECT max(fence) FROM idempotency.idempotency_keys')
 start_other
 restore_other portable_dump_default "$work/portable_dump_default.dump"
@@ -231,7 +260,6 @@ if [ "$mode" = tle ]; then
     case $err in *"no installation script nor update path for version \"$v\""*) ;;
     *) fail "tle: VERSION '$v': $err" ;; esac
   done
-  served=$(ls "$PORTABLE_EDITION" | sed -n 's/^idempotency--\([0-9.]*\)\.sql$/\1/p' | sort -V | tr '\n' ' ')
   [ "$(q portable_dump_old -c "SELECT string_agg(version, ' ' ORDER BY string_to_array(version, '.')::int[])
         FROM pgtle.available_extension_versions() WHERE name = 'idempotency'") " = "$served" ] ||
     fail "tle: the installer registered other versions than those served: $served"
