@@ -216,3 +216,29 @@ COMMENT ON FUNCTION idempotency.queue_pending_grants() IS 'in an update script, 
 
 -- last in the script: after the grants of every section above
 SELECT idempotency.queue_pending_grants();
+
+-- [section: settings refused alike in both editions] ------------------------
+
+--
+-- The C refuses a bad idempotency.* value at SET (22023); the portable
+-- edition reads every setting through one reader per type
+-- (sql/portable/settings.sql, replaced by this version's script), which
+-- refuses it with the same error at the first call that reads it.
+-- execute(), whose portable body reads idempotency.max_response_bytes
+-- itself (it runs with the caller's rights, who may not call the owner's
+-- readers), is stated again for its portable body; in the C edition it
+-- binds the symbol it bound before.
+--
+
+CREATE OR REPLACE FUNCTION idempotency.execute(
+    key          text,
+    request      jsonb,
+    statement    text,
+    params       text[]   DEFAULT '{}',
+    scope        text     DEFAULT '',
+    ttl          interval DEFAULT NULL,
+    response_ttl interval DEFAULT NULL,
+    wait         interval DEFAULT NULL)
+RETURNS idempotency.claim_result
+AS 'MODULE_PATHNAME', 'idempotency_execute_1_7'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;

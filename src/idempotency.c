@@ -111,13 +111,18 @@ parse_interval(const char *str, Interval *result)
 
 /*
  * Check hook shared by every interval setting: positive and at most 100
- * years.  The parsed value travels to the assign hook as "extra".
+ * years, measured as idem_arg_interval() measures an argument (months of
+ * 30 days, days of 24 hours), so that a setting and an argument take the
+ * same spans; the portable edition's reader (sql/portable/settings.sql)
+ * gives the same details.  The parsed value travels to the assign hook as
+ * "extra".
  */
 static bool
 check_interval_setting(char **newval, void **extra,
 					   GucSource source pg_attribute_unused())
 {
 	Interval	span;
+	Interval	limit = {.month = IDEM_MAX_INTERVAL_MONTHS};
 	Interval   *result;
 
 	if (*newval == NULL || !parse_interval(*newval, &span))
@@ -130,9 +135,8 @@ check_interval_setting(char **newval, void **extra,
 		GUC_check_errdetail("The interval must be positive.");
 		return false;
 	}
-	if (span.month > IDEM_MAX_INTERVAL_MONTHS ||
-		span.day > IDEM_MAX_INTERVAL_MONTHS * DAYS_PER_MONTH ||
-		span.time > (int64) IDEM_MAX_INTERVAL_MONTHS * DAYS_PER_MONTH * USECS_PER_DAY)
+	if (DatumGetBool(DirectFunctionCall2(interval_gt, IntervalPGetDatum(&span),
+										 IntervalPGetDatum(&limit))))
 	{
 		GUC_check_errdetail("The interval must be at most 100 years.");
 		return false;

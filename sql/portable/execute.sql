@@ -328,8 +328,13 @@ BEGIN
         EXECUTE call;
     END IF;
     message := pg_catalog.current_setting('idempotency.max_response_bytes', true);
+    -- a plain decimal within the C's bounds, else NULL: complete(), which
+    -- the caller may call and the owner's readers not, reads the rest
+    -- (idempotency.portable_setting_int) and refuses a bad value
     max_bytes := CASE WHEN message IS NULL OR message OPERATOR(pg_catalog.=) '' THEN 1048576
-                      ELSE message::pg_catalog.int4 END;
+                      WHEN message OPERATOR(pg_catalog.~) '^[1-9][0-9]{0,8}$'
+                      THEN CASE WHEN message::pg_catalog.int4 OPERATOR(pg_catalog.<=) 268435456
+                                THEN message::pg_catalog.int4 END END;
     IF pg_catalog.pg_column_size(body) OPERATOR(pg_catalog.>) max_bytes THEN
         RAISE EXCEPTION 'result of the statement is too large to store'
             USING ERRCODE = 'program_limit_exceeded',

@@ -53,82 +53,6 @@
 
 -- portable helper: since 1.0
 
--- An integer setting of the C library (idempotency.max_key_length,
--- idempotency.max_response_bytes), or its default when unset.
-CREATE FUNCTION idempotency.portable_setting_int(setting text, default_value integer,
-                                                 min_value integer, max_value integer)
-RETURNS integer
-LANGUAGE plpgsql STABLE PARALLEL SAFE
-AS $$
-DECLARE
-    value text := pg_catalog.current_setting(setting, true);
-    result integer;
-BEGIN
-    IF value IS NULL OR value OPERATOR(pg_catalog.=) '' THEN
-        RETURN default_value;
-    END IF;
-    BEGIN
-        result := value::pg_catalog.int4;
-    EXCEPTION WHEN invalid_text_representation OR numeric_value_out_of_range THEN
-        RAISE EXCEPTION 'invalid value for parameter "%": "%"', setting, value
-            USING ERRCODE = 'invalid_parameter_value';
-    END;
-    IF result OPERATOR(pg_catalog.<) min_value OR result OPERATOR(pg_catalog.>) max_value THEN
-        RAISE EXCEPTION '% is outside the valid range for parameter "%" (% .. %)',
-                        result, setting, min_value, max_value
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    RETURN result;
-END
-$$;
-
--- An interval argument (idem_arg_interval): NULL means the setting, or its
--- default when unset; the value must be positive and at most 100 years.
-CREATE FUNCTION idempotency.portable_arg_interval(value interval, argname text,
-                                                  setting text, default_value interval)
-RETURNS interval
-LANGUAGE plpgsql STABLE PARALLEL SAFE
-AS $$
-DECLARE
-    configured text;
-    limit_months CONSTANT interval := '1200 mons';
-BEGIN
-    IF value IS NULL AND setting IS NOT NULL THEN
-        configured := pg_catalog.current_setting(setting, true);
-        IF configured IS NULL OR configured OPERATOR(pg_catalog.=) '' THEN
-            RETURN default_value;
-        END IF;
-        BEGIN
-            value := configured::pg_catalog.interval;
-        EXCEPTION WHEN invalid_datetime_format OR datetime_field_overflow
-                       OR interval_field_overflow THEN
-            value := NULL;
-        END;
-        IF value IS NULL OR value OPERATOR(pg_catalog.<=) '0'::pg_catalog.interval
-           OR value OPERATOR(pg_catalog.>) limit_months THEN
-            RAISE EXCEPTION 'invalid value for parameter "%": "%"', setting, configured
-                USING ERRCODE = 'invalid_parameter_value',
-                      DETAIL = 'The value must be a positive interval of at most 100 years.';
-        END IF;
-        RETURN value;
-    END IF;
-    IF value IS NULL THEN
-        RAISE EXCEPTION '% must not be null', argname
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF value OPERATOR(pg_catalog.<=) '0'::pg_catalog.interval THEN
-        RAISE EXCEPTION '% must be positive', argname
-            USING ERRCODE = 'invalid_parameter_value',
-                  DETAIL = pg_catalog.format('The %s given is %s.', argname, value);
-    END IF;
-    IF value OPERATOR(pg_catalog.>) limit_months THEN
-        RAISE EXCEPTION '% must be at most 100 years', argname
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    RETURN value;
-END
-$$;
-
 -- A key must live at least as long as the lease that protects it.
 CREATE FUNCTION idempotency.portable_check_ttl_covers_lease(ttl interval, lease interval)
 RETURNS void
@@ -266,8 +190,6 @@ RETURNS boolean
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 AS 'SELECT false';
 
-COMMENT ON FUNCTION idempotency.portable_setting_int(text, integer, integer, integer) IS 'portable edition: an integer setting of the C library, or its default';
-COMMENT ON FUNCTION idempotency.portable_arg_interval(interval, text, text, interval) IS 'portable edition: an interval argument, its default from a setting';
 COMMENT ON FUNCTION idempotency.portable_check_ttl_covers_lease(interval, interval) IS 'portable edition: a key lives at least as long as its lease';
 COMMENT ON FUNCTION idempotency.portable_arg_key(text) IS 'portable edition: an idempotency key argument';
 COMMENT ON FUNCTION idempotency.portable_arg_response(jsonb, text) IS 'portable edition: a response body within idempotency.max_response_bytes';

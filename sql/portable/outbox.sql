@@ -91,59 +91,6 @@ BEGIN
 END
 $$;
 
--- A boolean setting, or its default when unset.
-CREATE FUNCTION idempotency.portable_setting_bool(setting text, default_value boolean)
-RETURNS boolean
-LANGUAGE plpgsql STABLE PARALLEL SAFE
-AS $$
-DECLARE
-    value text := pg_catalog.current_setting(setting, true);
-BEGIN
-    IF value IS NULL OR value OPERATOR(pg_catalog.=) '' THEN
-        RETURN default_value;
-    END IF;
-    RETURN value::pg_catalog.bool;
-EXCEPTION WHEN invalid_text_representation THEN
-    RAISE EXCEPTION 'parameter "%" requires a Boolean value', setting
-        USING ERRCODE = 'invalid_parameter_value';
-END
-$$;
-
--- An integer setting in milliseconds (GUC_UNIT_MS in the C): a number of
--- milliseconds, or a number with a unit (us, ms, s, min, h, d), or its
--- default when unset.
-CREATE FUNCTION idempotency.portable_setting_ms(setting text, default_value integer,
-                                               min_value integer, max_value integer)
-RETURNS integer
-LANGUAGE plpgsql STABLE PARALLEL SAFE
-AS $$
-DECLARE
-    value text := pg_catalog.current_setting(setting, true);
-    parts text[];
-    result numeric;
-BEGIN
-    IF value IS NULL OR value OPERATOR(pg_catalog.=) '' THEN
-        RETURN default_value;
-    END IF;
-    parts := pg_catalog.regexp_match(value, '^\s*(-?[0-9]+(?:\.[0-9]*)?)\s*(us|ms|s|min|h|d)?\s*$');
-    IF parts IS NULL THEN
-        RAISE EXCEPTION 'invalid value for parameter "%": "%"', setting, value
-            USING ERRCODE = 'invalid_parameter_value',
-                  HINT = 'Valid units for this parameter are "us", "ms", "s", "min", "h", and "d".';
-    END IF;
-    result := pg_catalog.round(parts[1]::pg_catalog.numeric OPERATOR(pg_catalog.*)
-                               CASE COALESCE(parts[2], 'ms') WHEN 'us' THEN 0.001 WHEN 'ms' THEN 1
-                                    WHEN 's' THEN 1000 WHEN 'min' THEN 60000 WHEN 'h' THEN 3600000
-                                    ELSE 86400000 END);
-    IF result OPERATOR(pg_catalog.<) min_value OR result OPERATOR(pg_catalog.>) max_value THEN
-        RAISE EXCEPTION '% ms is outside the valid range for parameter "%" (% ms .. % ms)',
-                        result, setting, min_value, max_value
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    RETURN result::pg_catalog.int4;
-END
-$$;
-
 -- The event arguments of enqueue_event and emit_event (event_args).
 CREATE FUNCTION idempotency.portable_outbox_event_args(aggregate_type text, aggregate_id text,
                                                       event_type text, payload jsonb)

@@ -1,0 +1,270 @@
+-- sql/portable/settings.sql: the readers of the settings (idempotency.*)
+-- that the C library defines in src/idempotency.c.
+--
+-- A TLE or a plain script cannot define settings: a SET of idempotency.*
+-- makes a placeholder that takes any text.  Every portable body reads a
+-- setting through one of these readers, which accept what PostgreSQL's
+-- GUC machinery accepts for the C's definition (parse_int: decimal, octal
+-- after a 0, hexadecimal after 0x, a fraction or an exponent rounded half
+-- to even, a time unit where the C has one; parse_bool; the C's check hook
+-- of the interval settings) and refuse the rest with the C's SQLSTATE
+-- (22023), message, detail and hint.  Unset or '' (a placeholder after
+-- RESET) is the C's default.
+--
+-- Edition differences (doc/portable.md): the refusal comes at the first
+-- call that reads the setting, where the C refuses the SET itself; '' is
+-- the default, where the C refuses it for an integer; hexadecimal with a
+-- fraction ('0x1.8'), which C's strtod reads, is refused.
+
+-- portable helper: since 1.0, again in 1.8
+
+-- parse_int() of guc.c and the range check after it, on a value that is
+-- set: the integer, or the C's 22023.  unit: NULL, or 'ms' for a setting
+-- in milliseconds (GUC_UNIT_MS), which takes us, ms, s, min, h or d.
+CREATE FUNCTION idempotency.portable_setting_parse_int(setting text, value text, min_value integer,
+                                                       max_value integer, unit text)
+RETURNS integer
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+AS $$
+DECLARE
+    head text[];
+    number text;
+    digits text;
+    base integer;
+    result float8;
+    units text[];
+    multiplier float8;
+    next_smaller float8;
+    hint text;
+BEGIN
+    -- strtol(value, &end, 0)
+    head := pg_catalog.regexp_match(value, '^([[:space:]]*([+-]?))(0[xX][0-9a-fA-F]+|[1-9][0-9]*|0[0-7]*)');
+    IF head IS NULL AND pg_catalog.left(value, 1) OPERATOR(pg_catalog.=) '.'
+       OR head IS NOT NULL
+          AND pg_catalog.substr(value, pg_catalog.length(head[1] OPERATOR(pg_catalog.||) head[3])
+                                       OPERATOR(pg_catalog.+) 1, 1)
+              OPERATOR(pg_catalog.=) ANY ('{., e, E}'::pg_catalog.text[]) THEN
+        -- strtod(value, &end) where strtol stops at a point or an exponent
+        number := (pg_catalog.regexp_match(value,
+            '^([[:space:]]*[+-]?(?:[0-9]+[.]?[0-9]*|[.][0-9]+)(?:[eE][+-]?[0-9]+)?)'))[1];
+        BEGIN
+            result := number::pg_catalog.float8;
+        EXCEPTION WHEN numeric_value_out_of_range THEN
+            number := NULL;             -- strtod's ERANGE: no hint
+        END;
+    ELSIF head IS NOT NULL THEN
+        number := head[1] OPERATOR(pg_catalog.||) head[3];
+        base := CASE WHEN head[3] OPERATOR(pg_catalog.~) '^0[xX]' THEN 16
+                     WHEN pg_catalog.left(head[3], 1) OPERATOR(pg_catalog.=) '0' THEN 8 ELSE 10 END;
+        digits := pg_catalog.ltrim(CASE WHEN base OPERATOR(pg_catalog.=) 16
+                                        THEN pg_catalog.substr(head[3], 3) ELSE head[3] END, '0');
+        IF pg_catalog.length(digits) OPERATOR(pg_catalog.>) 16 THEN
+            result := 'Infinity';       -- beyond any integer: only the hint tells
+        ELSE
+            result := 0;
+            FOR i IN 1 .. pg_catalog.length(digits) LOOP
+                result := result OPERATOR(pg_catalog.*) base OPERATOR(pg_catalog.+)
+                          (pg_catalog.strpos('0123456789abcdef',
+                                             pg_catalog.lower(pg_catalog.substr(digits, i, 1)))
+                           OPERATOR(pg_catalog.-) 1);
+            END LOOP;
+        END IF;
+        IF head[2] OPERATOR(pg_catalog.=) '-' THEN
+            result := OPERATOR(pg_catalog.-) result;
+        END IF;
+    END IF;
+    IF number IS NOT NULL THEN
+        value := pg_catalog.substr(value, pg_catalog.length(number) OPERATOR(pg_catalog.+) 1);
+        IF value OPERATOR(pg_catalog.!~) '^[[:space:]]*$' THEN
+            -- a unit: convert_to_base_unit()
+            units := pg_catalog.regexp_match(value, '^[[:space:]]*(us|ms|s|min|h|d)[[:space:]]*$');
+            IF unit IS NULL THEN
+                number := NULL;
+            ELSIF units IS NULL THEN
+                number := NULL;
+                hint := 'Valid units for this parameter are "us", "ms", "s", "min", "h", and "d".';
+            ELSE
+                SELECT m, n INTO multiplier, next_smaller
+                  FROM (VALUES ('d', 86400000, 3600000), ('h', 3600000, 60000), ('min', 60000, 1000),
+                               ('s', 1000, 1), ('ms', 1, 0.001), ('us', 0.001, NULL))
+                       AS t(u, m, n)
+                 WHERE t.u OPERATOR(pg_catalog.=) units[1];
+                result := result OPERATOR(pg_catalog.*) multiplier;
+                IF next_smaller IS NOT NULL THEN
+                    result := pg_catalog.round(result OPERATOR(pg_catalog./) next_smaller)
+                              OPERATOR(pg_catalog.*) next_smaller;
+                END IF;
+            END IF;
+        END IF;
+    END IF;
+    result := pg_catalog.round(result);         -- rint(): half to even
+    IF number IS NOT NULL AND (result OPERATOR(pg_catalog.>) 2147483647
+                               OR result OPERATOR(pg_catalog.<) -2147483648) THEN
+        number := NULL;
+        hint := 'Value exceeds integer range.';
+    END IF;
+    IF number IS NULL AND hint IS NULL THEN
+        RAISE EXCEPTION 'invalid value for parameter "%": "%"', setting,
+                        pg_catalog.current_setting(setting, true)
+            USING ERRCODE = 'invalid_parameter_value';
+    ELSIF number IS NULL THEN
+        RAISE EXCEPTION 'invalid value for parameter "%": "%"', setting,
+                        pg_catalog.current_setting(setting, true)
+            USING ERRCODE = 'invalid_parameter_value', HINT = hint;
+    END IF;
+    IF result OPERATOR(pg_catalog.<) min_value OR result OPERATOR(pg_catalog.>) max_value THEN
+        -- the bounds carry the unit too from PostgreSQL 16 on
+        unit := COALESCE(' ' OPERATOR(pg_catalog.||) unit, '');
+        RAISE EXCEPTION '%', pg_catalog.format('%s%s is outside the valid range for parameter "%s" (%s%s .. %s%s)',
+                                               result::pg_catalog.int4, unit, setting, min_value,
+                                               CASE WHEN pg_catalog.current_setting('server_version_num')::pg_catalog.int4
+                                                         OPERATOR(pg_catalog.>=) 160000 THEN unit ELSE '' END,
+                                               max_value,
+                                               CASE WHEN pg_catalog.current_setting('server_version_num')::pg_catalog.int4
+                                                         OPERATOR(pg_catalog.>=) 160000 THEN unit ELSE '' END)
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    RETURN result::pg_catalog.int4;
+END
+$$;
+REVOKE ALL ON FUNCTION idempotency.portable_setting_parse_int(text, text, integer, integer, text) FROM PUBLIC;
+
+-- An integer setting, or its default when unset.  Inlined into the
+-- caller: a plain decimal within the bounds is read here, anything else
+-- by portable_setting_parse_int().
+CREATE FUNCTION idempotency.portable_setting_int(setting text, default_value integer,
+                                                 min_value integer, max_value integer)
+RETURNS integer
+LANGUAGE sql STABLE PARALLEL SAFE
+AS $$
+SELECT CASE
+       WHEN COALESCE(pg_catalog.current_setting(setting, true), '') OPERATOR(pg_catalog.=) '' THEN default_value
+       WHEN pg_catalog.current_setting(setting, true) OPERATOR(pg_catalog.~) '^[1-9][0-9]{0,8}$' THEN
+           CASE WHEN pg_catalog.current_setting(setting, true)::pg_catalog.int4
+                     OPERATOR(pg_catalog.>=) min_value
+                 AND pg_catalog.current_setting(setting, true)::pg_catalog.int4
+                     OPERATOR(pg_catalog.<=) max_value
+                THEN pg_catalog.current_setting(setting, true)::pg_catalog.int4
+                ELSE idempotency.portable_setting_parse_int(setting, pg_catalog.current_setting(setting, true),
+                                                            min_value, max_value, NULL) END
+       ELSE idempotency.portable_setting_parse_int(setting, pg_catalog.current_setting(setting, true),
+                                                   min_value, max_value, NULL) END
+$$;
+
+-- An integer setting in milliseconds (GUC_UNIT_MS in the C), or its
+-- default when unset.
+CREATE FUNCTION idempotency.portable_setting_ms(setting text, default_value integer,
+                                               min_value integer, max_value integer)
+RETURNS integer
+LANGUAGE sql STABLE PARALLEL SAFE
+AS $$
+SELECT CASE
+       WHEN COALESCE(pg_catalog.current_setting(setting, true), '') OPERATOR(pg_catalog.=) '' THEN default_value
+       ELSE idempotency.portable_setting_parse_int(setting, pg_catalog.current_setting(setting, true),
+                                                   min_value, max_value, 'ms') END
+$$;
+
+-- parse_bool() of PostgreSQL on a value that is set: a prefix of true,
+-- false, yes or no, on, off (of), 1 or 0, in any case, without the
+-- surrounding spaces that a cast to boolean would skip.
+CREATE FUNCTION idempotency.portable_setting_parse_bool(setting text, value text)
+RETURNS boolean
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+AS $$
+BEGIN
+    IF value OPERATOR(pg_catalog.~*) '^(t|tr|tru|true|y|ye|yes|on|1)$' THEN
+        RETURN true;
+    ELSIF value OPERATOR(pg_catalog.~*) '^(f|fa|fal|fals|false|n|no|of|off|0)$' THEN
+        RETURN false;
+    END IF;
+    RAISE EXCEPTION 'parameter "%" requires a Boolean value', setting
+        USING ERRCODE = 'invalid_parameter_value';
+END
+$$;
+REVOKE ALL ON FUNCTION idempotency.portable_setting_parse_bool(text, text) FROM PUBLIC;
+
+-- A boolean setting, or its default when unset.  Inlined, as
+-- portable_setting_int().
+CREATE FUNCTION idempotency.portable_setting_bool(setting text, default_value boolean)
+RETURNS boolean
+LANGUAGE sql STABLE PARALLEL SAFE
+AS $$
+SELECT CASE
+       WHEN COALESCE(pg_catalog.current_setting(setting, true), '') OPERATOR(pg_catalog.=) '' THEN default_value
+       WHEN pg_catalog.current_setting(setting, true) OPERATOR(pg_catalog.=) 'on' THEN true
+       WHEN pg_catalog.current_setting(setting, true) OPERATOR(pg_catalog.=) 'off' THEN false
+       ELSE idempotency.portable_setting_parse_bool(setting, pg_catalog.current_setting(setting, true)) END
+$$;
+
+-- An interval setting, or its default when unset: what the C's check hook
+-- (check_interval_setting) accepts, a positive interval of at most 100
+-- years (months of 30 days and days of 24 hours, as interval comparison
+-- counts them), with its details.
+CREATE FUNCTION idempotency.portable_setting_interval(setting text, default_value interval)
+RETURNS interval
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+AS $$
+DECLARE
+    configured text := pg_catalog.current_setting(setting, true);
+    value interval;
+    detail text;
+BEGIN
+    IF configured IS NULL OR configured OPERATOR(pg_catalog.=) '' THEN
+        RETURN default_value;
+    END IF;
+    BEGIN
+        value := configured::pg_catalog.interval;
+    EXCEPTION WHEN data_exception THEN
+        value := NULL;
+    END;
+    -- 'infinity' (PostgreSQL 17) is no span to the C's decoder
+    IF value IS NULL OR NOT pg_catalog.isfinite(value) THEN
+        detail := 'The value must be an interval, such as "30 seconds" or "24 hours".';
+    ELSIF value OPERATOR(pg_catalog.<=) '0'::pg_catalog.interval THEN
+        detail := 'The interval must be positive.';
+    ELSIF value OPERATOR(pg_catalog.>) '1200 mons'::pg_catalog.interval THEN
+        detail := 'The interval must be at most 100 years.';
+    ELSE
+        RETURN value;
+    END IF;
+    RAISE EXCEPTION 'invalid value for parameter "%": "%"', setting, configured
+        USING ERRCODE = 'invalid_parameter_value', DETAIL = detail;
+END
+$$;
+REVOKE ALL ON FUNCTION idempotency.portable_setting_interval(text, interval) FROM PUBLIC;
+
+-- An interval argument (idem_arg_interval): NULL means the setting, or its
+-- default when unset; the value must be positive and at most 100 years.
+CREATE FUNCTION idempotency.portable_arg_interval(value interval, argname text,
+                                                  setting text, default_value interval)
+RETURNS interval
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+AS $$
+BEGIN
+    IF value IS NULL AND setting IS NOT NULL THEN
+        RETURN idempotency.portable_setting_interval(setting, default_value);
+    END IF;
+    IF value IS NULL THEN
+        RAISE EXCEPTION '% must not be null', argname
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF value OPERATOR(pg_catalog.<=) '0'::pg_catalog.interval THEN
+        RAISE EXCEPTION '% must be positive', argname
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = pg_catalog.format('The %s given is %s.', argname, value);
+    END IF;
+    IF value OPERATOR(pg_catalog.>) '1200 mons'::pg_catalog.interval THEN
+        RAISE EXCEPTION '% must be at most 100 years', argname
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    RETURN value;
+END
+$$;
+
+COMMENT ON FUNCTION idempotency.portable_setting_parse_int(text, text, integer, integer, text) IS 'portable edition: an integer setting''s value read as PostgreSQL reads it, or the C''s error';
+COMMENT ON FUNCTION idempotency.portable_setting_int(text, integer, integer, integer) IS 'portable edition: an integer setting of the C library, or its default';
+COMMENT ON FUNCTION idempotency.portable_setting_ms(text, integer, integer, integer) IS 'portable edition: a setting in milliseconds of the C library, or its default';
+COMMENT ON FUNCTION idempotency.portable_setting_parse_bool(text, text) IS 'portable edition: a boolean setting''s value read as PostgreSQL reads it, or the C''s error';
+COMMENT ON FUNCTION idempotency.portable_setting_bool(text, boolean) IS 'portable edition: a boolean setting of the C library, or its default';
+COMMENT ON FUNCTION idempotency.portable_setting_interval(text, interval) IS 'portable edition: an interval setting of the C library, or its default';
+COMMENT ON FUNCTION idempotency.portable_arg_interval(interval, text, text, interval) IS 'portable edition: an interval argument, its default from a setting';
