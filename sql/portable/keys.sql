@@ -843,8 +843,9 @@ BEGIN
               INTO max_waiters
               FROM pg_catalog.pg_roles r
              WHERE r.rolname OPERATOR(pg_catalog.=) session_user;
-            tickets := CASE WHEN max_waiters OPERATOR(pg_catalog.~) '^[0-9]{1,3}$'
-                            THEN LEAST(max_waiters::pg_catalog.int4, 256) ELSE 1 END;
+            tickets := CASE WHEN COALESCE(max_waiters, '') OPERATOR(pg_catalog.=) '' THEN 1
+                            ELSE idempotency.portable_setting_parse_int('idempotency.max_waiters_per_key',
+                                                                        max_waiters, 0, 256, NULL) END;
             ticket_base := ('x' OPERATOR(pg_catalog.||) pg_catalog.substr(pg_catalog.replace(
                                 idempotency.key_hash(scope, key)::pg_catalog.text, '-', ''), 9, 8))::pg_catalog.bit(32)::pg_catalog.int4
                            OPERATOR(pg_catalog.&) -256;
