@@ -22,10 +22,10 @@
 #    events and others are refused, and the tenant restricted to scope c
 #    cannot read scope s, nor see it in stats, while the tenant of s can.
 #
-# ROLE_BINDINGS_EDITION=portable runs it on the portable edition's plain
-# script (test/portable/lib.sh), installed by a role that is no superuser;
-# the default is the C edition (the private install of test/run.sh,
-# $IDEM_TEST_BIN, or one built here).  The clusters listen on unix sockets
+# It runs on both editions in turn: the C edition (the private install of
+# test/run.sh, $IDEM_TEST_BIN, or one built here), then the portable
+# edition's plain script (test/portable/lib.sh), installed by a role that
+# is no superuser; ROLE_BINDINGS_EDITION=c or portable runs one.  The clusters listen on unix sockets
 # only, in a work directory of their own; ROLE_BINDINGS_PORT (default
 # 5643) and the next port name their sockets.  Both are stopped by PID
 # (pg_ctl) at the end.
@@ -33,12 +33,18 @@ set -euo pipefail
 TOP=${IDEM_TOP:-$(cd "$(dirname "$0")/../.." && pwd)}
 IDEM_TOP=$TOP
 . "$TOP/scripts/lib.sh"
-EDITION=${ROLE_BINDINGS_EDITION:-c}
+# both editions, each in a run of its own, unless one is named
+if [ -z "${ROLE_BINDINGS_EDITION:-}" ]; then
+  ROLE_BINDINGS_EDITION=c bash "$0" && ROLE_BINDINGS_EDITION=portable bash "$0"
+  exit
+fi
+EDITION=$ROLE_BINDINGS_EDITION
 fail() { echo "FAIL ($EDITION): $*"; exit 1; }
 step() { echo "==> role bindings ($EDITION): $*"; }
 
 WORK=$(mktemp -d "${IDEM_TEST_WORK:-/tmp}/role_bindings.XXXXXX")
 chmod 755 "$WORK"
+chown postgres: "$WORK"
 case $EDITION in
 c)
   BIN=${IDEM_TEST_BIN:-}
@@ -74,8 +80,8 @@ q() {
   shift
   local db=$1
   shift
-  runuser -u postgres -- "$BIN/psql" -X -q -At -v ON_ERROR_STOP=1 -h "$dir" -p "$port" \
-    -U postgres -d "$db" "$@"
+  runuser -u postgres -- env PGOPTIONS='-c client_min_messages=warning' \
+    "$BIN/psql" -X -q -At -v ON_ERROR_STOP=1 -h "$dir" -p "$port" -U postgres -d "$db" "$@"
 }
 # as a|b DB ROLE SQL: SQL run as ROLE
 as() { q "$1" "$2" -c "SET ROLE $3" -c "$4"; }
