@@ -44,8 +44,8 @@ forget_owner(Datum arg pg_attribute_unused(), int cacheid pg_attribute_unused(),
 	cached_owner = InvalidOid;
 }
 
-static Oid
-extension_owner(void)
+Oid
+idem_extension_owner(void)
 {
 	Oid			relid;
 	HeapTuple	tuple;
@@ -73,7 +73,7 @@ void
 idem_become_owner(IdemOwnerRights *saved)
 {
 	GetUserIdAndSecContext(&saved->saved_userid, &saved->saved_sec_context);
-	SetUserIdAndSecContext(extension_owner(),
+	SetUserIdAndSecContext(idem_extension_owner(),
 						   saved->saved_sec_context | SECURITY_LOCAL_USERID_CHANGE);
 }
 

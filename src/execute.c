@@ -70,6 +70,7 @@ static int	statements_running = 0;
 PG_FUNCTION_INFO_V1(idempotency_execute);
 PG_FUNCTION_INFO_V1(idempotency_execute_1_6);
 PG_FUNCTION_INFO_V1(idempotency_execute_1_7);
+PG_FUNCTION_INFO_V1(idempotency_execute_1_8);
 
 /* The arguments 1.6 added, last: the signatures before lack them. */
 #define RESPONSE_TTL_ARG 6
@@ -275,12 +276,12 @@ run_statement(StatementEntry *entry, Datum *params, const char *nulls)
  * execute(key, request, statement, params, scope, ttl, response_ttl, wait)
  * RETURNS claim_result; idempotency_execute is the symbol of the
  * signature before 1.6, without response_ttl, whose claims never answer
- * gone.  The symbol of 1.7 ("record_holder") records the calling role as
- * the holder of the key it claims (keys.c, "Holders"), and completes it
- * as that role.
+ * gone.  The symbols of 1.7 and 1.8 ("holders") record the calling role
+ * as the holder of the key they claim (keys.c, "Holders"; 1.8: by name
+ * too), and complete it as that role.
  */
 static Datum
-execute_call(FunctionCallInfo fcinfo, bool record_holder)
+execute_call(FunctionCallInfo fcinfo, IdemHolders holders)
 {
 	text	   *key = idem_arg_key(fcinfo, 0);
 	Jsonb	   *request = PG_ARGISNULL(1) ? NULL : PG_GETARG_JSONB_P(1);
@@ -321,7 +322,8 @@ execute_call(FunctionCallInfo fcinfo, bool record_holder)
 	SPI_connect();
 	entry = statement_plan(sql, nparams);
 	/* the role that claims, before the switch to the owner */
-	claim.holder = record_holder ? GetUserId() : InvalidOid;
+	claim.holder = holders != IDEM_HOLDERS_NONE ? GetUserId() : InvalidOid;
+	claim.holders = holders;
 	idem_become_owner(&owner);
 	idem_claim_key_waiting(key, scope, request, ttl, &idem_lease_timeout,
 						   flags, wait, &claim);
@@ -358,7 +360,7 @@ execute_call(FunctionCallInfo fcinfo, bool record_holder)
 			idem_finish_key(key, scope,
 							DatumGetInt64(claim.values[CLAIM_FENCE]),
 							true, JsonbPGetDatum(body), false, 200, false,
-							NULL, response_ttl, claim.holder);
+							NULL, response_ttl, claim.holder, holders);
 			idem_claim_completed(&claim, body);
 		}
 		idem_restore_user(&owner);
@@ -372,19 +374,25 @@ execute_call(FunctionCallInfo fcinfo, bool record_holder)
 }
 
 Datum
+idempotency_execute_1_8(PG_FUNCTION_ARGS)
+{
+	return execute_call(fcinfo, IDEM_HOLDERS_BY_NAME);
+}
+
+Datum
 idempotency_execute_1_7(PG_FUNCTION_ARGS)
 {
-	return execute_call(fcinfo, true);
+	return execute_call(fcinfo, IDEM_HOLDERS_BY_OID);
 }
 
 Datum
 idempotency_execute_1_6(PG_FUNCTION_ARGS)
 {
-	return execute_call(fcinfo, false);
+	return execute_call(fcinfo, IDEM_HOLDERS_NONE);
 }
 
 Datum
 idempotency_execute(PG_FUNCTION_ARGS)
 {
-	return execute_call(fcinfo, false);
+	return execute_call(fcinfo, IDEM_HOLDERS_NONE);
 }

@@ -77,7 +77,7 @@ extern AttrNumber idem_column_attnum(Oid relid, const char *colname);
  * Its SQL qualifies every name, operator and function with its schema, so
  * the caller's search_path can neither change nor hijack it.
  */
-#define IDEM_MAX_QUERY_ARGS 12
+#define IDEM_MAX_QUERY_ARGS 14
 
 typedef struct IdemQuery
 {
@@ -110,6 +110,18 @@ typedef enum ClaimResultColumn
 	CLAIM_RESULT_NATTS
 } ClaimResultColumn;
 
+/*
+ * How the holder of a key is recorded and checked (keys.c, "Holders"), and
+ * likewise the role of an outbox lease, by the SQL of each version.
+ */
+typedef enum IdemHolders
+{
+	IDEM_HOLDERS_NONE,			/* before 1.7: not recorded, not checked */
+	IDEM_HOLDERS_BY_OID,		/* 1.7: holder_role, an OID */
+	IDEM_HOLDERS_BY_NAME		/* 1.8: and holder_role_name, the binding
+								 * checked (roles.c) */
+} IdemHolders;
+
 typedef struct IdemClaim
 {
 	const char *outcome;		/* claimed, resumed, replay, gone,
@@ -121,6 +133,7 @@ typedef struct IdemClaim
 	Oid			holder;			/* set by the caller: the role recorded as
 								 * holder_role of a key the claim takes
 								 * (1.7), or InvalidOid: none */
+	IdemHolders holders;		/* set by the caller: how it is recorded */
 } IdemClaim;
 
 /* idem_claim_key()'s flags */
@@ -138,7 +151,7 @@ extern void idem_finish_key(text *key, text *scope, int64 fence,
 							bool completed, Datum body, bool body_isnull,
 							int32 response_code, bool retryable,
 							Interval *ttl, Interval *response_ttl,
-							Oid caller);
+							Oid caller, IdemHolders holders);
 extern void idem_claim_completed(IdemClaim *claim, Jsonb *body);
 extern void idem_insert_completed_key(text *key, text *scope, Interval *ttl,
 									  Interval *response_ttl, Jsonb *body,
@@ -287,6 +300,25 @@ typedef struct IdemColumns
 
 extern bool idem_learn_columns(IdemColumns *columns, Relation rel);
 
+/*
+ * roles.c: role bindings by name (1.8).  IDEM_BINDING_ALLOWS is the SQL of
+ * idem_binding_allows() on the columns "oidcol" (the regrole) and "namecol"
+ * (the name), with $oid the calling role's OID, $name its name and $priv
+ * idem_role_privileged() of it (parameter numbers).
+ */
+#define IDEM_BINDING_ALLOWS(oidcol, namecol, oid, name, priv) \
+	"((" oidcol " IS NULL AND " namecol " IS NULL)" \
+	" OR " namecol " OPERATOR(pg_catalog.=) $" #name \
+	" OR $" #priv \
+	" OR EXISTS (SELECT FROM pg_catalog.pg_roles r" \
+	"  WHERE r.rolname OPERATOR(pg_catalog.=) " namecol \
+	"  AND pg_catalog.pg_has_role($" #oid ", r.oid, 'MEMBER')))"
+
+extern Datum idem_role_name(Oid role);
+extern bool idem_role_privileged(Oid role);
+extern bool idem_role_exists(const char *name);
+extern bool idem_binding_allows(Oid caller, bool oid_set, const char *name);
+
 /* bookkeeping.c */
 extern SPIPlanPtr idem_prepare(IdemQuery *query);
 extern int	idem_run(IdemQuery *query, Datum *values, const char *nulls,
@@ -294,6 +326,7 @@ extern int	idem_run(IdemQuery *query, Datum *values, const char *nulls,
 extern uint64 idem_run_as_owner(IdemQuery *query, Datum *values,
 								const char *nulls, bool read_only,
 								Datum *result, bool *result_isnull);
+extern Oid	idem_extension_owner(void);
 extern void idem_become_owner(IdemOwnerRights *saved);
 extern void idem_restore_user(const IdemOwnerRights *saved);
 extern Datum idem_get_row_column(uint64 row, int colno, bool *isnull);

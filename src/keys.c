@@ -110,6 +110,9 @@
  * the version it ships and of the versions before it back to 1.2, so that a
  * database keeps working between the installation of a new library and its
  * ALTER EXTENSION ... UPDATE:
+ * - [KEYS_NAME_HOLDER] 1.8: as 1.7, and the holder's name too, in
+ *   holder_role_name (see "Holders" below).  Only the symbols of 1.8 use
+ *   this layout;
  * - [KEYS_RECORD_HOLDER] 1.7: as 1.6, and a claim that makes a holder
  *   records the role that claimed in holder_role (see "Holders" below).
  *   Only the symbols of 1.7 use this layout;
@@ -129,6 +132,7 @@
  */
 typedef enum KeyLayout
 {
+	KEYS_NAME_HOLDER,
 	KEYS_RECORD_HOLDER,
 	KEYS_EXPIRE_ANSWERS,
 	KEYS_WRITE_HASH,
@@ -137,6 +141,8 @@ typedef enum KeyLayout
 } KeyLayout;
 
 /* key_hash is $7 in the statements that create a key */
+#define HASH_COLUMN_KEYS_NAME_HOLDER "key_hash, "
+#define HASH_VALUE_KEYS_NAME_HOLDER "$7, "
 #define HASH_COLUMN_KEYS_RECORD_HOLDER "key_hash, "
 #define HASH_VALUE_KEYS_RECORD_HOLDER "$7, "
 #define HASH_COLUMN_KEYS_EXPIRE_ANSWERS "key_hash, "
@@ -157,6 +163,7 @@ typedef enum KeyLayout
 	"CASE WHEN " at LT key_expiry " THEN " at " END"
 
 /* 1.6: a claim that takes a key over leaves no answer expiry behind */
+#define RESET_ANSWER_EXPIRY_KEYS_NAME_HOLDER "  response_expires_at = NULL,"
 #define RESET_ANSWER_EXPIRY_KEYS_RECORD_HOLDER "  response_expires_at = NULL,"
 #define RESET_ANSWER_EXPIRY_KEYS_EXPIRE_ANSWERS "  response_expires_at = NULL,"
 #define RESET_ANSWER_EXPIRY_KEYS_WRITE_HASH ""
@@ -164,6 +171,8 @@ typedef enum KeyLayout
 #define RESET_ANSWER_EXPIRY(layout) RESET_ANSWER_EXPIRY_##layout
 
 /* 1.6: a key created completed, $10 the answer's expiry (or NULL) */
+#define EXPIRY_COLUMN_KEYS_NAME_HOLDER ", response_expires_at"
+#define EXPIRY_VALUE_KEYS_NAME_HOLDER ", $10"
 #define EXPIRY_COLUMN_KEYS_RECORD_HOLDER ", response_expires_at"
 #define EXPIRY_VALUE_KEYS_RECORD_HOLDER ", $10"
 #define EXPIRY_COLUMN_KEYS_EXPIRE_ANSWERS ", response_expires_at"
@@ -177,8 +186,14 @@ typedef enum KeyLayout
 
 /*
  * 1.7: the role that claimed, $11, is the key's holder_role; a claim that
- * takes a key over records the new holder's.
+ * takes a key over records the new holder's.  1.8: and its name, in
+ * holder_role_name (pg_get_userbyid() reads what GetUserNameFromId() does
+ * on the direct path).
  */
+#define HOLDER_COLUMN_KEYS_NAME_HOLDER ", holder_role, holder_role_name"
+#define HOLDER_VALUE_KEYS_NAME_HOLDER ", $11, pg_catalog.pg_get_userbyid($11)"
+#define SET_HOLDER_KEYS_NAME_HOLDER "  holder_role = excluded.holder_role," \
+	"  holder_role_name = excluded.holder_role_name,"
 #define HOLDER_COLUMN_KEYS_RECORD_HOLDER ", holder_role"
 #define HOLDER_VALUE_KEYS_RECORD_HOLDER ", $11"
 #define SET_HOLDER_KEYS_RECORD_HOLDER "  holder_role = excluded.holder_role,"
@@ -205,10 +220,18 @@ typedef enum KeyLayout
  * refused call learns nothing about the fence and writes nothing.  A key
  * claimed before 1.7 (holder_role NULL) takes any role's holder calls, as
  * before.  $n is the calling role's OID.
+ *
+ * From 1.8 the role is the one holder_role_name names, and the owner of
+ * the extension's tables and superusers may act too, on every key: an OID
+ * may name another role after a restore or on a logical subscriber, a
+ * name does not (roles.c).  $n is the calling role's OID, $n+1 its name,
+ * $n+2 whether it is the owner's or a superuser (idem_role_privileged()).
  */
 #define MAY_ACT_AS_HOLDER(n) "(holder_role IS NULL" \
 	" OR holder_role::pg_catalog.oid" EQ "$" #n \
 	" OR pg_catalog.pg_has_role($" #n ", holder_role::pg_catalog.oid, 'MEMBER'))"
+#define MAY_ACT_BY_NAME(n, name, priv) \
+	IDEM_BINDING_ALLOWS("holder_role", "holder_role_name", n, name, priv)
 
 /* The key's row, with its key_hash in parameter $n */
 #define KEY_IS_ARG(n) "key_hash" EQ "$" #n \
@@ -217,6 +240,7 @@ typedef enum KeyLayout
 
 /* Every form of a statement whose text is SQL(layout). */
 #define ALL_LAYOUTS(SQL, n, ...) { \
+	{.sql = SQL(KEYS_NAME_HOLDER), .nargs = n, .argtypes = __VA_ARGS__}, \
 	{.sql = SQL(KEYS_RECORD_HOLDER), .nargs = n, .argtypes = __VA_ARGS__}, \
 	{.sql = SQL(KEYS_EXPIRE_ANSWERS), .nargs = n, .argtypes = __VA_ARGS__}, \
 	{.sql = SQL(KEYS_WRITE_HASH), .nargs = n, .argtypes = __VA_ARGS__}, \
@@ -244,6 +268,7 @@ enum
 	COL_EXPIRES_AT,
 	COL_RESPONSE_EXPIRES_AT,	/* 1.6; absent before */
 	COL_HOLDER_ROLE,			/* 1.7; absent before */
+	COL_HOLDER_ROLE_NAME,		/* 1.8; absent before */
 	KEY_NCOLUMNS
 };
 
@@ -251,7 +276,7 @@ static const char *const key_column_names[KEY_NCOLUMNS] = {
 	"scope", "idempotency_key", "request_hash", "status", "fence", "attempts",
 	"recovery_point", "response_code", "response_body", "retryable",
 	"locked_until", "created_at", "updated_at", "expires_at",
-	"response_expires_at", "holder_role"
+	"response_expires_at", "holder_role", "holder_role_name"
 };
 
 /* The values of idempotency.key_status. */
@@ -272,7 +297,7 @@ static const Oid key_column_types[KEY_NCOLUMNS] = {
 	TEXTOID, TEXTOID, BYTEAOID, InvalidOid, INT8OID, INT4OID,
 	TEXTOID, INT4OID, JSONBOID, BOOLOID,
 	TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID,
-	TIMESTAMPTZOID, REGROLEOID
+	TIMESTAMPTZOID, REGROLEOID, NAMEOID
 };
 
 /*
@@ -281,7 +306,7 @@ static const Oid key_column_types[KEY_NCOLUMNS] = {
  */
 static AttrNumber key_attnums[KEY_NCOLUMNS];
 static IdemColumns key_table = {
-	.ncolumns = KEY_NCOLUMNS, .noptional = 2, .names = key_column_names,
+	.ncolumns = KEY_NCOLUMNS, .noptional = 3, .names = key_column_names,
 	.types = key_column_types, .attnums = key_attnums
 };
 static Datum key_statuses[NSTATUSES];
@@ -396,7 +421,7 @@ static IdemQuery take_key[NLAYOUTS] = ALL_LAYOUTS(TAKE_KEY, CLAIM_NARGS, CLAIM_A
  * $1 scope, $2 key, $3 fence, $4 code, $5 body, $6 now, $7 completed,
  * $8 retryable, $9 the new expires_at (NULL: keep it), $10 key_hash,
  * $11 when the answer goes (now + 1.6's response_ttl), $12 the calling
- * role (1.7).  The first form of each pair leaves response_expires_at
+ * role (1.7), $13 its name and $14 whether it is privileged (1.8).  The first form of each pair leaves response_expires_at
  * alone (NULL in a held row: the answer lives as long as the key), so
  * that a completion without response_ttl stays a HOT update; the second
  * sets it, unless the key goes first: before $9, or the expires_at the
@@ -409,14 +434,15 @@ static IdemQuery take_key[NLAYOUTS] = ALL_LAYOUTS(TAKE_KEY, CLAIM_NARGS, CLAIM_A
 	" locked_until = NULL, updated_at = $6," answer_expiry \
 	" expires_at = COALESCE($9, expires_at)" \
 	" WHERE " HELD_BY_FENCE(10, "$6") holder
-#define FINISH_NARGS 12
+#define FINISH_NARGS 14
 #define FINISH_ARGTYPES {TEXTOID, TEXTOID, INT8OID, INT4OID, JSONBOID, \
 	TIMESTAMPTZOID, BOOLOID, BOOLOID, TIMESTAMPTZOID, UUIDOID, TIMESTAMPTZOID, \
-	OIDOID}
+	OIDOID, NAMEOID, BOOLOID}
 #define SET_ANSWER_EXPIRY " response_expires_at = " \
 	ANSWER_EXPIRY("$11", "COALESCE($9, expires_at)") ","
 #define HOLDER_ACTS " AND " MAY_ACT_AS_HOLDER(12)
-static IdemQuery finish_key[2][2] = {
+#define HOLDER_NAMED " AND " MAY_ACT_BY_NAME(12, 13, 14)
+static IdemQuery finish_key[3][2] = {
 	{
 		{.sql = FINISH_KEY("", ""), .nargs = FINISH_NARGS, .argtypes = FINISH_ARGTYPES},
 		{.sql = FINISH_KEY(SET_ANSWER_EXPIRY, ""), .nargs = FINISH_NARGS,
@@ -427,12 +453,19 @@ static IdemQuery finish_key[2][2] = {
 		.argtypes = FINISH_ARGTYPES},
 		{.sql = FINISH_KEY(SET_ANSWER_EXPIRY, HOLDER_ACTS), .nargs = FINISH_NARGS,
 		.argtypes = FINISH_ARGTYPES}
+	},
+	{
+		{.sql = FINISH_KEY("", HOLDER_NAMED), .nargs = FINISH_NARGS,
+		.argtypes = FINISH_ARGTYPES},
+		{.sql = FINISH_KEY(SET_ANSWER_EXPIRY, HOLDER_NAMED), .nargs = FINISH_NARGS,
+		.argtypes = FINISH_ARGTYPES}
 	}
 };
 
 /*
  * $1 scope, $2 key, $3 fence, $4 recovery point or NULL, $5 now, $6 lease,
- * $7 key_hash, $8 the calling role (the form of 1.7, which checks it)
+ * $7 key_hash, $8 the calling role (the form of 1.7, which checks it), $9
+ * its name and $10 whether it is privileged (the form of 1.8)
  */
 #define CHECKPOINT_KEY(holder) "UPDATE idempotency.idempotency_keys SET" \
 	" recovery_point = COALESCE($4, recovery_point)," \
@@ -441,21 +474,29 @@ static IdemQuery finish_key[2][2] = {
 	" updated_at = $5" \
 	" WHERE " HELD_BY_FENCE(7, "$5") holder
 #define CHECKPOINT_ARGTYPES {TEXTOID, TEXTOID, INT8OID, TEXTOID, TIMESTAMPTZOID, \
-	INTERVALOID, UUIDOID, OIDOID}
-static IdemQuery checkpoint_key[2] = {
-	{.sql = CHECKPOINT_KEY(""), .nargs = 8, .argtypes = CHECKPOINT_ARGTYPES},
-	{.sql = CHECKPOINT_KEY(" AND " MAY_ACT_AS_HOLDER(8)), .nargs = 8,
+	INTERVALOID, UUIDOID, OIDOID, NAMEOID, BOOLOID}
+static IdemQuery checkpoint_key[3] = {
+	{.sql = CHECKPOINT_KEY(""), .nargs = 10, .argtypes = CHECKPOINT_ARGTYPES},
+	{.sql = CHECKPOINT_KEY(" AND " MAY_ACT_AS_HOLDER(8)), .nargs = 10,
+	.argtypes = CHECKPOINT_ARGTYPES},
+	{.sql = CHECKPOINT_KEY(" AND " MAY_ACT_BY_NAME(8, 9, 10)), .nargs = 10,
 	.argtypes = CHECKPOINT_ARGTYPES}
 };
 
-/* $1 scope, $2 key, $3 fence, $4 now, $5 key_hash, $6 the calling role */
+/*
+ * $1 scope, $2 key, $3 fence, $4 now, $5 key_hash, $6 the calling role, $7
+ * its name, $8 whether it is privileged
+ */
 #define RELEASE_KEY(holder) "DELETE FROM idempotency.idempotency_keys" \
 	" WHERE " HELD_BY_FENCE(5, "$4") holder
-static IdemQuery release_key[2] = {
-	{.sql = RELEASE_KEY(""), .nargs = 6,
-	.argtypes = {TEXTOID, TEXTOID, INT8OID, TIMESTAMPTZOID, UUIDOID, OIDOID}},
-	{.sql = RELEASE_KEY(" AND " MAY_ACT_AS_HOLDER(6)), .nargs = 6,
-	.argtypes = {TEXTOID, TEXTOID, INT8OID, TIMESTAMPTZOID, UUIDOID, OIDOID}}
+#define RELEASE_ARGTYPES {TEXTOID, TEXTOID, INT8OID, TIMESTAMPTZOID, UUIDOID, \
+	OIDOID, NAMEOID, BOOLOID}
+static IdemQuery release_key[3] = {
+	{.sql = RELEASE_KEY(""), .nargs = 8, .argtypes = RELEASE_ARGTYPES},
+	{.sql = RELEASE_KEY(" AND " MAY_ACT_AS_HOLDER(6)), .nargs = 8,
+	.argtypes = RELEASE_ARGTYPES},
+	{.sql = RELEASE_KEY(" AND " MAY_ACT_BY_NAME(6, 7, 8)), .nargs = 8,
+	.argtypes = RELEASE_ARGTYPES}
 };
 
 /*
@@ -488,18 +529,23 @@ static IdemQuery lookup_key = {
 PG_FUNCTION_INFO_V1(idempotency_claim);
 PG_FUNCTION_INFO_V1(idempotency_claim_1_6);
 PG_FUNCTION_INFO_V1(idempotency_claim_1_7);
+PG_FUNCTION_INFO_V1(idempotency_claim_1_8);
 PG_FUNCTION_INFO_V1(idempotency_complete);
 PG_FUNCTION_INFO_V1(idempotency_complete_1_1);
 PG_FUNCTION_INFO_V1(idempotency_complete_1_6);
 PG_FUNCTION_INFO_V1(idempotency_complete_1_7);
+PG_FUNCTION_INFO_V1(idempotency_complete_1_8);
 PG_FUNCTION_INFO_V1(idempotency_fail);
 PG_FUNCTION_INFO_V1(idempotency_fail_1_1);
 PG_FUNCTION_INFO_V1(idempotency_fail_1_6);
 PG_FUNCTION_INFO_V1(idempotency_fail_1_7);
+PG_FUNCTION_INFO_V1(idempotency_fail_1_8);
 PG_FUNCTION_INFO_V1(idempotency_checkpoint);
 PG_FUNCTION_INFO_V1(idempotency_checkpoint_1_7);
+PG_FUNCTION_INFO_V1(idempotency_checkpoint_1_8);
 PG_FUNCTION_INFO_V1(idempotency_release);
 PG_FUNCTION_INFO_V1(idempotency_release_1_7);
+PG_FUNCTION_INFO_V1(idempotency_release_1_8);
 PG_FUNCTION_INFO_V1(idempotency_lookup);
 PG_FUNCTION_INFO_V1(idempotency_lookup_1_7);
 
@@ -824,10 +870,12 @@ insert_key_row(KeyLayout layout, const Datum *args, const char *nulls,
 	(void) idem_learn_columns(&key_hash_column, rel);
 	if ((completed && layout <= KEYS_EXPIRE_ANSWERS &&
 		 key_attnums[COL_RESPONSE_EXPIRES_AT] == InvalidAttrNumber) ||
-		(layout == KEYS_RECORD_HOLDER &&
-		 key_attnums[COL_HOLDER_ROLE] == InvalidAttrNumber))
+		(layout <= KEYS_RECORD_HOLDER &&
+		 key_attnums[COL_HOLDER_ROLE] == InvalidAttrNumber) ||
+		(layout == KEYS_NAME_HOLDER &&
+		 key_attnums[COL_HOLDER_ROLE_NAME] == InvalidAttrNumber))
 	{
-		/* a table before 1.6 or 1.7: the statement raises the error */
+		/* a table before 1.6, 1.7 or 1.8: the statement raises the error */
 		table_close(rel, NoLock);
 		return IDEM_WRITE_BY_STATEMENT;
 	}
@@ -867,8 +915,11 @@ insert_key_row(KeyLayout layout, const Datum *args, const char *nulls,
 		SET_COLUMN(key_attnums[COL_LOCKED_UNTIL], args[8], false);
 		SET_COLUMN(key_attnums[COL_EXPIRES_AT], args[9], false);
 	}
-	if (layout == KEYS_RECORD_HOLDER)
+	if (layout <= KEYS_RECORD_HOLDER)
 		SET_COLUMN(key_attnums[COL_HOLDER_ROLE], args[10], false);
+	if (layout == KEYS_NAME_HOLDER)
+		SET_COLUMN(key_attnums[COL_HOLDER_ROLE_NAME],
+				   idem_role_name(DatumGetObjectId(args[10])), false);
 #undef SET_COLUMN
 
 	result = idem_insert_row(rel, values, isnull, given, &columns);
@@ -1000,6 +1051,19 @@ wait_for_key_creators(IdemIndexScan *scan, KeyName *name, bool *waited)
 }
 
 /*
+ * The layout a claim writes: that of the SQL that called (1.6 and later
+ * pass "answers_expire", 1.7 and later a holder), else the table's.
+ */
+static KeyLayout
+claim_layout(IdemClaim *claim, bool answers_expire)
+{
+	if (OidIsValid(claim->holder))
+		return claim->holders == IDEM_HOLDERS_BY_NAME ? KEYS_NAME_HOLDER :
+			KEYS_RECORD_HOLDER;
+	return answers_expire ? KEYS_EXPIRE_ANSWERS : key_layout();
+}
+
+/*
  * Claim a key: fill "claim" with the outcome and the columns it reveals.
  * Only the holder learns the fence.  Runs as the extension owner.
  *
@@ -1013,7 +1077,9 @@ wait_for_key_creators(IdemIndexScan *scan, KeyName *name, bool *waited)
  * for an answer past its response_expires_at, and a key it takes over has
  * none (KEYS_EXPIRE_ANSWERS).  With claim->holder set (the SQL of 1.7,
  * which also passes IDEM_CLAIM_ANSWERS_EXPIRE), a key it creates or takes
- * over records that role as its holder_role (KEYS_RECORD_HOLDER).
+ * over records that role as its holder_role (KEYS_RECORD_HOLDER), and its
+ * name too when claim->holders is IDEM_HOLDERS_BY_NAME (the SQL of 1.8,
+ * KEYS_NAME_HOLDER).
  */
 void
 idem_claim_key(text *key, text *scope, Jsonb *request, Interval *ttl,
@@ -1060,8 +1126,7 @@ idem_claim_key(text *key, text *scope, Jsonb *request, Interval *ttl,
 	values[5] = IntervalPGetDatum(lease);
 	values[6] = key_hash_of(&name);
 	values[10] = ObjectIdGetDatum(claim->holder);
-	layout = OidIsValid(claim->holder) ? KEYS_RECORD_HOLDER :
-		answers_expire ? KEYS_EXPIRE_ANSWERS : key_layout();
+	layout = claim_layout(claim, answers_expire);
 
 	if (!found)
 	{
@@ -1285,8 +1350,7 @@ idem_insert_completed_key(text *key, text *scope, Interval *ttl,
 		nulls[9] = ' ';
 	values[10] = ObjectIdGetDatum(claim->holder);
 	/* response_ttl is an argument of 1.6 only, the holder of 1.7 only */
-	if (!create_key(OidIsValid(claim->holder) ? KEYS_RECORD_HOLDER :
-					response_ttl ? KEYS_EXPIRE_ANSWERS : key_layout(),
+	if (!create_key(claim_layout(claim, response_ttl != NULL),
 					values, nulls, true, claim))
 		ereport(ERROR,
 				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
@@ -1359,33 +1423,55 @@ typedef struct KeyFinish
 	bool		completed;
 	bool		answer_expiry;	/* sets response_expires_at ($11) */
 	Oid			caller;			/* 1.7: the calling role, else InvalidOid */
+	IdemHolders holders;		/* how the holder is checked */
 	KeyName    *name;
 	bool		refused;		/* set: a row of another role's key was seen */
+	char	   *holder_name;	/* 1.8: the name that row records, or NULL */
 } KeyFinish;
 
 /*
  * Whether role "caller" may act as the holder of the key's row in "slot"
- * at "now" (see "Holders" above): a row without a holder_role (claimed
- * before 1.7), an expired row (gone for every role: its holder calls get
- * 55000), the holder's role or a member of it.  When the row is another
- * role's, *name tells whether it is the key's own (not a row of another
- * key with the same hash).
+ * at "now" (see "Holders" above), checked as "holders" says: a row without
+ * a holder_role (claimed before 1.7), an expired row (gone for every role:
+ * its holder calls get 55000), the holder's role or a member of it (1.8:
+ * the role holder_role_name names, and the privileged roles, roles.c).
+ * When the row is another role's, *name tells whether it is the key's own
+ * (not a row of another key with the same hash), and "*holder_name" (1.8)
+ * gets the name the row records (NULL: none).
  */
 static bool
-may_act_as_holder(TupleTableSlot *slot, Oid caller, TimestampTz now,
-				  KeyName *name)
+may_act_as_holder(TupleTableSlot *slot, Oid caller, IdemHolders holders,
+				  TimestampTz now, KeyName *name, char **holder_name)
 {
 	bool		isnull;
+	bool		name_isnull = true;
 	Datum		holder;
+	Datum		holder_name_datum = (Datum) 0;
 	Datum		value;
 
 	holder = slot_getattr(slot, key_attnums[COL_HOLDER_ROLE], &isnull);
-	if (isnull || DatumGetObjectId(holder) == caller)
+	if (holders == IDEM_HOLDERS_BY_NAME)
+	{
+		holder_name_datum = slot_getattr(slot, key_attnums[COL_HOLDER_ROLE_NAME],
+										 &name_isnull);
+		if (isnull && name_isnull)
+			return true;
+	}
+	else if (isnull || DatumGetObjectId(holder) == caller)
 		return true;
 	value = slot_getattr(slot, key_attnums[COL_EXPIRES_AT], &isnull);
 	if (isnull || DatumGetTimestampTz(value) <= now)
 		return true;
-	if (is_member_of_role(caller, DatumGetObjectId(holder)))
+	if (holders == IDEM_HOLDERS_BY_NAME)
+	{
+		const char *bound = name_isnull ? NULL :
+			NameStr(*DatumGetName(holder_name_datum));
+
+		if (idem_binding_allows(caller, true, bound))
+			return true;
+		*holder_name = bound ? pstrdup(bound) : NULL;
+	}
+	else if (is_member_of_role(caller, DatumGetObjectId(holder)))
 		return true;
 	value = slot_getattr(slot, key_attnums[COL_SCOPE], &isnull);
 	if (isnull || !same_text(value, name->scope))
@@ -1395,19 +1481,50 @@ may_act_as_holder(TupleTableSlot *slot, Oid caller, TimestampTz now,
 }
 
 /*
- * Refuse a holder call of role "caller" on another role's key: 42501,
- * whatever the fence, which the message does not repeat.
+ * Refuse a holder call on another role's key: 42501, whatever the fence,
+ * which the message does not repeat.  From 1.8 ("holders") the message
+ * names the holder's role, and whether it exists here, and who else may
+ * release the key.
  */
 static void
-refuse_holder(text *key, text *scope)
+refuse_holder(text *key, text *scope, IdemHolders holders,
+			  const char *holder_name)
 {
+	char	   *key_str = text_to_cstring(key);
+	char	   *scope_str = text_to_cstring(scope);
+
+	if (holders != IDEM_HOLDERS_BY_NAME)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied to act as the holder of idempotency key \"%s\"",
+						key_str),
+				 errdetail("Another role claimed the key in scope \"%s\"; only that role and its members may complete, fail, checkpoint or release it.",
+						   scope_str),
+				 errhint("Call the holder functions as the role that claimed the key.")));
+	if (holder_name == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied to act as the holder of idempotency key \"%s\"",
+						key_str),
+				 errdetail("The role that claimed the key in scope \"%s\" is not recorded by name.",
+						   scope_str),
+				 errhint("Only the extension's owner or a superuser may release the key.")));
+	if (!idem_role_exists(holder_name))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied to act as the holder of idempotency key \"%s\"",
+						key_str),
+				 errdetail("Role \"%s\", which claimed the key in scope \"%s\", does not exist.",
+						   holder_name, scope_str),
+				 errhint("Only the extension's owner or a superuser may release the key.")));
 	ereport(ERROR,
 			(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 			 errmsg("permission denied to act as the holder of idempotency key \"%s\"",
-					text_to_cstring(key)),
-			 errdetail("Another role claimed the key in scope \"%s\"; only that role and its members may complete, fail, checkpoint or release it.",
-					   text_to_cstring(scope)),
-			 errhint("Call the holder functions as the role that claimed the key.")));
+					key_str),
+			 errdetail("Role \"%s\" claimed the key in scope \"%s\"; only that role and its members may complete, fail, checkpoint or release it.",
+					   holder_name, scope_str),
+			 errhint("Call the holder functions as role \"%s\"; the extension's owner or a superuser may also release the key.",
+					 holder_name)));
 }
 
 /*
@@ -1416,19 +1533,38 @@ refuse_holder(text *key, text *scope)
  * the key's live row is another role's, as the direct path does.
  */
 static void
-refuse_other_holder(KeyName *name, Oid caller, TimestampTz now)
+refuse_other_holder(KeyName *name, Oid caller, IdemHolders holders,
+					TimestampTz now)
 {
 	ScanKeyData skey[1];
 	IdemIndexScan scan;
 	bool		refused = false;
+	char	   *holder_name = NULL;
 
 	begin_key_scan(&scan, skey, name, AccessShareLock);
-	if (key_attnums[COL_HOLDER_ROLE] != InvalidAttrNumber)
+	if (key_attnums[COL_HOLDER_ROLE] != InvalidAttrNumber &&
+		(holders != IDEM_HOLDERS_BY_NAME ||
+		 key_attnums[COL_HOLDER_ROLE_NAME] != InvalidAttrNumber))
 		while (!refused && idem_index_scan_next(&scan))
-			refused = !may_act_as_holder(scan.slot, caller, now, name);
+			refused = !may_act_as_holder(scan.slot, caller, holders, now, name,
+										 &holder_name);
 	idem_index_scan_end(&scan);
 	if (refused)
-		refuse_holder(name->key, name->scope);
+		refuse_holder(name->key, name->scope, holders, holder_name);
+}
+
+/*
+ * The arguments of a holder statement that check the calling role, from
+ * "first" on: its OID (1.7), name and privilege (1.8).
+ */
+static void
+caller_args(Datum *values, int first, Oid caller, IdemHolders holders)
+{
+	values[first] = ObjectIdGetDatum(caller);
+	values[first + 1] = holders == IDEM_HOLDERS_BY_NAME ?
+		idem_role_name(caller) : (Datum) 0;
+	values[first + 2] = BoolGetDatum(holders == IDEM_HOLDERS_BY_NAME &&
+									 idem_role_privileged(caller));
 }
 
 /*
@@ -1449,8 +1585,9 @@ held_by_fence(TupleTableSlot *slot, void *arg)
 						 UUID_LEN) != 0)
 		return false;
 	if (OidIsValid(finish->caller) &&
-		!may_act_as_holder(slot, finish->caller, DatumGetTimestampTz(args[5]),
-						   finish->name))
+		!may_act_as_holder(slot, finish->caller, finish->holders,
+						   DatumGetTimestampTz(args[5]), finish->name,
+						   &finish->holder_name))
 	{
 		finish->refused = true;
 		return false;
@@ -1518,7 +1655,7 @@ finish_key_row(KeyName *name, KeyFinish *finish)
 	ScanKeyData skey[1];
 	IdemIndexScan scan;
 	AttrNumber	updated[lengthof(finished_columns)];
-	AttrNumber	read[5];
+	AttrNumber	read[6];
 	IdemStatementColumns columns;
 	IdemWriteResult result = IDEM_WRITE_BY_STATEMENT;
 	int			i;
@@ -1539,11 +1676,19 @@ finish_key_row(KeyName *name, KeyFinish *finish)
 	if (OidIsValid(finish->caller) &&
 		key_attnums[COL_HOLDER_ROLE] != InvalidAttrNumber)
 		read[columns.nread++] = key_attnums[COL_HOLDER_ROLE];
-	/* a table before 1.6 (1.7) lacks the answer's expiry (the holder): the statement says so */
+	if (finish->holders == IDEM_HOLDERS_BY_NAME &&
+		key_attnums[COL_HOLDER_ROLE_NAME] != InvalidAttrNumber)
+		read[columns.nread++] = key_attnums[COL_HOLDER_ROLE_NAME];
+	/*
+	 * a table before 1.6 (1.7, 1.8) lacks the answer's expiry (the holder,
+	 * its name): the statement says so
+	 */
 	if ((!finish->answer_expiry ||
 		 key_attnums[COL_RESPONSE_EXPIRES_AT] != InvalidAttrNumber) &&
 		(!OidIsValid(finish->caller) ||
-		 key_attnums[COL_HOLDER_ROLE] != InvalidAttrNumber))
+		 key_attnums[COL_HOLDER_ROLE] != InvalidAttrNumber) &&
+		(finish->holders != IDEM_HOLDERS_BY_NAME ||
+		 key_attnums[COL_HOLDER_ROLE_NAME] != InvalidAttrNumber))
 		result = idem_update_row(&scan, &columns, held_by_fence,
 								 finish_row, finish);
 	idem_index_scan_end(&scan);
@@ -1570,22 +1715,25 @@ lease_lost(text *key, text *scope, int64 fence)
  * Store the final or retryable outcome of a held key: a final answer is
  * replayed for "ttl" from now (NULL: the claim's), until "response_ttl"
  * from now (NULL: as long as the key; given by 1.6 only).  "caller" is the
- * calling role, whose right to act as the holder is checked (1.7), or
- * InvalidOid.  Runs as the extension owner.
+ * calling role, whose right to act as the holder is checked (1.7; by name
+ * when "holders" says so, 1.8), or InvalidOid.  Runs as the extension
+ * owner.
  */
 void
 idem_finish_key(text *key, text *scope, int64 fence, bool completed,
 				Datum body, bool body_isnull, int32 response_code,
 				bool retryable, Interval *ttl, Interval *response_ttl,
-				Oid caller)
+				Oid caller, IdemHolders holders)
 {
 	KeyName		name = {.scope = scope, .key = key};
 	Datum		values[FINISH_NARGS];
 	char		nulls[FINISH_NARGS] = {' ', ' ', ' ', ' ', body_isnull ? 'n' : ' ', ' ', ' ',
-	completed ? 'n' : ' ', ttl ? ' ' : 'n', ' ', response_ttl ? ' ' : 'n', ' '};
+	completed ? 'n' : ' ', ttl ? ' ' : 'n', ' ', response_ttl ? ' ' : 'n', ' ',
+	holders == IDEM_HOLDERS_BY_NAME ? ' ' : 'n', ' '};
 	KeyFinish	finish = {.args = values, .nulls = nulls, .completed = completed,
-		.answer_expiry = response_ttl != NULL, .caller = caller, .name = &name,
-	.refused = false};
+		.answer_expiry = response_ttl != NULL, .caller = caller,
+		.holders = OidIsValid(caller) ? holders : IDEM_HOLDERS_NONE,
+	.name = &name, .refused = false, .holder_name = NULL};
 	IdemWriteResult result;
 	bool		held;
 
@@ -1600,7 +1748,7 @@ idem_finish_key(text *key, text *scope, int64 fence, bool completed,
 	values[8] = ttl ? time_after(values[5], ttl) : (Datum) 0;
 	values[9] = key_hash_of(&name);
 	values[10] = response_ttl ? time_after(values[5], response_ttl) : (Datum) 0;
-	values[11] = ObjectIdGetDatum(caller);
+	caller_args(values, 11, caller, finish.holders);
 
 	(void) key_layout();		/* refuses a table it does not serve */
 	result = finish_key_row(&name, &finish);
@@ -1608,16 +1756,17 @@ idem_finish_key(text *key, text *scope, int64 fence, bool completed,
 	if (result == IDEM_WRITE_BY_STATEMENT)
 	{
 		SPI_connect();
-		held = idem_run(&finish_key[OidIsValid(caller)][response_ttl != NULL],
+		held = idem_run(&finish_key[finish.holders][response_ttl != NULL],
 						values, nulls, false, 0) == 1;
 		SPI_finish();
 		if (!held && OidIsValid(caller))
-			refuse_other_holder(&name, caller, DatumGetTimestampTz(values[5]));
+			refuse_other_holder(&name, caller, finish.holders,
+								DatumGetTimestampTz(values[5]));
 	}
 	if (!held)
 	{
 		if (finish.refused)
-			refuse_holder(key, scope);
+			refuse_holder(key, scope, finish.holders, finish.holder_name);
 		lease_lost(key, scope, fence);
 	}
 	idem_wake_waiters_at_commit(DatumGetUUIDP(values[9]));
@@ -1704,7 +1853,7 @@ arg_fence(FunctionCallInfo fcinfo, int argno)
  * takes a sixth argument, wait.
  */
 static Datum
-claim_call(FunctionCallInfo fcinfo, int flags, bool record_holder)
+claim_call(FunctionCallInfo fcinfo, int flags, IdemHolders holders)
 {
 	text	   *key = idem_arg_key(fcinfo, 0);
 	Jsonb	   *request = PG_ARGISNULL(1) ? NULL : PG_GETARG_JSONB_P(1);
@@ -1718,7 +1867,8 @@ claim_call(FunctionCallInfo fcinfo, int flags, bool record_holder)
 
 	idem_check_ttl_covers_lease(ttl, lease);
 	/* the role that claims, before the switch to the owner */
-	claim.holder = record_holder ? GetUserId() : InvalidOid;
+	claim.holder = holders != IDEM_HOLDERS_NONE ? GetUserId() : InvalidOid;
+	claim.holders = holders;
 	idem_become_owner(&owner);
 	idem_claim_key_waiting(key, scope, request, ttl, lease, flags, wait,
 						   &claim);
@@ -1730,20 +1880,29 @@ claim_call(FunctionCallInfo fcinfo, int flags, bool record_holder)
 Datum
 idempotency_claim(PG_FUNCTION_ARGS)
 {
-	return claim_call(fcinfo, 0, false);
+	return claim_call(fcinfo, 0, IDEM_HOLDERS_NONE);
 }
 
 Datum
 idempotency_claim_1_6(PG_FUNCTION_ARGS)
 {
-	return claim_call(fcinfo, IDEM_CLAIM_ANSWERS_EXPIRE, false);
+	return claim_call(fcinfo, IDEM_CLAIM_ANSWERS_EXPIRE, IDEM_HOLDERS_NONE);
 }
 
-/* 1.7: the claim records the role that claims as the key's holder_role */
+/*
+ * 1.7: the claim records the role that claims as the key's holder_role;
+ * 1.8: and its name, in holder_role_name
+ */
+Datum
+idempotency_claim_1_8(PG_FUNCTION_ARGS)
+{
+	return claim_call(fcinfo, IDEM_CLAIM_ANSWERS_EXPIRE, IDEM_HOLDERS_BY_NAME);
+}
+
 Datum
 idempotency_claim_1_7(PG_FUNCTION_ARGS)
 {
-	return claim_call(fcinfo, IDEM_CLAIM_ANSWERS_EXPIRE, true);
+	return claim_call(fcinfo, IDEM_CLAIM_ANSWERS_EXPIRE, IDEM_HOLDERS_BY_OID);
 }
 
 /*
@@ -1753,12 +1912,13 @@ idempotency_claim_1_7(PG_FUNCTION_ARGS)
  * ones lack it and end with ttl, the replay window of a final answer
  * (NULL: the claim's); the 1.0 ones lack both.  The older ones stay bound
  * to the old symbols until ALTER EXTENSION ... UPDATE.  The symbols of 1.7
- * ("check_holder") refuse a role other than the holder's.
+ * and 1.8 ("holders") refuse a role other than the holder's, by its OID
+ * and by its name.
  */
 static void
 finish_held_key(FunctionCallInfo fcinfo, int body_arg, int code_arg,
 				int scope_arg, bool completed, bool retryable,
-				bool check_holder)
+				IdemHolders holders)
 {
 	text	   *key = idem_arg_key(fcinfo, 0);
 	int64		fence = arg_fence(fcinfo, 1);
@@ -1772,42 +1932,50 @@ finish_held_key(FunctionCallInfo fcinfo, int body_arg, int code_arg,
 	Interval   *response_ttl = idem_arg_answer_interval(fcinfo, scope_arg + 2,
 														"response_ttl", final,
 														idem_default_response_ttl);
-	Oid			caller = check_holder ? GetUserId() : InvalidOid;
+	Oid			caller = holders != IDEM_HOLDERS_NONE ? GetUserId() : InvalidOid;
 	IdemOwnerRights owner;
 
 	PreventCommandIfReadOnly(completed ? "idempotency.complete()" : "idempotency.fail()");
 	idem_become_owner(&owner);
 	idem_finish_key(key, scope, fence, completed, JsonbPGetDatum(body),
-					body == NULL, code, retryable, ttl, response_ttl, caller);
+					body == NULL, code, retryable, ttl, response_ttl, caller,
+					holders);
 	idem_restore_user(&owner);
 }
 
 /*
  * complete(key, fence, response_body, response_code, scope, ttl,
- * response_ttl) RETURNS void; idempotency_complete_1_7 checks the holder's
- * role, idempotency_complete_1_6 does not; idempotency_complete_1_1 is the
+ * response_ttl) RETURNS void; idempotency_complete_1_8 checks the holder's
+ * role by its name, idempotency_complete_1_7 by its OID,
+ * idempotency_complete_1_6 not at all; idempotency_complete_1_1 is the
  * 1.1 symbol, without response_ttl, and idempotency_complete the 1.0 one,
  * without ttl either: finish_held_key() tells them apart by their
  * arguments.
  */
 static Datum
-complete_call(FunctionCallInfo fcinfo, bool check_holder)
+complete_call(FunctionCallInfo fcinfo, IdemHolders holders)
 {
 	idem_require_arg(fcinfo, 2, "response_body");
-	finish_held_key(fcinfo, 2, 3, 4, true, false, check_holder);
+	finish_held_key(fcinfo, 2, 3, 4, true, false, holders);
 	PG_RETURN_VOID();
+}
+
+Datum
+idempotency_complete_1_8(PG_FUNCTION_ARGS)
+{
+	return complete_call(fcinfo, IDEM_HOLDERS_BY_NAME);
 }
 
 Datum
 idempotency_complete_1_7(PG_FUNCTION_ARGS)
 {
-	return complete_call(fcinfo, true);
+	return complete_call(fcinfo, IDEM_HOLDERS_BY_OID);
 }
 
 Datum
 idempotency_complete_1_6(PG_FUNCTION_ARGS)
 {
-	return complete_call(fcinfo, false);
+	return complete_call(fcinfo, IDEM_HOLDERS_NONE);
 }
 
 Datum
@@ -1825,27 +1993,33 @@ idempotency_complete(PG_FUNCTION_ARGS)
 /*
  * fail(key, fence, error, response_code, retryable, scope, ttl,
  * response_ttl) RETURNS void; idempotency_fail_1_1 and idempotency_fail
- * are the symbols of 1.1 and 1.0, as for complete(); the symbol of 1.7
- * checks the holder's role.
+ * are the symbols of 1.1 and 1.0, as for complete(); the symbols of 1.7
+ * and 1.8 check the holder's role, by its OID and by its name.
  */
 static Datum
-fail_call(FunctionCallInfo fcinfo, bool check_holder)
+fail_call(FunctionCallInfo fcinfo, IdemHolders holders)
 {
 	idem_require_arg(fcinfo, 4, "retryable");
-	finish_held_key(fcinfo, 2, 3, 5, false, PG_GETARG_BOOL(4), check_holder);
+	finish_held_key(fcinfo, 2, 3, 5, false, PG_GETARG_BOOL(4), holders);
 	PG_RETURN_VOID();
+}
+
+Datum
+idempotency_fail_1_8(PG_FUNCTION_ARGS)
+{
+	return fail_call(fcinfo, IDEM_HOLDERS_BY_NAME);
 }
 
 Datum
 idempotency_fail_1_7(PG_FUNCTION_ARGS)
 {
-	return fail_call(fcinfo, true);
+	return fail_call(fcinfo, IDEM_HOLDERS_BY_OID);
 }
 
 Datum
 idempotency_fail_1_6(PG_FUNCTION_ARGS)
 {
-	return fail_call(fcinfo, false);
+	return fail_call(fcinfo, IDEM_HOLDERS_NONE);
 }
 
 Datum
@@ -1862,10 +2036,11 @@ idempotency_fail(PG_FUNCTION_ARGS)
 
 /*
  * checkpoint(key, fence, recovery_point, lease, scope) RETURNS void; the
- * symbol of 1.7 ("check_holder") refuses a role other than the holder's.
+ * symbols of 1.7 and 1.8 ("holders") refuse a role other than the
+ * holder's, by its OID and by its name.
  */
 static Datum
-checkpoint_call(FunctionCallInfo fcinfo, bool check_holder)
+checkpoint_call(FunctionCallInfo fcinfo, IdemHolders holders)
 {
 	text	   *key = idem_arg_key(fcinfo, 0);
 	int64		fence = arg_fence(fcinfo, 1);
@@ -1875,9 +2050,10 @@ checkpoint_call(FunctionCallInfo fcinfo, bool check_holder)
 										  &idem_lease_timeout);
 	text	   *scope = idem_arg_scope(fcinfo, 4);
 	KeyName		name = {.scope = scope, .key = key};
-	Oid			caller = check_holder ? GetUserId() : InvalidOid;
-	Datum		values[8];
-	char		nulls[8] = {' ', ' ', ' ', recovery_point ? ' ' : 'n', ' ', ' ', ' ', ' '};
+	Oid			caller = holders != IDEM_HOLDERS_NONE ? GetUserId() : InvalidOid;
+	Datum		values[10];
+	char		nulls[10] = {' ', ' ', ' ', recovery_point ? ' ' : 'n', ' ', ' ', ' ', ' ',
+	holders == IDEM_HOLDERS_BY_NAME ? ' ' : 'n', ' '};
 
 	values[0] = PointerGetDatum(scope);
 	values[1] = PointerGetDatum(key);
@@ -1886,60 +2062,71 @@ checkpoint_call(FunctionCallInfo fcinfo, bool check_holder)
 	values[4] = TimestampTzGetDatum(GetCurrentTimestamp());
 	values[5] = IntervalPGetDatum(lease);
 	values[6] = key_hash_of(&name);
-	values[7] = ObjectIdGetDatum(caller);
+	caller_args(values, 7, caller, holders);
 
 	PreventCommandIfReadOnly("idempotency.checkpoint()");
 	(void) key_layout();
-	if (idem_run_as_owner(&checkpoint_key[check_holder], values, nulls, false,
+	if (idem_run_as_owner(&checkpoint_key[holders], values, nulls, false,
 						  NULL, NULL) != 1)
 	{
-		if (check_holder)
-			refuse_other_holder(&name, caller, DatumGetTimestampTz(values[4]));
+		if (holders != IDEM_HOLDERS_NONE)
+			refuse_other_holder(&name, caller, holders,
+								DatumGetTimestampTz(values[4]));
 		lease_lost(key, scope, fence);
 	}
 	PG_RETURN_VOID();
 }
 
 Datum
+idempotency_checkpoint_1_8(PG_FUNCTION_ARGS)
+{
+	return checkpoint_call(fcinfo, IDEM_HOLDERS_BY_NAME);
+}
+
+Datum
 idempotency_checkpoint_1_7(PG_FUNCTION_ARGS)
 {
-	return checkpoint_call(fcinfo, true);
+	return checkpoint_call(fcinfo, IDEM_HOLDERS_BY_OID);
 }
 
 Datum
 idempotency_checkpoint(PG_FUNCTION_ARGS)
 {
-	return checkpoint_call(fcinfo, false);
+	return checkpoint_call(fcinfo, IDEM_HOLDERS_NONE);
 }
 
 /*
- * release(key, fence, scope) RETURNS void; the symbol of 1.7
- * ("check_holder") refuses a role other than the holder's.
+ * release(key, fence, scope) RETURNS void; the symbols of 1.7 and 1.8
+ * ("holders") refuse a role other than the holder's, by its OID and by
+ * its name.
  */
 static Datum
-release_call(FunctionCallInfo fcinfo, bool check_holder)
+release_call(FunctionCallInfo fcinfo, IdemHolders holders)
 {
 	text	   *key = idem_arg_key(fcinfo, 0);
 	int64		fence = arg_fence(fcinfo, 1);
 	text	   *scope = idem_arg_scope(fcinfo, 2);
 	KeyName		name = {.scope = scope, .key = key};
-	Oid			caller = check_holder ? GetUserId() : InvalidOid;
-	Datum		values[6];
+	Oid			caller = holders != IDEM_HOLDERS_NONE ? GetUserId() : InvalidOid;
+	Datum		values[8];
+	char		nulls[8] = {' ', ' ', ' ', ' ', ' ', ' ',
+	holders == IDEM_HOLDERS_BY_NAME ? ' ' : 'n', ' '};
 
 	values[0] = PointerGetDatum(scope);
 	values[1] = PointerGetDatum(key);
 	values[2] = Int64GetDatum(fence);
 	values[3] = TimestampTzGetDatum(GetCurrentTimestamp());
 	values[4] = key_hash_of(&name);
-	values[5] = ObjectIdGetDatum(caller);
+	caller_args(values, 5, caller, holders);
 
 	PreventCommandIfReadOnly("idempotency.release()");
 	(void) key_layout();
-	if (idem_run_as_owner(&release_key[check_holder], values, NULL, false,
+	if (idem_run_as_owner(&release_key[holders], values, nulls, false,
 						  NULL, NULL) != 1)
 	{
-		if (check_holder)
-			refuse_other_holder(&name, caller, DatumGetTimestampTz(values[3]));
+		if (holders != IDEM_HOLDERS_NONE)
+			refuse_other_holder(&name, caller, holders,
+								DatumGetTimestampTz(values[3]));
 		lease_lost(key, scope, fence);
 	}
 	idem_wake_waiters_at_commit(DatumGetUUIDP(values[4]));
@@ -1947,15 +2134,21 @@ release_call(FunctionCallInfo fcinfo, bool check_holder)
 }
 
 Datum
+idempotency_release_1_8(PG_FUNCTION_ARGS)
+{
+	return release_call(fcinfo, IDEM_HOLDERS_BY_NAME);
+}
+
+Datum
 idempotency_release_1_7(PG_FUNCTION_ARGS)
 {
-	return release_call(fcinfo, true);
+	return release_call(fcinfo, IDEM_HOLDERS_BY_OID);
 }
 
 Datum
 idempotency_release(PG_FUNCTION_ARGS)
 {
-	return release_call(fcinfo, false);
+	return release_call(fcinfo, IDEM_HOLDERS_NONE);
 }
 
 /*

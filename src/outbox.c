@@ -71,7 +71,11 @@
  * event is never marked by another role; only when the UPDATE changed
  * fewer events than the call named does a second read look for one it
  * refused.  Events leased before 1.7 (lease_role NULL) take any role's
- * marks, as before.
+ * marks, as before.  From 1.8 claim_events records the role's name too
+ * (lease_role_name), and the marks check that name instead of the OID,
+ * which may name another role after a restore or on a logical subscriber;
+ * the owner of the extension's tables and superusers may mark any event
+ * (roles.c).
  *
  * Each call reads the clock once, when it starts its work, and leases,
  * retry times and publication times are that reading plus what is due.
@@ -263,6 +267,16 @@ static IdemQuery lease_events_1_7 = {
 	OIDOID}
 };
 
+/* 1.8: and its name */
+static IdemQuery lease_events_1_8 = {
+	.sql = LEASE_EVENTS(", takeovers = e.takeovers" PLUS
+						"(e.locked_until IS NOT NULL)::pg_catalog.int4,"
+						" lease_role = $5::pg_catalog.oid,"
+						" lease_role_name = pg_catalog.pg_get_userbyid($5)"),
+	.nargs = 5, .argtypes = {TIMESTAMPTZOID, INT8ARRAYOID, INTERVALOID, INT8OID,
+	OIDOID}
+};
+
 static IdemQuery lease_events_1_1 = {
 	.sql = LEASE_EVENTS(""),
 	.nargs = 4, .argtypes = {TIMESTAMPTZOID, INT8ARRAYOID, INTERVALOID, INT8OID}
@@ -312,6 +326,9 @@ static IdemQuery find_aggregates = {
 #define LEASE_ROLE_ALLOWS(n) " AND (e.lease_role IS NULL" \
 	" OR e.lease_role::pg_catalog.oid" EQ "$" #n \
 	" OR pg_catalog.pg_has_role($" #n ", e.lease_role::pg_catalog.oid, 'MEMBER'))"
+/* 1.8: and not leased by a role of another name, $n.. as for IDEM_BINDING_ALLOWS */
+#define LEASE_NAME_ALLOWS(n, name, priv) " AND " \
+	IDEM_BINDING_ALLOWS("e.lease_role", "e.lease_role_name", n, name, priv)
 #define MARKABLE_1_1 \
 	" WHERE e.id" EQ "ANY ($1) AND " PENDING("e") \
 	" AND ($3 IS NULL OR e.lease_token" EQ "$3)"
@@ -340,6 +357,12 @@ static IdemQuery publish_events = {
 static IdemQuery publish_events_1_7 = {
 	.sql = PUBLISH_EVENTS MARKABLE LEASE_ROLE_ALLOWS(4),
 	.nargs = 4, .argtypes = {INT8ARRAYOID, TIMESTAMPTZOID, INT8OID, OIDOID}
+};
+
+static IdemQuery publish_events_1_8 = {
+	.sql = PUBLISH_EVENTS MARKABLE LEASE_NAME_ALLOWS(4, 5, 6),
+	.nargs = 6, .argtypes = {INT8ARRAYOID, TIMESTAMPTZOID, INT8OID, OIDOID,
+	NAMEOID, BOOLOID}
 };
 
 static IdemQuery publish_events_1_1 = {
@@ -374,9 +397,17 @@ static IdemQuery fail_events_1_7 = {
 	INT4OID, FLOAT8OID, OIDOID}
 };
 
+static IdemQuery fail_events_1_8 = {
+	.sql = FAIL_EVENTS MARKABLE LEASE_NAME_ALLOWS(7, 8, 9),
+	.nargs = 9, .argtypes = {INT8ARRAYOID, TIMESTAMPTZOID, INT8OID, TEXTOID,
+	INT4OID, FLOAT8OID, OIDOID, NAMEOID, BOOLOID}
+};
+
 /*
  * $1 ids, $2 the calling role: a pending event among them that another
- * role leased (1.7), which the marks refuse.
+ * role leased (1.7), which the marks refuse; 1.8, $3 its name and $4
+ * whether it is privileged: one leased by a role of another name, and the
+ * name.
  */
 static IdemQuery other_role_event = {
 	.sql = "SELECT e.id FROM idempotency.outbox_events e"
@@ -386,6 +417,14 @@ static IdemQuery other_role_event = {
 	" AND NOT pg_catalog.pg_has_role($2, e.lease_role::pg_catalog.oid, 'MEMBER')"
 	" ORDER BY e.id LIMIT 1",
 	.nargs = 2, .argtypes = {INT8ARRAYOID, OIDOID}
+};
+
+static IdemQuery other_role_event_1_8 = {
+	.sql = "SELECT e.id, e.lease_role_name FROM idempotency.outbox_events e"
+	" WHERE e.id" EQ "ANY ($1) AND " PENDING("e")
+	" AND NOT " IDEM_BINDING_ALLOWS("e.lease_role", "e.lease_role_name", 2, 3, 4)
+	" ORDER BY e.id LIMIT 1",
+	.nargs = 4, .argtypes = {INT8ARRAYOID, OIDOID, NAMEOID, BOOLOID}
 };
 
 static IdemQuery fail_events_1_1 = {
@@ -401,14 +440,17 @@ PG_FUNCTION_INFO_V1(idempotency_emit_event);
 PG_FUNCTION_INFO_V1(idempotency_claim_events);
 PG_FUNCTION_INFO_V1(idempotency_claim_events_1_3);
 PG_FUNCTION_INFO_V1(idempotency_claim_events_1_7);
+PG_FUNCTION_INFO_V1(idempotency_claim_events_1_8);
 PG_FUNCTION_INFO_V1(idempotency_mark_published);
 PG_FUNCTION_INFO_V1(idempotency_mark_published_1_1);
 PG_FUNCTION_INFO_V1(idempotency_mark_published_1_3);
 PG_FUNCTION_INFO_V1(idempotency_mark_published_1_7);
+PG_FUNCTION_INFO_V1(idempotency_mark_published_1_8);
 PG_FUNCTION_INFO_V1(idempotency_mark_failed);
 PG_FUNCTION_INFO_V1(idempotency_mark_failed_1_1);
 PG_FUNCTION_INFO_V1(idempotency_mark_failed_1_3);
 PG_FUNCTION_INFO_V1(idempotency_mark_failed_1_7);
+PG_FUNCTION_INFO_V1(idempotency_mark_failed_1_8);
 PG_FUNCTION_INFO_V1(idempotency_outbox_quiet_commits);
 
 /*
@@ -1138,10 +1180,17 @@ claim_events(FunctionCallInfo fcinfo, IdemQuery *lease_query, bool retire)
 }
 
 /*
- * claim_events of 1.7, which records the lease's role and makes dead the
+ * claim_events of 1.8, which records the lease's role by name too, of 1.7,
+ * which records the lease's role and makes dead the
  * events whose takeovers and failures reach outbox_max_attempts, and of
  * 1.3, which counts takeovers.
  */
+Datum
+idempotency_claim_events_1_8(PG_FUNCTION_ARGS)
+{
+	return claim_events(fcinfo, &lease_events_1_8, true);
+}
+
 Datum
 idempotency_claim_events_1_7(PG_FUNCTION_ARGS)
 {
@@ -1225,30 +1274,59 @@ warn_taken_over(Datum ids, const char *call)
 }
 
 /*
- * After a mark of 1.7 by role "caller" changed "updated" events: when the
- * ids "ids" name more, refuse the call (42501) if one of them is a pending
- * event that another role leased; the error rolls back what the mark
- * changed.  The caller is connected to SPI and runs as the owner.
+ * After a mark of 1.7 or 1.8 ("holders") by role "caller" changed
+ * "updated" events: when the ids "ids" name more, refuse the call (42501)
+ * if one of them is a pending event that another role leased; the error
+ * rolls back what the mark changed.  The caller is connected to SPI and
+ * runs as the owner.
  */
 static void
-refuse_other_lease(Datum ids, uint64 updated, Oid caller)
+refuse_other_lease(Datum ids, uint64 updated, Oid caller, IdemHolders holders)
 {
 	ArrayType  *array = DatumGetArrayTypeP(ids);
-	Datum		values[2];
+	Datum		values[4];
 	bool		isnull;
+	int64		event;
+	Datum		lease_name;
+	char	   *name;
 
 	if (updated >= (uint64) ArrayGetNItems(ARR_NDIM(array), ARR_DIMS(array)))
 		return;
 	values[0] = ids;
 	values[1] = ObjectIdGetDatum(caller);
-	if (idem_run(&other_role_event, values, NULL, false, 0) == 0)
+	if (holders != IDEM_HOLDERS_BY_NAME)
+	{
+		if (idem_run(&other_role_event, values, NULL, false, 0) == 0)
+			return;
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied to mark outbox event " INT64_FORMAT,
+						DatumGetInt64(idem_get_column(1, &isnull))),
+				 errdetail("Another role leased the event (claim_events); only that role and its members may mark it."),
+				 errhint("Mark events as the role that claimed them.")));
+	}
+	values[2] = idem_role_name(caller);
+	values[3] = BoolGetDatum(idem_role_privileged(caller));
+	if (idem_run(&other_role_event_1_8, values, NULL, false, 0) == 0)
 		return;
+	event = DatumGetInt64(idem_get_column(1, &isnull));
+	lease_name = idem_get_column(2, &isnull);
+	name = isnull ? NULL : pstrdup(NameStr(*DatumGetName(lease_name)));
+	if (name == NULL || !idem_role_exists(name))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied to mark outbox event " INT64_FORMAT, event),
+				 name == NULL ?
+				 errdetail("The role that leased the event (claim_events) is not recorded by name.") :
+				 errdetail("Role \"%s\", which leased the event (claim_events), does not exist.", name),
+				 errhint("Only the extension's owner or a superuser may mark the event; once its lease runs out, claim_events hands it out again.")));
 	ereport(ERROR,
 			(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-			 errmsg("permission denied to mark outbox event " INT64_FORMAT,
-					DatumGetInt64(idem_get_column(1, &isnull))),
-			 errdetail("Another role leased the event (claim_events); only that role and its members may mark it."),
-			 errhint("Mark events as the role that claimed them.")));
+			 errmsg("permission denied to mark outbox event " INT64_FORMAT, event),
+			 errdetail("Role \"%s\" leased the event (claim_events); only that role and its members may mark it.",
+					   name),
+			 errhint("Mark events as role \"%s\"; the extension's owner or a superuser may also mark them.",
+					 name)));
 }
 
 /*
@@ -1257,14 +1335,14 @@ refuse_other_lease(Datum ids, uint64 updated, Oid caller)
  * event whose lease another relay holds, or has held, is left alone and
  * not counted: with lease_token, every event not leased under it; without,
  * every event whose lease was taken over (see "Leases" above).  "query" is
- * the statement of the database's version; with "check_role" (1.7), an
+ * the statement of the database's version; with "holders" (1.7, 1.8), an
  * event that another role leased refuses the call (see "Lease roles").
  */
 static Datum
-mark_published(FunctionCallInfo fcinfo, IdemQuery *query, bool check_role)
+mark_published(FunctionCallInfo fcinfo, IdemQuery *query, IdemHolders holders)
 {
-	Datum		values[4];
-	char		nulls[4] = {' ', ' ', ' ', ' '};
+	Datum		values[6];
+	char		nulls[6] = {' ', ' ', ' ', ' ', ' ', ' '};
 	Oid			caller = GetUserId();
 	IdemOwnerRights owner;
 	uint64		updated;
@@ -1274,18 +1352,24 @@ mark_published(FunctionCallInfo fcinfo, IdemQuery *query, bool check_role)
 	values[1] = TimestampTzGetDatum(GetCurrentTimestamp());
 	lease_token_arg(fcinfo, 1, &values[2], &nulls[2]);
 	values[3] = ObjectIdGetDatum(caller);
-	if (!check_role)
+	if (holders == IDEM_HOLDERS_BY_NAME)
+	{
+		values[4] = idem_role_name(caller);
+		values[5] = BoolGetDatum(idem_role_privileged(caller));
+	}
+	if (holders == IDEM_HOLDERS_NONE)
 		updated = idem_run_as_owner(query, values, nulls, false, NULL, NULL);
 	else
 	{
 		idem_become_owner(&owner);
 		SPI_connect();
 		updated = idem_run(query, values, nulls, false, 0);
-		refuse_other_lease(values[0], updated, caller);
+		refuse_other_lease(values[0], updated, caller, holders);
 		SPI_finish();
 		idem_restore_user(&owner);
 	}
-	if ((query == &publish_events || query == &publish_events_1_7) &&
+	if ((query == &publish_events || query == &publish_events_1_7 ||
+		 query == &publish_events_1_8) &&
 		nulls[2] == 'n' && updated < (uint64) id_count(values[0]))
 		warn_taken_over(values[0], "idempotency.mark_published()");
 	PG_RETURN_INT32((int32) updated);
@@ -1296,15 +1380,21 @@ mark_published(FunctionCallInfo fcinfo, IdemQuery *query, bool check_role)
  * whose table of events has none: refused as claim_events of 1.0 is).
  */
 Datum
+idempotency_mark_published_1_8(PG_FUNCTION_ARGS)
+{
+	return mark_published(fcinfo, &publish_events_1_8, IDEM_HOLDERS_BY_NAME);
+}
+
+Datum
 idempotency_mark_published_1_7(PG_FUNCTION_ARGS)
 {
-	return mark_published(fcinfo, &publish_events_1_7, true);
+	return mark_published(fcinfo, &publish_events_1_7, IDEM_HOLDERS_BY_OID);
 }
 
 Datum
 idempotency_mark_published_1_3(PG_FUNCTION_ARGS)
 {
-	return mark_published(fcinfo, &publish_events, false);
+	return mark_published(fcinfo, &publish_events, IDEM_HOLDERS_NONE);
 }
 
 /*
@@ -1329,14 +1419,14 @@ Datum
 idempotency_mark_published_1_1(PG_FUNCTION_ARGS)
 {
 	require_token_before_1_3(fcinfo, 1, "idempotency.mark_published()");
-	return mark_published(fcinfo, &publish_events_1_1, false);
+	return mark_published(fcinfo, &publish_events_1_1, IDEM_HOLDERS_NONE);
 }
 
 Datum
 idempotency_mark_published(PG_FUNCTION_ARGS)
 {
 	idem_require_column("outbox_events", "lease_token");
-	return mark_published(fcinfo, &publish_events_1_1, false);
+	return mark_published(fcinfo, &publish_events_1_1, IDEM_HOLDERS_NONE);
 }
 
 /*
@@ -1353,13 +1443,13 @@ interval_seconds(const Interval *span)
  * mark_failed(ids bigint[], error text, lease_token bigint) RETURNS int:
  * puts pending events back after a backoff from the call's clock reading,
  * or makes them dead; returns how many it changed.  Leases (and, with
- * "check_role", their roles) are checked as by mark_published.
+ * "holders", their roles) are checked as by mark_published.
  */
 static Datum
-mark_failed(FunctionCallInfo fcinfo, IdemQuery *query, bool check_role)
+mark_failed(FunctionCallInfo fcinfo, IdemQuery *query, IdemHolders holders)
 {
-	Datum		values[7];
-	char		nulls[7] = {' ', ' ', ' ', ' ', ' ', ' ', ' '};
+	Datum		values[9];
+	char		nulls[9] = {' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' '};
 	Oid			caller = GetUserId();
 	Bitmapset  *buckets = NULL;
 	uint64		naggregates;
@@ -1376,6 +1466,11 @@ mark_failed(FunctionCallInfo fcinfo, IdemQuery *query, bool check_role)
 	values[4] = Int32GetDatum(idem_outbox_max_attempts);
 	values[5] = Float8GetDatum(interval_seconds(&idem_outbox_retry_backoff));
 	values[6] = ObjectIdGetDatum(caller);
+	if (holders == IDEM_HOLDERS_BY_NAME)
+	{
+		values[7] = idem_role_name(caller);
+		values[8] = BoolGetDatum(idem_role_privileged(caller));
+	}
 
 	idem_become_owner(&owner);
 	SPI_connect();
@@ -1390,11 +1485,12 @@ mark_failed(FunctionCallInfo fcinfo, IdemQuery *query, bool check_role)
 	lock_buckets_for_write(buckets);
 
 	updated = idem_run(query, values, nulls, false, 0);
-	if (check_role)
-		refuse_other_lease(values[0], (uint64) updated, caller);
+	if (holders != IDEM_HOLDERS_NONE)
+		refuse_other_lease(values[0], (uint64) updated, caller, holders);
 	SPI_finish();
 	idem_restore_user(&owner);
-	if ((query == &fail_events || query == &fail_events_1_7) &&
+	if ((query == &fail_events || query == &fail_events_1_7 ||
+		 query == &fail_events_1_8) &&
 		nulls[2] == 'n' && updated < id_count(values[0]))
 		warn_taken_over(values[0], "idempotency.mark_failed()");
 	PG_RETURN_INT32(updated);
@@ -1405,29 +1501,35 @@ mark_failed(FunctionCallInfo fcinfo, IdemQuery *query, bool check_role)
  * mark_published of 1.0 is).
  */
 Datum
+idempotency_mark_failed_1_8(PG_FUNCTION_ARGS)
+{
+	return mark_failed(fcinfo, &fail_events_1_8, IDEM_HOLDERS_BY_NAME);
+}
+
+Datum
 idempotency_mark_failed_1_7(PG_FUNCTION_ARGS)
 {
-	return mark_failed(fcinfo, &fail_events_1_7, true);
+	return mark_failed(fcinfo, &fail_events_1_7, IDEM_HOLDERS_BY_OID);
 }
 
 Datum
 idempotency_mark_failed_1_3(PG_FUNCTION_ARGS)
 {
-	return mark_failed(fcinfo, &fail_events, false);
+	return mark_failed(fcinfo, &fail_events, IDEM_HOLDERS_NONE);
 }
 
 Datum
 idempotency_mark_failed_1_1(PG_FUNCTION_ARGS)
 {
 	require_token_before_1_3(fcinfo, 2, "idempotency.mark_failed()");
-	return mark_failed(fcinfo, &fail_events_1_1, false);
+	return mark_failed(fcinfo, &fail_events_1_1, IDEM_HOLDERS_NONE);
 }
 
 Datum
 idempotency_mark_failed(PG_FUNCTION_ARGS)
 {
 	idem_require_column("outbox_events", "lease_token");
-	return mark_failed(fcinfo, &fail_events_1_1, false);
+	return mark_failed(fcinfo, &fail_events_1_1, IDEM_HOLDERS_NONE);
 }
 
 /*

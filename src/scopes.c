@@ -15,6 +15,11 @@
  * the views (stats, stalled_keys) and the portable edition's helper state
  * the same rule.
  *
+ * From 1.8 a row names its role by role_name, which alone is read (when
+ * the table has it): the OID in role may name another role after a
+ * restore or on a logical subscriber (roles.c), and a name that matches
+ * no role restricts no one.  A role renamed leaves its rows behind.
+ *
  * Every function that takes a scope checks it where it reads the
  * argument (idem_arg_scope()), as the calling role (GetUserId(), before
  * the function switches to the extension owner), before it touches any
@@ -116,6 +121,7 @@ read_rights(ScopeRights *rights, Oid userid)
 	TableScanDesc scan;
 	TupleTableSlot *slot;
 	AttrNumber	role_att,
+				role_name_att,
 				scope_att,
 				prefix_att;
 	int			room = 0;
@@ -130,6 +136,8 @@ read_rights(ScopeRights *rights, Oid userid)
 		return;
 
 	role_att = idem_column_attnum(scope_grants_relid, "role");
+	/* 1.8; absent before */
+	role_name_att = get_attnum(scope_grants_relid, "role_name");
 	scope_att = idem_column_attnum(scope_grants_relid, "scope");
 	prefix_att = idem_column_attnum(scope_grants_relid, "is_prefix");
 	rel = table_open(scope_grants_relid, AccessShareLock);
@@ -142,12 +150,22 @@ read_rights(ScopeRights *rights, Oid userid)
 		bool		role_null,
 					scope_null,
 					prefix_null;
-		Oid			role = DatumGetObjectId(slot_getattr(slot, role_att, &role_null));
+		Oid			role;
 		Datum		scope = slot_getattr(slot, scope_att, &scope_null);
 		Datum		prefix = slot_getattr(slot, prefix_att, &prefix_null);
 		text	   *scope_text;
 		ScopeEntry *entry;
 
+		if (role_name_att != InvalidAttrNumber)
+		{
+			Datum		role_name = slot_getattr(slot, role_name_att, &role_null);
+
+			role = role_null ? InvalidOid :
+				get_role_oid(NameStr(*DatumGetName(role_name)), true);
+			role_null = !OidIsValid(role);
+		}
+		else
+			role = DatumGetObjectId(slot_getattr(slot, role_att, &role_null));
 		if (role_null || scope_null || prefix_null ||
 			!has_privs_of_role(userid, role))
 			continue;

@@ -28,7 +28,7 @@
 -- the new key is written twice (claimed, then completed), where the C
 -- writes it once.
 
--- portable: idempotency_execute_1_7, idempotency_execute_1_6, idempotency_execute
+-- portable: idempotency_execute_1_8, idempotency_execute_1_7, idempotency_execute_1_6, idempotency_execute
 CREATE OR REPLACE FUNCTION idempotency.execute(
     key          text,
     request      jsonb,

@@ -50,6 +50,9 @@
 --   (portable_caller(): SET ROLE, or the session user), where the C takes
 --   the current user; a claim that takes a key over writes the row twice
 --   (the takeover, then holder_role), where the C writes it once.
+-- - 1.8 (portable_holders_by_name()): the holder's name too, in
+--   holder_role_name, which the holder calls check instead of the OID
+--   (portable_binding_allows(), src/roles.c's rule).
 
 -- portable helper: since 1.0
 
@@ -208,6 +211,15 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE
 AS 'SELECT false';
 COMMENT ON FUNCTION idempotency.portable_holders_recorded() IS 'portable edition: whether claims record the holder''s role (holder_role, 1.7 and later)';
 
+-- Whether claims record the holder's name too, and the holder calls and
+-- the marks check names (holder_role_name, lease_role_name, 1.8 and
+-- later): false here, true from the 1.8 script on.
+CREATE FUNCTION idempotency.portable_holders_by_name()
+RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS 'SELECT false';
+COMMENT ON FUNCTION idempotency.portable_holders_by_name() IS 'portable edition: whether role bindings are checked by name (1.8 and later)';
+
 -- portable helper: since 1.0, again in 1.7
 
 -- A text argument of min_chars..max_chars characters (idem_arg_name).  A
@@ -247,7 +259,7 @@ $$;
 REVOKE ALL ON FUNCTION idempotency.portable_arg_name(text, text, integer, integer) FROM PUBLIC;
 COMMENT ON FUNCTION idempotency.portable_arg_name(text, text, integer, integer) IS 'portable edition: a text argument of bounded length (a scope: one the session''s role may use)';
 
--- portable helper: since 1.0, again in 1.6, 1.7
+-- portable helper: since 1.0, again in 1.6, 1.7, 1.8
 
 -- (The helpers below read or write response_expires_at from 1.6 on, and
 -- holder_role from 1.7 on; 1.7 also creates a key without a lock: the 1.6
@@ -283,7 +295,28 @@ DECLARE
     checks_before bigint;
     inserted_at timestamptz;
 BEGIN
-    IF idempotency.portable_holders_recorded() THEN
+    IF idempotency.portable_holders_by_name() THEN
+        -- 1.8: and its name
+        WITH clock AS MATERIALIZED (
+            SELECT pg_catalog.clock_timestamp() AS reading,
+                   pg_catalog.pg_stat_get_xact_numscans('idempotency.idempotency_keys_pkey'::pg_catalog.regclass) AS checks)
+        INSERT INTO idempotency.idempotency_keys
+               (key_hash, scope, idempotency_key, request_hash, status, fence, attempts,
+                recovery_point, locked_until, created_at, updated_at, expires_at, holder_role,
+                holder_role_name)
+        SELECT p_hash, p_scope, p_key, p_request_hash, 'processing'::idempotency.key_status,
+               pg_catalog.nextval('idempotency.fence_seq'::pg_catalog.regclass), 1,
+               'started', now OPERATOR(pg_catalog.+) lease, now, now,
+               now OPERATOR(pg_catalog.+) ttl, idempotency.portable_caller(),
+               idempotency.portable_caller_name()
+          FROM clock
+        ON CONFLICT (key_hash) DO NOTHING
+        RETURNING status, fence, attempts, recovery_point,
+                  (SELECT c.reading FROM clock c), (SELECT c.checks FROM clock c),
+                  pg_catalog.clock_timestamp()
+             INTO new_status, new_fence, new_attempts, new_recovery_point,
+                  started_at, checks_before, inserted_at;
+    ELSIF idempotency.portable_holders_recorded() THEN
         -- 1.7: the role that claims is the key's holder
         WITH clock AS MATERIALIZED (
             SELECT pg_catalog.clock_timestamp() AS reading,
@@ -505,7 +538,13 @@ BEGIN
                         OR (k.status OPERATOR(pg_catalog.=) 'failed' AND k.retryable))))
         RETURNING k.* INTO found_row;
         IF FOUND THEN
-            IF idempotency.portable_holders_recorded() THEN
+            IF idempotency.portable_holders_by_name() THEN
+                -- 1.8: and its name
+                UPDATE idempotency.idempotency_keys k
+                   SET response_expires_at = NULL, holder_role = idempotency.portable_caller(),
+                       holder_role_name = idempotency.portable_caller_name()
+                 WHERE k.key_hash OPERATOR(pg_catalog.=) hash;
+            ELSIF idempotency.portable_holders_recorded() THEN
                 -- 1.7: the new holder's role, and no response_expires_at
                 UPDATE idempotency.idempotency_keys k
                    SET response_expires_at = NULL, holder_role = idempotency.portable_caller()
@@ -599,7 +638,8 @@ BEGIN
     now := pg_catalog.clock_timestamp();
     IF idempotency.portable_holders_recorded() THEN
         -- 1.7: only the holder's role, or a member of it, acts as the
-        -- holder: another role's key is refused whatever the fence
+        -- holder: another role's key is refused whatever the fence (1.8:
+        -- the role its name names, portable_holder_allows())
         caller := idempotency.portable_caller();
         IF response_ttl IS NULL THEN
             UPDATE idempotency.idempotency_keys k SET
@@ -613,9 +653,7 @@ BEGIN
                AND k.scope OPERATOR(pg_catalog.=) p_scope AND k.idempotency_key OPERATOR(pg_catalog.=) p_key
                AND k.fence OPERATOR(pg_catalog.=) p_fence AND k.status OPERATOR(pg_catalog.=) 'processing'
                AND k.expires_at OPERATOR(pg_catalog.>) now
-               AND (k.holder_role IS NULL
-                    OR k.holder_role::pg_catalog.oid OPERATOR(pg_catalog.=) caller::pg_catalog.oid
-                    OR pg_catalog.pg_has_role(caller::pg_catalog.oid, k.holder_role::pg_catalog.oid, 'MEMBER'));
+               AND idempotency.portable_holder_allows(k, caller);
         ELSE
             UPDATE idempotency.idempotency_keys k SET
                    status = CASE WHEN completed THEN 'completed'::idempotency.key_status
@@ -631,9 +669,7 @@ BEGIN
                AND k.scope OPERATOR(pg_catalog.=) p_scope AND k.idempotency_key OPERATOR(pg_catalog.=) p_key
                AND k.fence OPERATOR(pg_catalog.=) p_fence AND k.status OPERATOR(pg_catalog.=) 'processing'
                AND k.expires_at OPERATOR(pg_catalog.>) now
-               AND (k.holder_role IS NULL
-                    OR k.holder_role::pg_catalog.oid OPERATOR(pg_catalog.=) caller::pg_catalog.oid
-                    OR pg_catalog.pg_has_role(caller::pg_catalog.oid, k.holder_role::pg_catalog.oid, 'MEMBER'));
+               AND idempotency.portable_holder_allows(k, caller);
         END IF;
         IF NOT FOUND THEN
             PERFORM idempotency.portable_refuse_other_holder(p_scope, p_key, caller, now);
@@ -710,7 +746,63 @@ BEGIN
 END
 $portable$;
 
--- portable helper: since 1.7
+-- portable helper: since 1.8
+
+-- 1.8: role bindings are checked by name.
+CREATE OR REPLACE FUNCTION idempotency.portable_holders_by_name()
+RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS 'SELECT true';
+REVOKE ALL ON FUNCTION idempotency.portable_holders_by_name() FROM PUBLIC;
+COMMENT ON FUNCTION idempotency.portable_holders_by_name() IS 'portable edition: whether role bindings are checked by name (1.8 and later)';
+
+-- The name of the session's role (portable_caller()), which a claim and
+-- claim_events record from 1.8 on.
+CREATE FUNCTION idempotency.portable_caller_name()
+RETURNS name
+LANGUAGE sql STABLE PARALLEL SAFE
+AS $$
+SELECT COALESCE(NULLIF(pg_catalog.current_setting('role'), 'none'), SESSION_USER)::pg_catalog.name
+$$;
+REVOKE ALL ON FUNCTION idempotency.portable_caller_name() FROM PUBLIC;
+COMMENT ON FUNCTION idempotency.portable_caller_name() IS 'portable edition: the name of the session''s role, which claims record from 1.8 on';
+
+-- Whether "caller" may act on every binding (idem_role_privileged): a
+-- superuser, or a member of the owner of the extension's tables.
+CREATE FUNCTION idempotency.portable_role_privileged(caller regrole)
+RETURNS boolean
+LANGUAGE sql STABLE PARALLEL SAFE
+AS $$
+SELECT COALESCE((SELECT r.rolsuper FROM pg_catalog.pg_roles r
+                  WHERE r.oid OPERATOR(pg_catalog.=) caller::pg_catalog.oid), false)
+    OR pg_catalog.pg_has_role(caller::pg_catalog.oid,
+                              (SELECT c.relowner FROM pg_catalog.pg_class c
+                                WHERE c.oid OPERATOR(pg_catalog.=) 'idempotency.idempotency_keys'::pg_catalog.regclass),
+                              'MEMBER')
+$$;
+REVOKE ALL ON FUNCTION idempotency.portable_role_privileged(regrole) FROM PUBLIC;
+COMMENT ON FUNCTION idempotency.portable_role_privileged(regrole) IS 'portable edition: whether a role may act on every holder binding and lease (a superuser, the owner)';
+
+-- Whether "caller" may act on a row whose binding records the OID
+-- "bound_oid" and the name "bound_name" (idem_binding_allows, the rule of
+-- src/roles.c): neither recorded (before 1.7), the named role or a member
+-- of it, or a privileged role; an OID without a name, or a name of no
+-- role here, allows the privileged roles only.
+CREATE FUNCTION idempotency.portable_binding_allows(bound_oid regrole, bound_name name,
+                                                    caller regrole)
+RETURNS boolean
+LANGUAGE sql STABLE PARALLEL SAFE
+AS $$
+SELECT (bound_oid IS NULL AND bound_name IS NULL)
+    OR EXISTS (SELECT FROM pg_catalog.pg_roles r
+                WHERE r.rolname OPERATOR(pg_catalog.=) bound_name
+                  AND pg_catalog.pg_has_role(caller::pg_catalog.oid, r.oid, 'MEMBER'))
+    OR idempotency.portable_role_privileged(caller)
+$$;
+REVOKE ALL ON FUNCTION idempotency.portable_binding_allows(regrole, name, regrole) FROM PUBLIC;
+COMMENT ON FUNCTION idempotency.portable_binding_allows(regrole, name, regrole) IS 'portable edition: whether a role may act on a holder binding or lease recorded by name';
+
+-- portable helper: since 1.7, again in 1.8
 
 -- 1.7: claims record the holder's role, and the holder calls check it.
 CREATE OR REPLACE FUNCTION idempotency.portable_holders_recorded()
@@ -733,35 +825,81 @@ $$;
 REVOKE ALL ON FUNCTION idempotency.portable_caller() FROM PUBLIC;
 COMMENT ON FUNCTION idempotency.portable_caller() IS 'portable edition: the role of the session, which a claim records as the holder';
 
+-- Whether the session's role "caller" may act as the holder of the key's
+-- row "k" (MAY_ACT_AS_HOLDER): 1.7 by its holder_role, 1.8 by the role
+-- its holder_role_name names (portable_binding_allows()).
+CREATE FUNCTION idempotency.portable_holder_allows(k idempotency.idempotency_keys, caller regrole)
+RETURNS boolean
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+AS $$
+BEGIN
+    IF idempotency.portable_holders_by_name() THEN
+        RETURN idempotency.portable_binding_allows(k.holder_role, k.holder_role_name, caller);
+    END IF;
+    RETURN k.holder_role IS NULL
+        OR k.holder_role::pg_catalog.oid OPERATOR(pg_catalog.=) caller::pg_catalog.oid
+        OR pg_catalog.pg_has_role(caller::pg_catalog.oid, k.holder_role::pg_catalog.oid, 'MEMBER');
+END
+$$;
+REVOKE ALL ON FUNCTION idempotency.portable_holder_allows(idempotency.idempotency_keys, regrole) FROM PUBLIC;
+COMMENT ON FUNCTION idempotency.portable_holder_allows(idempotency.idempotency_keys, regrole) IS 'portable edition: whether the session''s role may act as the holder of a key';
+
 -- After a holder call of "caller" found no row held by its fence: refuse
--- it (42501) when the key's live row is another role's (refuse_other_holder).
+-- it (42501) when the key's live row is another role's (refuse_other_holder;
+-- from 1.8 the message names the holder and who else may release the key).
 CREATE FUNCTION idempotency.portable_refuse_other_holder(p_scope text, p_key text,
                                                          caller regrole, now timestamptz)
 RETURNS void
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 AS $$
+DECLARE
+    found_row idempotency.idempotency_keys;
+    holder name;
 BEGIN
-    IF EXISTS (SELECT FROM idempotency.idempotency_keys k
-                WHERE k.key_hash OPERATOR(pg_catalog.=) idempotency.key_hash(p_scope, p_key)
-                  AND k.scope OPERATOR(pg_catalog.=) p_scope
-                  AND k.idempotency_key OPERATOR(pg_catalog.=) p_key
-                  AND k.expires_at OPERATOR(pg_catalog.>) now
-                  AND k.holder_role IS NOT NULL
-                  AND k.holder_role::pg_catalog.oid OPERATOR(pg_catalog.<>) caller::pg_catalog.oid
-                  AND NOT pg_catalog.pg_has_role(caller::pg_catalog.oid, k.holder_role::pg_catalog.oid,
-                                                 'MEMBER')) THEN
+    SELECT k.* INTO found_row
+      FROM idempotency.idempotency_keys k
+     WHERE k.key_hash OPERATOR(pg_catalog.=) idempotency.key_hash(p_scope, p_key)
+       AND k.scope OPERATOR(pg_catalog.=) p_scope
+       AND k.idempotency_key OPERATOR(pg_catalog.=) p_key
+       AND k.expires_at OPERATOR(pg_catalog.>) now
+       AND NOT idempotency.portable_holder_allows(k, caller);
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    IF NOT idempotency.portable_holders_by_name() THEN
         RAISE EXCEPTION 'permission denied to act as the holder of idempotency key "%"', p_key
             USING ERRCODE = 'insufficient_privilege',
                   DETAIL = pg_catalog.format('Another role claimed the key in scope "%s"; only that role and its members may complete, fail, checkpoint or release it.',
                                              p_scope),
                   HINT = 'Call the holder functions as the role that claimed the key.';
     END IF;
+    holder := found_row.holder_role_name;
+    IF holder IS NULL THEN
+        RAISE EXCEPTION 'permission denied to act as the holder of idempotency key "%"', p_key
+            USING ERRCODE = 'insufficient_privilege',
+                  DETAIL = pg_catalog.format('The role that claimed the key in scope "%s" is not recorded by name.',
+                                             p_scope),
+                  HINT = 'Only the extension''s owner or a superuser may release the key.';
+    END IF;
+    IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles r WHERE r.rolname OPERATOR(pg_catalog.=) holder) THEN
+        RAISE EXCEPTION 'permission denied to act as the holder of idempotency key "%"', p_key
+            USING ERRCODE = 'insufficient_privilege',
+                  DETAIL = pg_catalog.format('Role "%s", which claimed the key in scope "%s", does not exist.',
+                                             holder, p_scope),
+                  HINT = 'Only the extension''s owner or a superuser may release the key.';
+    END IF;
+    RAISE EXCEPTION 'permission denied to act as the holder of idempotency key "%"', p_key
+        USING ERRCODE = 'insufficient_privilege',
+              DETAIL = pg_catalog.format('Role "%s" claimed the key in scope "%s"; only that role and its members may complete, fail, checkpoint or release it.',
+                                         holder, p_scope),
+              HINT = pg_catalog.format('Call the holder functions as role "%s"; the extension''s owner or a superuser may also release the key.',
+                                       holder);
 END
 $$;
 REVOKE ALL ON FUNCTION idempotency.portable_refuse_other_holder(text, text, regrole, timestamptz) FROM PUBLIC;
 COMMENT ON FUNCTION idempotency.portable_refuse_other_holder(text, text, regrole, timestamptz) IS 'portable edition: refuse a holder call on another role''s key';
 
--- portable: idempotency_claim_1_7, idempotency_claim_1_6, idempotency_claim
+-- portable: idempotency_claim_1_8, idempotency_claim_1_7, idempotency_claim_1_6, idempotency_claim
 -- With wait, a claim answered in_progress claims again after a nap that
 -- doubles from 10 ms to 200 ms, until the answer changes, the holder's
 -- lease ends or wait runs out: the C edition sleeps until the holder's
@@ -866,7 +1004,7 @@ BEGIN
 END
 $$;
 
--- portable: idempotency_complete_1_7, idempotency_complete_1_6, idempotency_complete_1_1, idempotency_complete
+-- portable: idempotency_complete_1_8, idempotency_complete_1_7, idempotency_complete_1_6, idempotency_complete_1_1, idempotency_complete
 CREATE OR REPLACE FUNCTION idempotency.complete(
     key           text,
     fence         bigint,
@@ -889,7 +1027,7 @@ BEGIN
 END
 $$;
 
--- portable: idempotency_fail_1_7, idempotency_fail_1_6, idempotency_fail_1_1, idempotency_fail
+-- portable: idempotency_fail_1_8, idempotency_fail_1_7, idempotency_fail_1_6, idempotency_fail_1_1, idempotency_fail
 CREATE OR REPLACE FUNCTION idempotency.fail(
     key           text,
     fence         bigint,
@@ -913,7 +1051,7 @@ BEGIN
 END
 $$;
 
--- portable: idempotency_checkpoint_1_7, idempotency_checkpoint
+-- portable: idempotency_checkpoint_1_8, idempotency_checkpoint_1_7, idempotency_checkpoint
 CREATE OR REPLACE FUNCTION idempotency.checkpoint(
     key            text,
     fence          bigint,
@@ -959,9 +1097,7 @@ BEGIN
            AND k.fence OPERATOR(pg_catalog.=) p_fence
            AND k.status OPERATOR(pg_catalog.=) 'processing'
            AND k.expires_at OPERATOR(pg_catalog.>) now
-           AND (k.holder_role IS NULL
-                OR k.holder_role::pg_catalog.oid OPERATOR(pg_catalog.=) caller::pg_catalog.oid
-                OR pg_catalog.pg_has_role(caller::pg_catalog.oid, k.holder_role::pg_catalog.oid, 'MEMBER'));
+           AND idempotency.portable_holder_allows(k, caller);
         IF NOT FOUND THEN
             PERFORM idempotency.portable_refuse_other_holder(p_scope, p_key, caller, now);
             PERFORM idempotency.portable_lease_lost(p_key, p_scope, p_fence);
@@ -984,7 +1120,7 @@ BEGIN
 END
 $$;
 
--- portable: idempotency_release_1_7, idempotency_release
+-- portable: idempotency_release_1_8, idempotency_release_1_7, idempotency_release
 CREATE OR REPLACE FUNCTION idempotency.release(
     key   text,
     fence bigint,
@@ -1018,9 +1154,7 @@ BEGIN
            AND k.fence OPERATOR(pg_catalog.=) p_fence
            AND k.status OPERATOR(pg_catalog.=) 'processing'
            AND k.expires_at OPERATOR(pg_catalog.>) now
-           AND (k.holder_role IS NULL
-                OR k.holder_role::pg_catalog.oid OPERATOR(pg_catalog.=) caller::pg_catalog.oid
-                OR pg_catalog.pg_has_role(caller::pg_catalog.oid, k.holder_role::pg_catalog.oid, 'MEMBER'));
+           AND idempotency.portable_holder_allows(k, caller);
         IF NOT FOUND THEN
             PERFORM idempotency.portable_refuse_other_holder(p_scope, p_key, caller, now);
             PERFORM idempotency.portable_lease_lost(p_key, p_scope, p_fence);

@@ -30,7 +30,8 @@
 -- - emit_event calls pg_logical_emit_message(), which the function's owner
 --   needs EXECUTE on;
 -- - 1.7: the role recorded as an event's lease_role, and checked by the
---   marks, is the session's (portable_caller(), sql/portable/keys.sql).
+--   marks, is the session's (portable_caller(), sql/portable/keys.sql);
+--   1.8 records its name too (lease_role_name), the one the marks check.
 
 -- portable helper: since 1.0
 
@@ -163,9 +164,10 @@ BEGIN
 END
 $$;
 
--- portable helper: since 1.0, again in 1.7
+-- portable helper: since 1.0, again in 1.7, 1.8
 
--- (Replaced by the 1.7 script, which checks the role of the lease.)
+-- (Replaced by the 1.7 script, which checks the role of the lease, and by
+-- the 1.8 script, which checks it by name: portable_lease_allows().)
 -- mark_published (failed false) and mark_failed (failed true).
 -- since_1_3: a mark without a token changes only events never taken over;
 -- before, it was not checked.
@@ -209,9 +211,7 @@ BEGIN
                AND e.published_at IS NULL AND e.dead_at IS NULL
                AND (p_token IS NULL AND e.takeovers OPERATOR(pg_catalog.=) 0
                     OR e.lease_token OPERATOR(pg_catalog.=) p_token)
-               AND (e.lease_role IS NULL
-                    OR e.lease_role::pg_catalog.oid OPERATOR(pg_catalog.=) caller::pg_catalog.oid
-                    OR pg_catalog.pg_has_role(caller::pg_catalog.oid, e.lease_role::pg_catalog.oid, 'MEMBER'));
+               AND idempotency.portable_lease_allows(e, caller);
             GET DIAGNOSTICS updated = ROW_COUNT;
             PERFORM idempotency.portable_refuse_other_lease(p_ids, caller, updated);
             RETURN updated;
@@ -265,9 +265,7 @@ BEGIN
            AND e.published_at IS NULL AND e.dead_at IS NULL
            AND (p_token IS NULL AND e.takeovers OPERATOR(pg_catalog.=) 0
                 OR e.lease_token OPERATOR(pg_catalog.=) p_token)
-           AND (e.lease_role IS NULL
-                OR e.lease_role::pg_catalog.oid OPERATOR(pg_catalog.=) caller::pg_catalog.oid
-                OR pg_catalog.pg_has_role(caller::pg_catalog.oid, e.lease_role::pg_catalog.oid, 'MEMBER'));
+           AND idempotency.portable_lease_allows(e, caller);
         GET DIAGNOSTICS updated = ROW_COUNT;
         PERFORM idempotency.portable_refuse_other_lease(p_ids, caller, updated);
         RETURN updated;
@@ -295,7 +293,7 @@ END
 $$;
 REVOKE ALL ON FUNCTION idempotency.portable_mark_events(bigint[], text, bigint, boolean, boolean) FROM PUBLIC;
 
--- portable helper: since 1.1, again in 1.7
+-- portable helper: since 1.1, again in 1.7, 1.8
 
 -- (Since 1.1: its result type, the table's row type, must exist first.
 -- The portable functions serve the tables of 1.3 only.)
@@ -428,7 +426,23 @@ BEGIN
 
     -- 3. the lease, under a new token, re-checking each row
     token := pg_catalog.nextval('idempotency.outbox_lease_seq'::pg_catalog.regclass);
-    IF takeovers AND idempotency.portable_holders_recorded() THEN
+    IF takeovers AND idempotency.portable_holders_by_name() THEN
+        -- 1.8: and its name, which the marks check
+        holder := idempotency.portable_caller();
+        RETURN QUERY
+        WITH claimed AS (
+            UPDATE idempotency.outbox_events e
+               SET locked_until = now OPERATOR(pg_catalog.+) p_lease, lease_token = token,
+                   takeovers = e.takeovers OPERATOR(pg_catalog.+)
+                               (e.locked_until IS NOT NULL)::pg_catalog.int4,
+                   lease_role = holder, lease_role_name = idempotency.portable_caller_name()
+             WHERE e.id OPERATOR(pg_catalog.=) ANY (chosen)
+               AND e.published_at IS NULL AND e.dead_at IS NULL
+               AND (e.locked_until IS NULL OR e.locked_until OPERATOR(pg_catalog.<=) now)
+               AND (e.next_attempt_at IS NULL OR e.next_attempt_at OPERATOR(pg_catalog.<=) now)
+            RETURNING e.*)
+        SELECT * FROM claimed ORDER BY claimed.id;
+    ELSIF takeovers AND idempotency.portable_holders_recorded() THEN
         -- 1.7: the lease's role, which alone may mark the events
         holder := idempotency.portable_caller();
         RETURN QUERY
@@ -476,7 +490,26 @@ $$;
 -- owner may run it, as every helper
 REVOKE ALL ON FUNCTION idempotency.portable_claim_events(integer, interval, boolean) FROM PUBLIC;
 
--- portable helper: since 1.7
+-- portable helper: since 1.7, again in 1.8
+
+-- Whether the session's role "caller" may mark the event "e"
+-- (LEASE_ROLE_ALLOWS): 1.7 by its lease_role, 1.8 by the role its
+-- lease_role_name names (portable_binding_allows(), sql/portable/keys.sql).
+CREATE FUNCTION idempotency.portable_lease_allows(e idempotency.outbox_events, caller regrole)
+RETURNS boolean
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+AS $$
+BEGIN
+    IF idempotency.portable_holders_by_name() THEN
+        RETURN idempotency.portable_binding_allows(e.lease_role, e.lease_role_name, caller);
+    END IF;
+    RETURN e.lease_role IS NULL
+        OR e.lease_role::pg_catalog.oid OPERATOR(pg_catalog.=) caller::pg_catalog.oid
+        OR pg_catalog.pg_has_role(caller::pg_catalog.oid, e.lease_role::pg_catalog.oid, 'MEMBER');
+END
+$$;
+REVOKE ALL ON FUNCTION idempotency.portable_lease_allows(idempotency.outbox_events, regrole) FROM PUBLIC;
+COMMENT ON FUNCTION idempotency.portable_lease_allows(idempotency.outbox_events, regrole) IS 'portable edition: whether the session''s role may mark an event';
 
 -- After a mark of 1.7 by "caller" changed "updated" events: when the ids
 -- name more, refuse the call (42501) if one of them is a pending event
@@ -488,25 +521,42 @@ RETURNS void
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 AS $$
 DECLARE
-    refused bigint;
+    refused idempotency.outbox_events;
+    holder name;
 BEGIN
     IF updated OPERATOR(pg_catalog.>=) COALESCE(pg_catalog.cardinality(p_ids), 0) THEN
         RETURN;
     END IF;
-    SELECT e.id INTO refused
+    SELECT e.* INTO refused
       FROM idempotency.outbox_events e
      WHERE e.id OPERATOR(pg_catalog.=) ANY (p_ids)
        AND e.published_at IS NULL AND e.dead_at IS NULL
-       AND e.lease_role IS NOT NULL
-       AND e.lease_role::pg_catalog.oid OPERATOR(pg_catalog.<>) caller::pg_catalog.oid
-       AND NOT pg_catalog.pg_has_role(caller::pg_catalog.oid, e.lease_role::pg_catalog.oid, 'MEMBER')
+       AND NOT idempotency.portable_lease_allows(e, caller)
      ORDER BY e.id LIMIT 1;
-    IF FOUND THEN
-        RAISE EXCEPTION 'permission denied to mark outbox event %', refused
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    IF NOT idempotency.portable_holders_by_name() THEN
+        RAISE EXCEPTION 'permission denied to mark outbox event %', refused.id
             USING ERRCODE = 'insufficient_privilege',
                   DETAIL = 'Another role leased the event (claim_events); only that role and its members may mark it.',
                   HINT = 'Mark events as the role that claimed them.';
     END IF;
+    -- 1.8: the message names the lease's role
+    holder := refused.lease_role_name;
+    IF holder IS NULL OR NOT EXISTS (SELECT FROM pg_catalog.pg_roles r
+                                      WHERE r.rolname OPERATOR(pg_catalog.=) holder) THEN
+        RAISE EXCEPTION 'permission denied to mark outbox event %', refused.id
+            USING ERRCODE = 'insufficient_privilege',
+                  DETAIL = CASE WHEN holder IS NULL
+                                THEN 'The role that leased the event (claim_events) is not recorded by name.'
+                                ELSE pg_catalog.format('Role "%s", which leased the event (claim_events), does not exist.', holder) END,
+                  HINT = 'Only the extension''s owner or a superuser may mark the event; once its lease runs out, claim_events hands it out again.';
+    END IF;
+    RAISE EXCEPTION 'permission denied to mark outbox event %', refused.id
+        USING ERRCODE = 'insufficient_privilege',
+              DETAIL = pg_catalog.format('Role "%s" leased the event (claim_events); only that role and its members may mark it.', holder),
+              HINT = pg_catalog.format('Mark events as role "%s"; the extension''s owner or a superuser may also mark them.', holder);
 END
 $$;
 REVOKE ALL ON FUNCTION idempotency.portable_refuse_other_lease(bigint[], regrole, integer) FROM PUBLIC;
@@ -618,7 +668,7 @@ BEGIN
 END
 $$;
 
--- portable: idempotency_claim_events_1_7, idempotency_claim_events_1_3
+-- portable: idempotency_claim_events_1_8, idempotency_claim_events_1_7, idempotency_claim_events_1_3
 CREATE OR REPLACE FUNCTION idempotency.claim_events(
     batch integer  DEFAULT 100,
     lease interval DEFAULT '30 seconds')
@@ -783,7 +833,7 @@ LANGUAGE sql VOLATILE PARALLEL UNSAFE
 SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$ SELECT idempotency.portable_mark_events($1, NULL, $2, false, false) $$;
 
--- portable: idempotency_mark_published_1_7, idempotency_mark_published_1_3
+-- portable: idempotency_mark_published_1_8, idempotency_mark_published_1_7, idempotency_mark_published_1_3
 CREATE OR REPLACE FUNCTION idempotency.mark_published(ids bigint[], lease_token bigint DEFAULT NULL)
 RETURNS integer
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
@@ -813,7 +863,7 @@ LANGUAGE sql VOLATILE PARALLEL UNSAFE
 SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$ SELECT idempotency.portable_mark_events($1, $2, $3, true, false) $$;
 
--- portable: idempotency_mark_failed_1_7, idempotency_mark_failed_1_3
+-- portable: idempotency_mark_failed_1_8, idempotency_mark_failed_1_7, idempotency_mark_failed_1_3
 CREATE OR REPLACE FUNCTION idempotency.mark_failed(ids bigint[], error text, lease_token bigint DEFAULT NULL)
 RETURNS integer
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE

@@ -62,6 +62,37 @@ END
 $$;
 REVOKE ALL ON FUNCTION idempotency.portable_check_scope(text) FROM PUBLIC;
 
+-- portable helper: since 1.8
+
+-- 1.8: the rows are the roles' by name (role_name; src/scopes.c): a name
+-- of no role restricts no one.
+CREATE OR REPLACE FUNCTION idempotency.portable_check_scope(p_scope text)
+RETURNS void
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+AS $$
+DECLARE
+    caller CONSTANT name := COALESCE(NULLIF(pg_catalog.current_setting('role'), 'none'),
+                                     SESSION_USER);
+BEGIN
+    IF COALESCE((SELECT pg_catalog.bool_or(CASE WHEN g.is_prefix
+                                                THEN pg_catalog.starts_with(p_scope, g.scope)
+                                                ELSE g.scope OPERATOR(pg_catalog.=) p_scope END)
+                   FROM idempotency.scope_grants g
+                   JOIN pg_catalog.pg_roles gr ON gr.rolname OPERATOR(pg_catalog.=) g.role_name
+                  WHERE pg_catalog.pg_has_role(caller, gr.oid, 'USAGE')
+                    AND NOT (SELECT r.rolsuper FROM pg_catalog.pg_roles r
+                              WHERE r.rolname OPERATOR(pg_catalog.=) caller)),
+                true) THEN
+        RETURN;
+    END IF;
+    RAISE EXCEPTION 'permission denied for scope "%"', p_scope
+        USING ERRCODE = 'insufficient_privilege',
+              DETAIL = pg_catalog.format('Role "%s" may use only the scopes that idempotency.grant_scopes() gave it.',
+                                         caller);
+END
+$$;
+REVOKE ALL ON FUNCTION idempotency.portable_check_scope(text) FROM PUBLIC;
+
 -- portable: idempotency_scope_grants_changed
 -- The C sessions cache the grants; the portable ones read them at each
 -- call, so there is nothing to tell them.

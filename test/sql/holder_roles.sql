@@ -118,7 +118,7 @@ SET ROLE regress_holder_a;
 INSERT INTO holder_notes
 SELECT 'legacy', fence FROM idempotency.claim('legacy', NULL, 'tenant-A');
 RESET ROLE;
-UPDATE idempotency.idempotency_keys SET holder_role = NULL
+UPDATE idempotency.idempotency_keys SET holder_role = NULL, holder_role_name = NULL
  WHERE scope = 'tenant-A' AND idempotency_key = 'legacy';
 SET ROLE regress_holder_b;
 SELECT idempotency.complete('legacy', pg_temp.note('legacy'), '{"by": "b"}', scope => 'tenant-A');
