@@ -41,7 +41,9 @@
 -- scope_grants is keyed by role_name, so that a grant made on a
 -- subscriber after a failover never collides with a replicated row
 -- whose OID happens to be its role's.  Renaming a role moves none of
--- its bindings (grant its scopes again under the new name).
+-- its bindings (grant its scopes again under the new name); a row whose
+-- name is no role's restricts the role of its OID meanwhile, so that a
+-- renamed role is not let out of its scopes.
 --
 -- The claiming functions, the holder calls and the outbox's bind new
 -- symbols (..._1_8); the 1.7 ones keep checking by OID for databases not
@@ -223,7 +225,8 @@ BEGIN
     END LOOP;
     DELETE FROM idempotency.scope_grants g
      WHERE NOT EXISTS (SELECT FROM pg_catalog.pg_roles r
-                        WHERE r.rolname OPERATOR(pg_catalog.=) g.role_name);
+                        WHERE r.rolname OPERATOR(pg_catalog.=) g.role_name
+                           OR r.oid OPERATOR(pg_catalog.=) g.role::pg_catalog.oid);
 END
 $$;
 
@@ -270,7 +273,8 @@ BEGIN
     END IF;
     DELETE FROM idempotency.scope_grants g
      WHERE NOT EXISTS (SELECT FROM pg_catalog.pg_roles r
-                        WHERE r.rolname OPERATOR(pg_catalog.=) g.role_name);
+                        WHERE r.rolname OPERATOR(pg_catalog.=) g.role_name
+                           OR r.oid OPERATOR(pg_catalog.=) g.role::pg_catalog.oid);
 END
 $$;
 
@@ -308,7 +312,9 @@ SELECT k.scope,
                                                         THEN pg_catalog.starts_with(s.scope, g.scope)
                                                         ELSE g.scope OPERATOR(pg_catalog.=) s.scope END)
                            FROM idempotency.scope_grants g
-                           JOIN pg_catalog.pg_roles gr ON gr.rolname OPERATOR(pg_catalog.=) g.role_name
+                           JOIN pg_catalog.pg_roles gr ON gr.oid OPERATOR(pg_catalog.=) COALESCE(
+                                (SELECT n.oid FROM pg_catalog.pg_roles n WHERE n.rolname OPERATOR(pg_catalog.=) g.role_name),
+                                g.role::pg_catalog.oid)
                           WHERE pg_catalog.pg_has_role(CURRENT_USER, gr.oid, 'USAGE')
                             AND NOT (SELECT r.rolsuper FROM pg_catalog.pg_roles r
                                       WHERE r.rolname OPERATOR(pg_catalog.=) CURRENT_USER)),
@@ -335,7 +341,9 @@ SELECT k.scope,
                                                 THEN pg_catalog.starts_with(k.scope, g.scope)
                                                 ELSE g.scope OPERATOR(pg_catalog.=) k.scope END)
                    FROM idempotency.scope_grants g
-                   JOIN pg_catalog.pg_roles gr ON gr.rolname OPERATOR(pg_catalog.=) g.role_name
+                   JOIN pg_catalog.pg_roles gr ON gr.oid OPERATOR(pg_catalog.=) COALESCE(
+                                (SELECT n.oid FROM pg_catalog.pg_roles n WHERE n.rolname OPERATOR(pg_catalog.=) g.role_name),
+                                g.role::pg_catalog.oid)
                   WHERE pg_catalog.pg_has_role(CURRENT_USER, gr.oid, 'USAGE')
                     AND NOT (SELECT r.rolsuper FROM pg_catalog.pg_roles r
                               WHERE r.rolname OPERATOR(pg_catalog.=) CURRENT_USER)),

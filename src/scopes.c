@@ -17,8 +17,10 @@
  *
  * From 1.8 a row names its role by role_name, which alone is read (when
  * the table has it): the OID in role may name another role after a
- * restore or on a logical subscriber (roles.c), and a name that matches
- * no role restricts no one.  A role renamed leaves its rows behind.
+ * restore or on a logical subscriber (roles.c).  A row whose name matches
+ * no role (its role was renamed or dropped) restricts the role its OID
+ * names, if any: a restriction that lands on the wrong role only refuses
+ * more, where one that lands on no role would let a renamed role out.
  *
  * Every function that takes a scope checks it where it reads the
  * argument (idem_arg_scope()), as the calling role (GetUserId(), before
@@ -162,7 +164,10 @@ read_rights(ScopeRights *rights, Oid userid)
 
 			role = role_null ? InvalidOid :
 				get_role_oid(NameStr(*DatumGetName(role_name)), true);
-			role_null = !OidIsValid(role);
+			/* no role of that name: the OID's, if any, stays restricted */
+			if (!OidIsValid(role))
+				role = DatumGetObjectId(slot_getattr(slot, role_att, &role_null));
+			role_null = role_null || !OidIsValid(role);
 		}
 		else
 			role = DatumGetObjectId(slot_getattr(slot, role_att, &role_null));

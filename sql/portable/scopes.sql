@@ -64,8 +64,9 @@ REVOKE ALL ON FUNCTION idempotency.portable_check_scope(text) FROM PUBLIC;
 
 -- portable helper: since 1.8
 
--- 1.8: the rows are the roles' by name (role_name; src/scopes.c): a name
--- of no role restricts no one.
+-- 1.8: the rows are the roles' by name (role_name; src/scopes.c); a row
+-- whose name is no role's (renamed, or dropped) restricts the role of its
+-- OID, if any: restricting is the side that fails closed.
 CREATE OR REPLACE FUNCTION idempotency.portable_check_scope(p_scope text)
 RETURNS void
 LANGUAGE plpgsql STABLE PARALLEL SAFE
@@ -78,7 +79,9 @@ BEGIN
                                                 THEN pg_catalog.starts_with(p_scope, g.scope)
                                                 ELSE g.scope OPERATOR(pg_catalog.=) p_scope END)
                    FROM idempotency.scope_grants g
-                   JOIN pg_catalog.pg_roles gr ON gr.rolname OPERATOR(pg_catalog.=) g.role_name
+                   JOIN pg_catalog.pg_roles gr ON gr.oid OPERATOR(pg_catalog.=) COALESCE(
+                                (SELECT n.oid FROM pg_catalog.pg_roles n WHERE n.rolname OPERATOR(pg_catalog.=) g.role_name),
+                                g.role::pg_catalog.oid)
                   WHERE pg_catalog.pg_has_role(caller, gr.oid, 'USAGE')
                     AND NOT (SELECT r.rolsuper FROM pg_catalog.pg_roles r
                               WHERE r.rolname OPERATOR(pg_catalog.=) caller)),

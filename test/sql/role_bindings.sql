@@ -161,6 +161,21 @@ SELECT idempotency.revoke_scopes('regress_rb_tenant_c', ARRAY['d']);
 SELECT idempotency.revoke_scopes('regress_rb_tenant_c');
 SELECT count(*) FROM idempotency.scope_grants;
 
+-- A renamed tenant stays inside its scopes: its row's name is no role's
+-- now, so the row's OID restricts it, and another role's grant_scopes,
+-- which removes the rows of roles that no longer exist, keeps it.
+SELECT idempotency.grant_scopes('regress_rb_tenant_c', ARRAY['c']);
+ALTER ROLE regress_rb_tenant_c RENAME TO regress_rb_tenant_renamed;
+SELECT idempotency.grant_scopes('regress_rb_relay', ARRAY['r']);
+SET ROLE regress_rb_tenant_renamed;
+SELECT outcome FROM idempotency.claim('t-2', NULL, 'c');
+SELECT pg_temp.refusal($$SELECT idempotency.claim('t-2', NULL, 'd')$$);
+RESET ROLE;
+SELECT role, role_name, scope FROM idempotency.scope_grants ORDER BY role_name, scope;
+ALTER ROLE regress_rb_tenant_renamed RENAME TO regress_rb_tenant_c;
+SELECT idempotency.revoke_scopes('regress_rb_tenant_c');
+SELECT idempotency.revoke_scopes('regress_rb_relay');
+
 DELETE FROM idempotency.outbox_events WHERE aggregate_type = 'rb';
 DELETE FROM idempotency.idempotency_keys WHERE scope IN ('rb', 'c');
 DROP TABLE rb_notes;
