@@ -38,6 +38,9 @@ extern int	idem_outbox_max_attempts;
 extern bool idem_outbox_notify;
 extern int	idem_outbox_notify_interval;
 extern int	idem_metrics_max_scopes;
+extern int	idem_metrics_max_scopes_per_role;
+extern Interval idem_outbox_max_lease;
+extern int	idem_outbox_max_batch;
 extern bool idem_track_outcomes;
 extern bool idem_direct_writes;
 
