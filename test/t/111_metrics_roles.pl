@@ -46,7 +46,7 @@ is($node->safe_psql('postgres', $rows), 'g1 1, g2 1, NULL 3',
 # one that the greedy role could not add.
 $node->safe_psql('postgres', q{
 SET ROLE regress_other;
-SELECT idempotency.claim('k', scope => s) FROM unnest(ARRAY['o1', 'g3']) s;
+SELECT idempotency.claim('ko', scope => s) FROM unnest(ARRAY['o1', 'g3']) s;
 SELECT idempotency.claim('k2', scope => 'g1');
 });
 is($node->safe_psql('postgres', $rows), 'g1 2, g2 1, g3 1, o1 1, NULL 3',
