@@ -375,6 +375,60 @@ ALTER VIEW idempotency.stalled_keys SET (security_barrier = true);
 -- itself (it runs with the caller's rights, who may not call the owner's
 -- readers), lands with the statement of 1.8's symbol above.
 
+-- [section: bounded outbox leases] ------------------------------------------
+
+--
+-- One relay could lease every pending event for a century
+-- (claim_events(2147483647, '100 years')) and the others got nothing.
+-- claim_events binds 1.8's symbol (stated in the section of role
+-- bindings above), which refuses (22023), before it
+-- writes anything, a batch above idempotency.outbox_max_batch or a lease
+-- above idempotency.outbox_max_lease: settings that only superusers (and
+-- roles granted SET on them) change in the C edition; the portable
+-- edition takes a session's value only when it is lower than the
+-- database's (doc/portable.md).  The library's older symbols keep serving
+-- databases not yet updated, unbounded.
+
+--
+-- An operator takes leases back: the pending events leased by relay_role
+-- (NULL: by any role) whose lease still has more than longer_than to run
+-- (NULL: any live lease) become claimable again.  The lease is ended, not
+-- erased (the relay is matched by the name its leases record, as the
+-- marks match it): locked_until becomes now, so the next claim counts a takeover
+-- and hands out a new lease_token, and the relay that held the event can
+-- no longer mark it once another relay has leased it (as after a lease
+-- that ran out).  attempts, lease_role and the order of each aggregate
+-- are kept: claim_events hands an aggregate's events out only after or
+-- together with its earlier pending events whatever their leases, so
+-- taking some leases back never lets a later event out first.  Plain
+-- SQL, the same text in both editions, run with the caller's rights: it
+-- needs UPDATE on outbox_events, which only the owner and superusers
+-- have, and grant_usage does not grant it.
+--
+CREATE FUNCTION idempotency.release_event_leases(
+    relay_role  regrole  DEFAULT NULL,
+    longer_than interval DEFAULT NULL)
+RETURNS bigint
+LANGUAGE sql VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+WITH now AS (SELECT pg_catalog.clock_timestamp() AS t),
+released AS (
+    UPDATE idempotency.outbox_events e
+       SET locked_until = now.t
+      FROM now
+     WHERE e.published_at IS NULL AND e.dead_at IS NULL
+       AND e.locked_until OPERATOR(pg_catalog.>) now.t
+       AND ($1 IS NULL OR e.lease_role_name OPERATOR(pg_catalog.=)
+                          (SELECT r.rolname FROM pg_catalog.pg_roles r
+                            WHERE r.oid OPERATOR(pg_catalog.=) $1::pg_catalog.oid))
+       AND ($2 IS NULL OR e.locked_until OPERATOR(pg_catalog.>) (now.t OPERATOR(pg_catalog.+) $2))
+    RETURNING e.id)
+SELECT pg_catalog.count(*) FROM released
+$$;
+REVOKE ALL ON FUNCTION idempotency.release_event_leases(regrole, interval) FROM PUBLIC;
+COMMENT ON FUNCTION idempotency.release_event_leases(regrole, interval) IS 'for operators: end the live leases of pending events (of relay_role, with more than longer_than to run), so that other relays claim them, in order; returns how many';
+
 -- [section: grants an update hands on survive a dump] -----------------------
 
 --

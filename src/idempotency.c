@@ -43,6 +43,9 @@ int			idem_outbox_max_attempts = 10;
 bool		idem_outbox_notify = true;
 int			idem_outbox_notify_interval = 10;
 int			idem_metrics_max_scopes = 1000;
+int			idem_metrics_max_scopes_per_role = 250;
+Interval	idem_outbox_max_lease;
+int			idem_outbox_max_batch = 10000;
 bool		idem_track_outcomes = true;
 bool		idem_direct_writes = true;
 
@@ -54,6 +57,7 @@ static char *outbox_retry_backoff_text;
 static char *processed_retention_text;
 static char *outbox_retention_text;
 static char *default_response_ttl_text;
+static char *outbox_max_lease_text;
 static Interval default_response_ttl;
 
 void		_PG_init(void);
@@ -76,6 +80,7 @@ static void assign_outbox_retry_backoff(const char *newval, void *extra);
 static void assign_processed_retention(const char *newval, void *extra);
 static void assign_outbox_retention(const char *newval, void *extra);
 static void assign_default_response_ttl(const char *newval, void *extra);
+static void assign_outbox_max_lease(const char *newval, void *extra);
 
 /*
  * Parse an interval without raising errors: the datetime decoder reports
@@ -196,6 +201,12 @@ static void
 assign_outbox_retention(const char *newval pg_attribute_unused(), void *extra)
 {
 	idem_outbox_retention = *(Interval *) extra;
+}
+
+static void
+assign_outbox_max_lease(const char *newval pg_attribute_unused(), void *extra)
+{
+	idem_outbox_max_lease = *(Interval *) extra;
 }
 
 /* unset ('') leaves idem_default_response_ttl NULL */
@@ -322,6 +333,23 @@ _PG_init(void)
 							&idem_max_waiters_per_key, 1, 0, 256,
 							PGC_SUSET, 0, NULL, NULL, NULL);
 
+	/*
+	 * The bounds of claim_events (1.8): superusers' settings, so that one
+	 * relay's session cannot lease every pending event for a century and
+	 * starve the others.
+	 */
+	DefineCustomStringVariable("idempotency.outbox_max_lease",
+							   "Sets the longest lease claim_events() grants; a longer one is refused.",
+							   "Any positive interval up to 100 years.  Only superusers and roles granted SET on it can change it, so that one relay cannot hold events from the others for long.",
+							   &outbox_max_lease_text, "1 hour", PGC_SUSET, 0,
+							   check_interval_setting, assign_outbox_max_lease,
+							   NULL);
+	DefineCustomIntVariable("idempotency.outbox_max_batch",
+							"Sets the most events one claim_events() call may ask for; a larger batch is refused.",
+							"Only superusers and roles granted SET on it can change it, so that one relay cannot lease every pending event in one call.",
+							&idem_outbox_max_batch, 10000, 1, INT_MAX,
+							PGC_SUSET, 0, NULL, NULL, NULL);
+
 	DefineCustomBoolVariable("idempotency.direct_writes",
 							 "Writes rows of the extension's tables with the executor's row primitives where the INSERT or UPDATE statement would give the same outcome.",
 							 "Off, every write runs its statement through SPI: slower, with the same results; for tests and diagnosis.",
@@ -346,6 +374,11 @@ _PG_init(void)
 								"A scope takes about 1.1 kB of shared memory.",
 								&idem_metrics_max_scopes, 1000, 0, 100000,
 								PGC_POSTMASTER, 0, NULL, NULL, NULL);
+		DefineCustomIntVariable("idempotency.metrics_max_scopes_per_role",
+								"Sets how many of the metrics_max_scopes rows one role may take; calls in its further scopes are counted in the row whose scope is NULL.",
+								"The role is the session's (SET ROLE, or the session user) when the scope is first counted; rows are never taken back but with their database.  Keeps one role from filling the rows of every other.",
+								&idem_metrics_max_scopes_per_role, 250, 0, 100000,
+								PGC_SIGHUP, 0, NULL, NULL, NULL);
 		prev_shmem_request_hook = shmem_request_hook;
 		shmem_request_hook = request_shared_memory;
 		prev_shmem_startup_hook = shmem_startup_hook;

@@ -30,6 +30,19 @@
  * and at least 64; the counts of the databases beyond are lost.
  * metrics_reset() zeroes rows and removes none.
  *
+ * Quota per role (1.8).  The rows are the cluster's, so one role that
+ * counts calls in ever new scopes (any scope when unrestricted, any
+ * scope under a prefix of grant_scopes) could take them all until the
+ * next restart, and every later scope's calls would go to the row of
+ * scope NULL.  Each row therefore records the role that added it (the
+ * session's role, SET ROLE or the session user: a SECURITY DEFINER
+ * function does not change it, and the counting calls run partly as the
+ * extension owner), and a third table counts the rows of each role: a
+ * role that added idempotency.metrics_max_scopes_per_role rows has its
+ * further scopes counted in its database's row of scope NULL, as when the
+ * table is full.  The third table has as many entries as the first, as
+ * each role in it has a row there.
+ *
  * The rows of a dropped database are removed: at the commit of its DROP
  * DATABASE (an object access hook notes the database, a transaction
  * callback removes its rows), and, for the drops this server did not run
@@ -112,8 +125,16 @@ typedef struct MetricsCounts
 typedef struct MetricsEntry
 {
 	MetricsKey	key;
+	Oid			role;			/* the role that added the row */
 	MetricsCounts counts;
 } MetricsEntry;
+
+/* How many rows of the scopes' table a role added. */
+typedef struct RoleEntry
+{
+	Oid			role;
+	int			nrows;
+} RoleEntry;
 
 /* A database's row of scope NULL. */
 typedef struct OtherEntry
@@ -138,11 +159,13 @@ typedef struct LocalEntry
 	MetricsCounts *counts;
 	bool		in_other;		/* counts: the row of scope NULL */
 	uint32		generation;		/* metrics->generation before the lookup */
+	int			quota;			/* metrics_max_scopes_per_role then */
 } LocalEntry;
 
 static MetricsShared *metrics = NULL;
 static HTAB *metrics_table = NULL;	/* (database, scope) -> MetricsEntry */
 static HTAB *other_table = NULL;	/* database -> OtherEntry */
+static HTAB *role_table = NULL; /* role -> RoleEntry */
 static LocalEntry local_cache[LOCAL_CACHE_SIZE];
 static MetricsCounts *my_other_counts = NULL;	/* this database's */
 static Oid	dropped_database = InvalidOid;	/* its rows go at commit */
@@ -192,9 +215,10 @@ metrics_key_match(const void *key1, const void *key2,
 static Size
 metrics_shmem_size(void)
 {
-	return add_size(add_size(MAXALIGN(sizeof(MetricsShared)),
-							 hash_estimate_size(SCOPE_ROWS, sizeof(MetricsEntry))),
-					hash_estimate_size(OTHER_ROWS, sizeof(OtherEntry)));
+	return add_size(add_size(add_size(MAXALIGN(sizeof(MetricsShared)),
+									  hash_estimate_size(SCOPE_ROWS, sizeof(MetricsEntry))),
+							 hash_estimate_size(OTHER_ROWS, sizeof(OtherEntry))),
+					hash_estimate_size(SCOPE_ROWS, sizeof(RoleEntry)));
 }
 
 /*
@@ -256,6 +280,47 @@ idem_metrics_shmem_init(void)
 	other_table = ShmemInitHash(METRICS_NAME " of databases",
 								OTHER_ROWS, OTHER_ROWS, &ctl,
 								HASH_ELEM | HASH_BLOBS | HASH_FIXED_SIZE);
+	ctl.keysize = sizeof(Oid);
+	ctl.entrysize = sizeof(RoleEntry);
+	role_table = ShmemInitHash(METRICS_NAME " of roles",
+							   SCOPE_ROWS, SCOPE_ROWS, &ctl,
+							   HASH_ELEM | HASH_BLOBS | HASH_FIXED_SIZE);
+}
+
+/*
+ * Count "delta" rows added (1) or removed (-1) by "role"; a role's entry
+ * goes with its last row.  The caller holds the lock exclusively.
+ * Returns false, counting nothing, when there is no room for a new
+ * entry.  Raises no error: it runs in a commit callback too.
+ */
+static bool
+count_role_rows(Oid role, int delta)
+{
+	RoleEntry  *entry;
+	bool		found;
+
+	entry = hash_search(role_table, &role,
+						delta > 0 ? HASH_ENTER_NULL : HASH_FIND, &found);
+	if (entry == NULL)
+		return false;
+	if (!found)
+		entry->nrows = 0;
+	entry->nrows += delta;
+	if (entry->nrows <= 0)
+		hash_search(role_table, &role, HASH_REMOVE, NULL);
+	return true;
+}
+
+/*
+ * Whether "role" may add a row: it added fewer than
+ * idempotency.metrics_max_scopes_per_role.  The caller holds the lock.
+ */
+static bool
+role_has_room(Oid role)
+{
+	RoleEntry  *entry = hash_search(role_table, &role, HASH_FIND, NULL);
+
+	return (entry == NULL ? 0 : entry->nrows) < idem_metrics_max_scopes_per_role;
 }
 
 /*
@@ -303,9 +368,9 @@ other_counts(void)
 
 /*
  * The counters of "scope" ("len" bytes, hashed to "hash") in this
- * database: its row, added when the table has room, else the row of
- * scope NULL ("in_other" set; its counters are NULL when it has no room
- * either).
+ * database: its row, added when the table has room and the session's role
+ * has not taken its share of it, else the row of scope NULL ("in_other"
+ * set; its counters are NULL when it has no room either).
  */
 static MetricsCounts *
 shared_counts(const char *scope, int len, uint32 hash, bool *in_other)
@@ -313,6 +378,7 @@ shared_counts(const char *scope, int len, uint32 hash, bool *in_other)
 	MetricsKey	key;
 	MetricsEntry *entry;
 	bool		found;
+	Oid			role = GetOuterUserId();
 
 	*in_other = true;
 	if (len >= SCOPE_BYTES)		/* longer than a scope can be */
@@ -332,14 +398,23 @@ shared_counts(const char *scope, int len, uint32 hash, bool *in_other)
 	}
 
 	LWLockAcquire(metrics->lock, LW_EXCLUSIVE);
-	if (hash_get_num_entries(metrics_table) < idem_metrics_max_scopes)
+	/* another backend may have added it meanwhile */
+	entry = hash_search_with_hash_value(metrics_table, &key, hash,
+										HASH_FIND, NULL);
+	if (entry == NULL &&
+		hash_get_num_entries(metrics_table) < idem_metrics_max_scopes &&
+		role_has_room(role) && count_role_rows(role, 1))
+	{
 		entry = hash_search_with_hash_value(metrics_table, &key, hash,
 											HASH_ENTER_NULL, &found);
-	else
-		entry = hash_search_with_hash_value(metrics_table, &key, hash,
-											HASH_FIND, &found);
-	if (entry != NULL && !found)
-		zero_counts(&entry->counts, GetCurrentTimestamp(), true);
+		if (entry == NULL)
+			(void) count_role_rows(role, -1);
+		else
+		{
+			entry->role = role;
+			zero_counts(&entry->counts, GetCurrentTimestamp(), true);
+		}
+	}
 	LWLockRelease(metrics->lock);
 	if (entry == NULL)
 		return other_counts();
@@ -352,7 +427,7 @@ shared_counts(const char *scope, int len, uint32 hash, bool *in_other)
  * when it holds them.  Only the rows of dropped databases are removed, so
  * a cached pointer to a row of this one stays good; a scope counted in
  * the row of scope NULL for lack of room is looked up again once rows
- * have been removed since.
+ * have been removed since, or metrics_max_scopes_per_role has changed.
  */
 static MetricsCounts *
 scope_counts(const char *scope, int len)
@@ -363,7 +438,8 @@ scope_counts(const char *scope, int len)
 	if (slot->scope != NULL && slot->hash == hash && slot->len == len &&
 		memcmp(slot->scope, scope, len) == 0 &&
 		(!slot->in_other ||
-		 slot->generation == pg_atomic_read_u32(&metrics->generation)))
+		 (slot->generation == pg_atomic_read_u32(&metrics->generation) &&
+		  slot->quota == idem_metrics_max_scopes_per_role)))
 		return slot->counts;
 
 	if (slot->scope != NULL)
@@ -371,6 +447,7 @@ scope_counts(const char *scope, int len)
 	slot->scope = NULL;
 	/* read before the lookup: a removal after it makes the next one look */
 	slot->generation = pg_atomic_read_u32(&metrics->generation);
+	slot->quota = idem_metrics_max_scopes_per_role;
 	slot->counts = shared_counts(scope, len, hash, &slot->in_other);
 	slot->scope = MemoryContextAlloc(TopMemoryContext, Max(len, 1));
 	memcpy(slot->scope, scope, len);
@@ -464,6 +541,7 @@ remove_rows(const GoneDatabases *gone)
 	while ((entry = hash_seq_search(&status)) != NULL)
 		if (database_gone(gone, entry->key.dbid))
 		{
+			(void) count_role_rows(entry->role, -1);
 			hash_search(metrics_table, &entry->key, HASH_REMOVE, NULL);
 			removed = true;
 		}

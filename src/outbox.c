@@ -77,6 +77,12 @@
  * the owner of the extension's tables and superusers may mark any event
  * (roles.c).
  *
+ * Bounds (1.8).  claim_events refuses (22023), before it writes anything,
+ * a batch above idempotency.outbox_max_batch or a lease above
+ * idempotency.outbox_max_lease, superusers' settings; an operator takes
+ * leases back with release_event_leases() (plain SQL, in the update
+ * script).
+ *
  * Each call reads the clock once, when it starts its work, and leases,
  * retry times and publication times are that reading plus what is due.
  *
@@ -1180,17 +1186,54 @@ claim_events(FunctionCallInfo fcinfo, IdemQuery *lease_query, bool retire)
 }
 
 /*
- * claim_events of 1.8, which records the lease's role by name too, of 1.7,
- * which records the lease's role and makes dead the
- * events whose takeovers and failures reach outbox_max_attempts, and of
- * 1.3, which counts takeovers.
+ * Refuse (22023) a claim_events call beyond the bounds that superusers set,
+ * idempotency.outbox_max_batch and idempotency.outbox_max_lease, before it
+ * writes anything: without them one relay could lease every pending event
+ * for a century, and the others would get nothing.
+ */
+static void
+check_claim_bounds(int32 batch, Interval *lease)
+{
+	if (batch > idem_outbox_max_batch)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("batch exceeds idempotency.outbox_max_batch"),
+				 errdetail("The batch given is %d; idempotency.outbox_max_batch is %d.",
+						   batch, idem_outbox_max_batch),
+				 errhint("Claim smaller batches; only a superuser may raise the setting.")));
+	if (DatumGetBool(DirectFunctionCall2(interval_gt, IntervalPGetDatum(lease),
+										 IntervalPGetDatum(&idem_outbox_max_lease))))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("lease exceeds idempotency.outbox_max_lease"),
+				 errdetail("The lease given is %s; idempotency.outbox_max_lease is %s.",
+						   DatumGetCString(DirectFunctionCall1(interval_out,
+															   IntervalPGetDatum(lease))),
+						   DatumGetCString(DirectFunctionCall1(interval_out,
+															   IntervalPGetDatum(&idem_outbox_max_lease)))),
+				 errhint("Claim with a shorter lease; only a superuser may raise the setting.")));
+}
+
+/*
+ * claim_events of 1.8: within the bounds above, and recording the lease's
+ * role by name too.  The arguments are read here in claim_events()'s
+ * order, so a bad argument raises its own error first.
  */
 Datum
 idempotency_claim_events_1_8(PG_FUNCTION_ARGS)
 {
+	int32		batch = idem_arg_positive_int(fcinfo, 0, "batch");
+	Interval   *lease = idem_arg_interval(fcinfo, 1, "lease", NULL);
+
+	check_claim_bounds(batch, lease);
 	return claim_events(fcinfo, &lease_events_1_8, true);
 }
 
+/*
+ * claim_events of 1.7, which records the lease's role and makes dead the
+ * events whose takeovers and failures reach outbox_max_attempts, and of
+ * 1.3, which counts takeovers.
+ */
 Datum
 idempotency_claim_events_1_7(PG_FUNCTION_ARGS)
 {

@@ -32,6 +32,8 @@
 -- - 1.7: the role recorded as an event's lease_role, and checked by the
 --   marks, is the session's (portable_caller(), sql/portable/keys.sql);
 --   1.8 records its name too (lease_role_name), the one the marks check.
+-- - 1.8: the bounds of claim_events are the database's settings; a
+--   session's SET counts only when lower (portable_outbox_claim_bounds).
 
 -- portable helper: since 1.0
 
@@ -682,6 +684,120 @@ BEGIN
         -- claim_events of 1.7; the one of 1.3 does not)
         PERFORM idempotency.portable_outbox_retire_taken_over();
     END IF;
+    -- dynamic: a plan kept from before a change of the table's columns
+    -- would return rows of the old row type
+    RETURN QUERY EXECUTE 'SELECT * FROM idempotency.portable_claim_events($1, $2, true)'
+        USING $1, $2;
+END
+$$;
+
+-- portable helper: since 1.8
+
+-- The value of a setting that a superuser gave this database: ALTER
+-- DATABASE ... SET, else ALTER ROLE ALL ... SET (pg_db_role_setting); NULL
+-- when neither.  A name that no library defines is a placeholder, which
+-- only superusers (and roles granted SET on it) may write there, where
+-- any session may SET it.
+CREATE FUNCTION idempotency.portable_database_setting(setting text)
+RETURNS text
+LANGUAGE sql STABLE PARALLEL SAFE
+AS $$
+SELECT pg_catalog.substr(c.item, pg_catalog.length(setting) OPERATOR(pg_catalog.+) 2)
+  FROM pg_catalog.pg_db_role_setting r,
+       LATERAL pg_catalog.unnest(r.setconfig) AS c(item)
+ WHERE r.setrole OPERATOR(pg_catalog.=) 0::pg_catalog.oid
+   AND r.setdatabase OPERATOR(pg_catalog.=) ANY (ARRAY[0::pg_catalog.oid,
+       (SELECT d.oid FROM pg_catalog.pg_database d
+         WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database())])
+   AND pg_catalog.starts_with(c.item, setting OPERATOR(pg_catalog.||) '=')
+ ORDER BY r.setdatabase DESC
+ LIMIT 1
+$$;
+REVOKE ALL ON FUNCTION idempotency.portable_database_setting(text) FROM PUBLIC;
+
+-- The bounds of claim_events (check_claim_bounds() in src/outbox.c):
+-- refuse (22023) a batch above idempotency.outbox_max_batch or a lease
+-- above idempotency.outbox_max_lease.  The C defines them PGC_SUSET; a
+-- placeholder cannot be so defined, and a relay's session could SET it
+-- to anything, so a bound is the database's (portable_database_setting),
+-- else the C's default, and a session's own value counts only when it is
+-- lower: a session may tighten its bounds, never lift them.  Arguments
+-- that are bad anyway are left to portable_claim_events, which refuses
+-- them first, as the C does.
+CREATE FUNCTION idempotency.portable_outbox_claim_bounds(p_batch integer, p_lease interval)
+RETURNS void
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+AS $$
+DECLARE
+    db_batch text := idempotency.portable_database_setting('idempotency.outbox_max_batch');
+    db_lease text := idempotency.portable_database_setting('idempotency.outbox_max_lease');
+    max_batch integer := 10000;
+    max_lease interval := '1 hour';
+BEGIN
+    IF p_batch IS NULL OR p_batch OPERATOR(pg_catalog.<=) 0 OR p_lease IS NULL
+       OR p_lease OPERATOR(pg_catalog.<=) '0'::pg_catalog.interval
+       OR p_lease OPERATOR(pg_catalog.>) '1200 mons'::pg_catalog.interval THEN
+        RETURN;
+    END IF;
+    IF db_batch IS NOT NULL THEN
+        BEGIN
+            max_batch := db_batch::pg_catalog.int4;
+        EXCEPTION WHEN invalid_text_representation OR numeric_value_out_of_range THEN
+            max_batch := NULL;
+        END;
+        IF max_batch IS NULL OR max_batch OPERATOR(pg_catalog.<) 1 THEN
+            RAISE EXCEPTION 'invalid value for parameter "%": "%"', 'idempotency.outbox_max_batch', db_batch
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+    END IF;
+    IF db_lease IS NOT NULL THEN
+        BEGIN
+            max_lease := db_lease::pg_catalog.interval;
+        EXCEPTION WHEN invalid_datetime_format OR datetime_field_overflow
+                       OR interval_field_overflow THEN
+            max_lease := NULL;
+        END;
+        IF max_lease IS NULL OR max_lease OPERATOR(pg_catalog.<=) '0'::pg_catalog.interval
+           OR max_lease OPERATOR(pg_catalog.>) '1200 mons'::pg_catalog.interval THEN
+            RAISE EXCEPTION 'invalid value for parameter "%": "%"', 'idempotency.outbox_max_lease', db_lease
+                USING ERRCODE = 'invalid_parameter_value',
+                      DETAIL = 'The value must be a positive interval of at most 100 years.';
+        END IF;
+    END IF;
+    max_batch := LEAST(max_batch, idempotency.portable_setting_int('idempotency.outbox_max_batch',
+                                                                   max_batch, 1, 2147483647));
+    max_lease := LEAST(max_lease, idempotency.portable_arg_interval(NULL, 'lease',
+                                                                    'idempotency.outbox_max_lease', max_lease));
+    IF p_batch OPERATOR(pg_catalog.>) max_batch THEN
+        RAISE EXCEPTION 'batch exceeds idempotency.outbox_max_batch'
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = pg_catalog.format('The batch given is %s; idempotency.outbox_max_batch is %s.',
+                                             p_batch, max_batch),
+                  HINT = 'Claim smaller batches; only a superuser may raise the setting.';
+    END IF;
+    IF p_lease OPERATOR(pg_catalog.>) max_lease THEN
+        RAISE EXCEPTION 'lease exceeds idempotency.outbox_max_lease'
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = pg_catalog.format('The lease given is %s; idempotency.outbox_max_lease is %s.',
+                                             p_lease, max_lease),
+                  HINT = 'Claim with a shorter lease; only a superuser may raise the setting.';
+    END IF;
+END
+$$;
+REVOKE ALL ON FUNCTION idempotency.portable_outbox_claim_bounds(integer, interval) FROM PUBLIC;
+
+-- portable: idempotency_claim_events_1_8
+CREATE OR REPLACE FUNCTION idempotency.claim_events(
+    batch integer  DEFAULT 100,
+    lease interval DEFAULT '30 seconds')
+RETURNS SETOF idempotency.outbox_events
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE ROWS 100
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    -- 1.8: within the bounds, before anything is written; then as 1.7
+    PERFORM idempotency.portable_outbox_claim_bounds($1, $2);
+    PERFORM idempotency.portable_outbox_retire_taken_over();
     -- dynamic: a plan kept from before a change of the table's columns
     -- would return rows of the old row type
     RETURN QUERY EXECUTE 'SELECT * FROM idempotency.portable_claim_events($1, $2, true)'

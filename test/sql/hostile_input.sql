@@ -100,7 +100,8 @@ INSERT INTO null_allowed VALUES
     ('enqueue_event', 'headers'), ('emit_event', 'headers'),
     ('mark_published', 'lease_token'), ('mark_failed', 'lease_token'),
     ('enqueue_events', 'headers'),
-    ('transition', 'set_columns'), ('metrics_reset', 'scope'), ('revoke_scopes', 'scopes');
+    ('transition', 'set_columns'), ('metrics_reset', 'scope'), ('revoke_scopes', 'scopes'),
+    ('release_event_leases', 'relay_role'), ('release_event_leases', 'longer_than');
 
 -- One probe per function and argument position: that argument NULL, the
 -- others valid.
