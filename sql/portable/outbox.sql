@@ -670,7 +670,7 @@ BEGIN
 END
 $$;
 
--- portable: idempotency_claim_events_1_8, idempotency_claim_events_1_7, idempotency_claim_events_1_3
+-- portable: idempotency_claim_events_1_7, idempotency_claim_events_1_3
 CREATE OR REPLACE FUNCTION idempotency.claim_events(
     batch integer  DEFAULT 100,
     lease interval DEFAULT '30 seconds')
@@ -796,6 +796,7 @@ SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     -- 1.8: within the bounds, before anything is written; then as 1.7
+    -- (portable_claim_events records the lease's role by name)
     PERFORM idempotency.portable_outbox_claim_bounds($1, $2);
     PERFORM idempotency.portable_outbox_retire_taken_over();
     -- dynamic: a plan kept from before a change of the table's columns
