@@ -109,9 +109,12 @@ EXCEPTION WHEN invalid_text_representation THEN
 END
 $$;
 
+-- portable helper: since 1.0, again in 1.8
+
 -- An integer setting in milliseconds (GUC_UNIT_MS in the C): a number of
 -- milliseconds, or a number with a unit (us, ms, s, min, h, d), or its
--- default when unset.
+-- default when unset.  (1.8 writes its pattern as an E'' string: the
+-- plain one meant another pattern under standard_conforming_strings = off.)
 CREATE FUNCTION idempotency.portable_setting_ms(setting text, default_value integer,
                                                min_value integer, max_value integer)
 RETURNS integer
@@ -125,7 +128,7 @@ BEGIN
     IF value IS NULL OR value OPERATOR(pg_catalog.=) '' THEN
         RETURN default_value;
     END IF;
-    parts := pg_catalog.regexp_match(value, '^\s*(-?[0-9]+(?:\.[0-9]*)?)\s*(us|ms|s|min|h|d)?\s*$');
+    parts := pg_catalog.regexp_match(value, E'^\\s*(-?[0-9]+(?:\\.[0-9]*)?)\\s*(us|ms|s|min|h|d)?\\s*$');
     IF parts IS NULL THEN
         RAISE EXCEPTION 'invalid value for parameter "%": "%"', setting, value
             USING ERRCODE = 'invalid_parameter_value',
@@ -143,6 +146,8 @@ BEGIN
     RETURN result::pg_catalog.int4;
 END
 $$;
+
+-- portable helper: since 1.0
 
 -- The event arguments of enqueue_event and emit_event (event_args).
 CREATE FUNCTION idempotency.portable_outbox_event_args(aggregate_type text, aggregate_id text,
