@@ -67,8 +67,8 @@ DECLARE
     -- does not, 'b' (B'', X'') neither, and ends at any quote; a plain
     -- '...' takes them when standard_conforming_strings is off
     quoting text;
-    plain_quoting text := CASE pg_catalog.current_setting('standard_conforming_strings')
-                               WHEN 'off' THEN 'e' ELSE 'q' END;
+    plain_quoting text := CASE WHEN pg_catalog.current_setting('standard_conforming_strings')
+                                    OPERATOR(pg_catalog.=) 'off' THEN 'e' ELSE 'q' END;
     newline boolean;
     -- the scanner's white space (PostgreSQL 16 adds \v; 15 refuses it)
     spaces text := pg_catalog.concat(' ', pg_catalog.chr(9), pg_catalog.chr(10), pg_catalog.chr(11),
@@ -156,7 +156,7 @@ BEGIN
                 quoting := plain_quoting;
             ELSIF chars[i OPERATOR(pg_catalog.+) 1] OPERATOR(pg_catalog.=) ''''
                   AND pg_catalog.lower(c) OPERATOR(pg_catalog.=) ANY ('{e,b,x}'::pg_catalog.text[]) THEN
-                quoting := CASE pg_catalog.lower(c) WHEN 'e' THEN 'e' ELSE 'b' END;
+                quoting := CASE WHEN pg_catalog.lower(c) OPERATOR(pg_catalog.=) 'e' THEN 'e' ELSE 'b' END;
                 i := i OPERATOR(pg_catalog.+) 1;
             END IF;
             IF quoting IS NOT NULL THEN
@@ -191,7 +191,7 @@ BEGIN
                                     EXIT;
                                 END IF;
                             END LOOP;
-                            EXIT WHEN NOT newline OR chars[j] IS DISTINCT FROM '''';
+                            EXIT WHEN NOT newline OR chars[j] IS NULL OR chars[j] OPERATOR(pg_catalog.<>) '''';
                             i := j OPERATOR(pg_catalog.+) 1;
                         END IF;
                     ELSE
@@ -324,7 +324,7 @@ BEGIN
         checking := 'idempotency_check_' OPERATOR(pg_catalog.||) pg_catalog.gen_random_uuid();
     END IF;
     IF wait IS NOT NULL AND preparable THEN     -- before a claim that may wait
-        EXECUTE pg_catalog.format('PREPARE %I(text[]) AS %s', checking, rewritten);
+        EXECUTE pg_catalog.format('PREPARE %I(pg_catalog.text[]) AS %s', checking, rewritten);
         EXECUTE pg_catalog.format('DEALLOCATE %I', checking);
     END IF;
 
@@ -361,7 +361,7 @@ BEGIN
     -- replay, gone, in_progress, mismatch: the stored row, nothing run
     IF claim.outcome OPERATOR(pg_catalog.<>) ALL ('{claimed,resumed}'::pg_catalog.text[]) THEN
         IF wait IS NULL AND preparable THEN
-            EXECUTE pg_catalog.format('PREPARE %I(text[]) AS %s', checking, rewritten);
+            EXECUTE pg_catalog.format('PREPARE %I(pg_catalog.text[]) AS %s', checking, rewritten);
             EXECUTE pg_catalog.format('DEALLOCATE %I', checking);
         END IF;
         RETURN claim;
