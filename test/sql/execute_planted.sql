@@ -46,5 +46,5 @@ SELECT count(*) AS prepared FROM pg_prepared_statements;
 SELECT response_body FROM idempotency.execute('planted-6', NULL, 'SELECT $1 || $2', '[0:1]={a,b}'::text[]);
 \set VERBOSITY default
 
-DELETE FROM idempotency.idempotency_keys;
+DELETE FROM idempotency.idempotency_keys WHERE idempotency_key LIKE 'planted-%';
 DROP TABLE planted_t, planted_temp;

@@ -45,7 +45,7 @@ SELECT outcome, response_body FROM idempotency.claim('str-c', '{"a": 1}');
 SELECT idempotency.process_once('strings', 'e1') AS first_time,
        idempotency.process_once('strings', 'e1') AS second_time;
 SET idempotency.outbox_notify_interval = '5 ms';
-SELECT idempotency.enqueue_event('order', 'o-1', 'Made', '{"note": "a\\b"}') > 0 AS enqueued;
+SELECT idempotency.enqueue_event('strings', 'o-1', 'Made', '{"note": "a\\b"}') > 0 AS enqueued;
 RESET idempotency.outbox_notify_interval;
 SELECT idempotency.define_state_machine('strings_machine', '{"NEW": ["DONE"]}');
 CREATE TABLE strings_orders (id text PRIMARY KEY, status text NOT NULL);
@@ -70,8 +70,8 @@ SELECT count(*) AS rows_kept FROM strings_t;
 SELECT count(*) AS keys FROM idempotency.idempotency_keys WHERE idempotency_key IN ('str-1', 'str-5', 'str-7');
 \set VERBOSITY default
 
-DELETE FROM idempotency.idempotency_keys;
-DELETE FROM idempotency.outbox_events;
-DELETE FROM idempotency.processed_events;
+DELETE FROM idempotency.idempotency_keys WHERE idempotency_key LIKE 'str-%';
+DELETE FROM idempotency.outbox_events WHERE aggregate_type = 'strings';
+DELETE FROM idempotency.processed_events WHERE consumer = 'strings';
 DROP TABLE strings_orders, strings_t;
 DELETE FROM idempotency.state_machines WHERE name = 'strings_machine';
