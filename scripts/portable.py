@@ -678,6 +678,24 @@ def older_statement(primary, c_header):
                            '\n'.join(own))
 
 
+def plain_backslashes(sql, where, base=0):
+    """Offsets of the plain '...' literals that hold a backslash, in sql
+    and in the dollar-quoted bodies within.  A portable body is compiled in
+    the caller's session, where standard_conforming_strings = off makes
+    such a literal take backslash escapes (another value, or an
+    unterminated string); an E'...' literal means the same under every
+    setting."""
+    found = []
+    for t in lex(sql, where):
+        if t.kind == 'string' and t.text.startswith("'") and '\\' in t.text:
+            found.append(base + t.start)
+        elif t.kind == 'dollar':
+            tag = DOLLAR_TAG.match(t.text).group(0)
+            found += plain_backslashes(t.text[len(tag):len(t.text) - len(tag)], where,
+                                       base + t.start + len(tag))
+    return found
+
+
 def portable_sources(concerns=None):
     """{symbol: Portable} and [helper Portable] of sql/portable/."""
     directory = os.path.join(ROOT, 'sql', 'portable')
@@ -693,6 +711,11 @@ def portable_sources(concerns=None):
     for f in files:
         path = os.path.join(directory, f)
         sql = read(path)
+        for offset in plain_backslashes(sql, rel(path)):
+            raise BuildError('%s:%d: a backslash in a plain \'...\' literal: under '
+                             'standard_conforming_strings = off it escapes; write an '
+                             'E\'...\' string (backslashes doubled) or chr(92)'
+                             % (rel(path), sql.count('\n', 0, offset) + 1))
         # cut the file at its marker lines
         marks = []
         offset = 0

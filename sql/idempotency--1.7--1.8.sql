@@ -429,6 +429,17 @@ $$;
 REVOKE ALL ON FUNCTION idempotency.release_event_leases(regrole, interval) FROM PUBLIC;
 COMMENT ON FUNCTION idempotency.release_event_leases(regrole, interval) IS 'for operators: end the live leases of pending events (of relay_role, with more than longer_than to run), so that other relays claim them, in order; returns how many';
 
+-- [section: execute() runs the one statement it reads] ----------------------
+
+--
+-- The portable body of execute() (sql/portable/execute.sql) changed in 1.8:
+-- its lexer reads a statement as the server does under the session's
+-- standard_conforming_strings, and it prepares nothing under a name (a
+-- statement planted under one ran in the caller's place).  It lands with
+-- the statement of 1.8's symbol above (role bindings by name).  The
+-- portable edition's settings readers, replaced by this script
+-- (settings), no longer depend on that setting either.
+
 -- [section: grants an update hands on survive a dump] -----------------------
 
 --

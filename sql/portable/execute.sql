@@ -3,30 +3,44 @@
 -- In the caller's transaction, with the caller's rights: check the
 -- statement, claim the key (claim()), and when the claim is ours run the
 -- statement, take the first column of its first row as jsonb and complete
--- the key (complete()).  As in the C, the checks come before the claim,
--- the statement runs to completion, and an error in it rolls back the
--- claim with the transaction.
+-- the key (complete()).  As in the C, the statement runs to completion,
+-- and an error in it rolls back the claim with the transaction.
 --
 -- PL/pgSQL cannot parse a statement without running it, so:
 -- - a small lexer (strings, quoted names, dollar quotes, comments, $n)
 --   counts the statements (none: 22023; several: 42601), finds the
 --   transaction control statements (2D000) and COPY to or from the client
---   (0A000), and the parameters beyond those given (42P02);
--- - the statement is PREPAREd with one text parameter per element of
---   params, as the C binds them, once per session (pg_prepared_statements,
---   names idempotency_execute_<md5>, emptied at 1024 as the C's cache),
---   which reports syntax errors before the claim; whether it returns rows
---   the lexer tells (a query, or a change with RETURNING).  A statement that
---   PREPARE does not take (utility statements) runs as it is, without
---   parameters, and stores JSON null.
+--   (0A000), and the parameters beyond those given (42P02), before the
+--   claim.  It reads the text as the server's scanner will, under the
+--   session's standard_conforming_strings (a plain '...' takes backslash
+--   escapes when it is off), with E'', B'' and X'' strings and strings
+--   continued on the next line: the server runs every statement of the
+--   text it is given, so one that the lexer missed would run unchecked;
+-- - a statement that PREPARE takes runs as PL/pgSQL's EXECUTE ... USING
+--   params, each $n rewritten to ($1[n]) by the lexer, so every parameter
+--   is text, as the C binds them.  Nothing is prepared under a name a
+--   caller could know, nor left in the session: a statement planted under
+--   such a name (behind a transaction pooler, by an earlier client of the
+--   server session) cannot run in the caller's place.  Whether it returns
+--   rows the lexer tells (a query, or a change with RETURNING);
+-- - a statement that does not run (replay, in_progress, mismatch, gone),
+--   and every statement before a claim that may wait, is checked as the
+--   C checks it: PREPARE under a random name, then DEALLOCATE at once;
+--   a claimed one is checked by running it;
+-- - a statement that PREPARE does not take (a utility statement) runs as
+--   it is, without parameters, and stores JSON null.
+--
+-- The body has no backslash in a plain '...' literal (scripts/portable.py
+-- refuses one): the caller's standard_conforming_strings would change its
+-- meaning, as PL/pgSQL compiles the body in the caller's session.
 --
 -- Edition differences (doc/portable.md): execute() is SECURITY INVOKER and
 -- calls claim() and complete(), so the caller needs EXECUTE on them too
 -- (grant_usage() grants them together); complete() reads the clock again
--- for updated_at (and response_expires_at); the key, scope and ttl are
--- checked by claim(), after the statement, and response_ttl after them;
--- the new key is written twice (claimed, then completed), where the C
--- writes it once.
+-- for updated_at (and response_expires_at); the lexer's checks come before
+-- the key, scope and ttl, which claim() checks, and response_ttl after
+-- them; a claimed statement's syntax errors come after those; the new key
+-- is written twice (claimed, then completed), where the C writes it once.
 
 -- portable: idempotency_execute_1_8, idempotency_execute_1_7, idempotency_execute_1_6, idempotency_execute
 CREATE OR REPLACE FUNCTION idempotency.execute(
@@ -49,16 +63,28 @@ DECLARE
     c text;
     word text;
     tag text;
+    -- how the server reads a string: 'e' takes backslash escapes, 'q'
+    -- does not, 'b' (B'', X'') neither, and ends at any quote; a plain
+    -- '...' takes them when standard_conforming_strings is off
+    quoting text;
+    plain_quoting text := CASE WHEN pg_catalog.current_setting('standard_conforming_strings')
+                                    OPERATOR(pg_catalog.=) 'off' THEN 'e' ELSE 'q' END;
+    newline boolean;
+    -- the scanner's white space (PostgreSQL 16 adds \v; 15 refuses it)
+    spaces text := pg_catalog.concat(' ', pg_catalog.chr(9), pg_catalog.chr(10), pg_catalog.chr(11),
+                                     pg_catalog.chr(12), pg_catalog.chr(13));
     statements integer := 0;
     in_statement boolean := false;
     first_words text[] := '{}';
     depth integer := 0;
     nparams integer := COALESCE(pg_catalog.cardinality(params), 0);
     bad_param integer;
-    prepared text;
+    rewritten text := '';
+    copied integer := 1;
+    preparable boolean;
+    checking text;
     verb text;
     returns_rows boolean;
-    call text;
     row_value record;
     body jsonb := 'null';
     max_bytes integer;
@@ -73,9 +99,14 @@ BEGIN
         RAISE EXCEPTION 'params must be a one-dimensional text array'
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
+    -- $n is the n-th element whatever the array's bounds, as the C reads it
+    IF pg_catalog.array_lower(params, 1) OPERATOR(pg_catalog.<>) 1 THEN
+        params := ARRAY(SELECT pg_catalog.unnest(params));
+    END IF;
 
     -- the lexer: statements, the first statement's words outside
-    -- parentheses, and the first parameter beyond those given
+    -- parentheses, the first parameter beyond those given, and the text
+    -- with each $n as ($1[n])
     IF statement OPERATOR(pg_catalog.<>) '' THEN
         chars := pg_catalog.regexp_split_to_array(statement, '');
         nchars := pg_catalog.cardinality(chars);
@@ -84,10 +115,12 @@ BEGIN
     END IF;
     WHILE i OPERATOR(pg_catalog.<=) nchars LOOP
         c := chars[i];
-        IF c OPERATOR(pg_catalog.~) '^\s$' THEN
+        IF pg_catalog.strpos(spaces, c) OPERATOR(pg_catalog.>) 0 THEN
             i := i OPERATOR(pg_catalog.+) 1;
         ELSIF c OPERATOR(pg_catalog.=) '-' AND chars[i OPERATOR(pg_catalog.+) 1] OPERATOR(pg_catalog.=) '-' THEN
-            WHILE i OPERATOR(pg_catalog.<=) nchars AND chars[i] OPERATOR(pg_catalog.<>) E'\n' LOOP
+            -- to the end of the line, which \r ends too
+            WHILE i OPERATOR(pg_catalog.<=) nchars AND chars[i] OPERATOR(pg_catalog.<>) E'\n'
+                  AND chars[i] OPERATOR(pg_catalog.<>) E'\r' LOOP
                 i := i OPERATOR(pg_catalog.+) 1;
             END LOOP;
         ELSIF c OPERATOR(pg_catalog.=) '/' AND chars[i OPERATOR(pg_catalog.+) 1] OPERATOR(pg_catalog.=) '*' THEN
@@ -115,21 +148,52 @@ BEGIN
             i := i OPERATOR(pg_catalog.+) 1;
         ELSE
             in_statement := true;
+            -- a string: '...', or E'...', B'...', X'...' (the loop is at
+            -- the start of a token, or after digits, where PostgreSQL 15
+            -- and later refuse a letter and older ones start a new token)
+            quoting := NULL;
             IF c OPERATOR(pg_catalog.=) '''' THEN
-                -- a string; after a lone E, backslashes escape
-                j := i;
+                quoting := plain_quoting;
+            ELSIF chars[i OPERATOR(pg_catalog.+) 1] OPERATOR(pg_catalog.=) ''''
+                  AND pg_catalog.lower(c) OPERATOR(pg_catalog.=) ANY ('{e,b,x}'::pg_catalog.text[]) THEN
+                quoting := CASE WHEN pg_catalog.lower(c) OPERATOR(pg_catalog.=) 'e' THEN 'e' ELSE 'b' END;
+                i := i OPERATOR(pg_catalog.+) 1;
+            END IF;
+            IF quoting IS NOT NULL THEN
                 i := i OPERATOR(pg_catalog.+) 1;
                 LOOP
                     EXIT WHEN i OPERATOR(pg_catalog.>) nchars;
-                    IF chars[i] OPERATOR(pg_catalog.=) '\' AND j OPERATOR(pg_catalog.>) 1
-                       AND pg_catalog.lower(chars[j OPERATOR(pg_catalog.-) 1]) OPERATOR(pg_catalog.=) 'e'
-                       AND (j OPERATOR(pg_catalog.=) 2
-                            OR chars[j OPERATOR(pg_catalog.-) 2] OPERATOR(pg_catalog.!~) '^[A-Za-z0-9_$]$') THEN
+                    IF chars[i] OPERATOR(pg_catalog.=) E'\\' AND quoting OPERATOR(pg_catalog.=) 'e' THEN
                         i := i OPERATOR(pg_catalog.+) 2;
                     ELSIF chars[i] OPERATOR(pg_catalog.=) '''' THEN
                         i := i OPERATOR(pg_catalog.+) 1;
-                        EXIT WHEN i OPERATOR(pg_catalog.>) nchars OR chars[i] OPERATOR(pg_catalog.<>) '''';
-                        i := i OPERATOR(pg_catalog.+) 1;
+                        IF chars[i] OPERATOR(pg_catalog.=) '''' AND quoting OPERATOR(pg_catalog.<>) 'b' THEN
+                            i := i OPERATOR(pg_catalog.+) 1;
+                        ELSE
+                            -- the end, unless white space and comments
+                            -- holding a newline, then a quote, follow:
+                            -- the string goes on there, read the same way
+                            j := i;
+                            newline := false;
+                            LOOP
+                                EXIT WHEN j OPERATOR(pg_catalog.>) nchars;
+                                IF chars[j] OPERATOR(pg_catalog.=) E'\n' OR chars[j] OPERATOR(pg_catalog.=) E'\r' THEN
+                                    newline := true;
+                                    j := j OPERATOR(pg_catalog.+) 1;
+                                ELSIF pg_catalog.strpos(spaces, chars[j]) OPERATOR(pg_catalog.>) 0 THEN
+                                    j := j OPERATOR(pg_catalog.+) 1;
+                                ELSIF chars[j] OPERATOR(pg_catalog.=) '-' AND chars[j OPERATOR(pg_catalog.+) 1] OPERATOR(pg_catalog.=) '-' THEN
+                                    WHILE j OPERATOR(pg_catalog.<=) nchars AND chars[j] OPERATOR(pg_catalog.<>) E'\n'
+                                          AND chars[j] OPERATOR(pg_catalog.<>) E'\r' LOOP
+                                        j := j OPERATOR(pg_catalog.+) 1;
+                                    END LOOP;
+                                ELSE
+                                    EXIT;
+                                END IF;
+                            END LOOP;
+                            EXIT WHEN NOT newline OR chars[j] IS NULL OR chars[j] OPERATOR(pg_catalog.<>) '''';
+                            i := j OPERATOR(pg_catalog.+) 1;
+                        END IF;
                     ELSE
                         i := i OPERATOR(pg_catalog.+) 1;
                     END IF;
@@ -159,6 +223,11 @@ BEGIN
                        OR word::pg_catalog.int4 OPERATOR(pg_catalog.>) nparams THEN
                         bad_param := CASE WHEN pg_catalog.length(word) OPERATOR(pg_catalog.>) 9
                                           THEN 2147483647 ELSE word::pg_catalog.int4 END;
+                    ELSE
+                        rewritten := pg_catalog.concat(rewritten,
+                                                       pg_catalog.substr(statement, copied, i OPERATOR(pg_catalog.-) copied),
+                                                       '($1[', word::pg_catalog.int4, '])');
+                        copied := j;
                     END IF;
                 END IF;
                 i := j;
@@ -205,6 +274,7 @@ BEGIN
     IF in_statement THEN
         statements := statements OPERATOR(pg_catalog.+) 1;
     END IF;
+    rewritten := rewritten OPERATOR(pg_catalog.||) pg_catalog.substr(statement, copied);
 
     IF statements OPERATOR(pg_catalog.=) 0 THEN
         RAISE EXCEPTION 'statement must not be empty'
@@ -233,50 +303,29 @@ BEGIN
             USING ERRCODE = 'undefined_parameter';
     END IF;
 
-    -- prepared once per session, with text parameters; PREPARE reports
-    -- the statement's syntax errors
-    IF first_words[1] OPERATOR(pg_catalog.=) ANY ('{select,insert,update,delete,merge,values,with,table,(}'::pg_catalog.text[]) THEN
-        prepared := 'idempotency_execute_' OPERATOR(pg_catalog.||)
-                    pg_catalog.md5(nparams::pg_catalog.text OPERATOR(pg_catalog.||) ':' OPERATOR(pg_catalog.||) statement);
-        IF NOT EXISTS (SELECT FROM pg_catalog.pg_prepared_statements p
-                        WHERE p.name OPERATOR(pg_catalog.=) prepared) THEN
-            IF (SELECT pg_catalog.count(*) FROM pg_catalog.pg_prepared_statements p
-                 WHERE p.name OPERATOR(pg_catalog.~~) 'idempotency\_execute\_%') OPERATOR(pg_catalog.>=) 1024 THEN
-                FOR call IN SELECT p.name FROM pg_catalog.pg_prepared_statements p
-                             WHERE p.name OPERATOR(pg_catalog.~~) 'idempotency\_execute\_%' LOOP
-                    EXECUTE pg_catalog.format('DEALLOCATE %I', call);
-                END LOOP;
-            END IF;
-            EXECUTE pg_catalog.format('PREPARE %I%s AS %s', prepared,
-                CASE WHEN nparams OPERATOR(pg_catalog.>) 0
-                     THEN '(' OPERATOR(pg_catalog.||) pg_catalog.array_to_string(
-                              pg_catalog.array_fill('text'::pg_catalog.text, ARRAY[nparams]), ', ')
-                          OPERATOR(pg_catalog.||) ')'
-                     ELSE '' END,
-                statement);
-        END IF;
-        -- rows: a query, or a change with RETURNING (after WITH, the
-        -- first of these words outside parentheses is the statement's)
-        verb := first_words[1];
-        IF verb OPERATOR(pg_catalog.=) 'with' THEN
-            SELECT w.word INTO verb
-              FROM pg_catalog.unnest(first_words) WITH ORDINALITY AS w(word, n)
-             WHERE w.word OPERATOR(pg_catalog.=) ANY ('{select,values,table,insert,update,delete,merge}'::pg_catalog.text[])
-             ORDER BY w.n LIMIT 1;
-        END IF;
-        returns_rows := verb OPERATOR(pg_catalog.=) ANY ('{select,values,table,(}'::pg_catalog.text[])
-                        OR (verb OPERATOR(pg_catalog.=) ANY ('{insert,update,delete,merge}'::pg_catalog.text[])
-                            AND first_words OPERATOR(pg_catalog.@>) '{returning}');
-        call := pg_catalog.format('EXECUTE %I', prepared);
-        IF nparams OPERATOR(pg_catalog.>) 0 THEN
-            call := call OPERATOR(pg_catalog.||) '(' OPERATOR(pg_catalog.||)
-                    (SELECT pg_catalog.string_agg(pg_catalog.quote_nullable(p.value), ', ' ORDER BY p.n)
-                       FROM pg_catalog.unnest(params) WITH ORDINALITY AS p(value, n))
-                    OPERATOR(pg_catalog.||) ')';
-        END IF;
-    ELSE
-        returns_rows := false;
-        call := statement;
+    -- rows: a query, or a change with RETURNING (after WITH, the first of
+    -- these words outside parentheses is the statement's)
+    preparable := first_words[1] OPERATOR(pg_catalog.=) ANY ('{select,insert,update,delete,merge,values,with,table,(}'::pg_catalog.text[]);
+    verb := first_words[1];
+    IF verb OPERATOR(pg_catalog.=) 'with' THEN
+        SELECT w.word INTO verb
+          FROM pg_catalog.unnest(first_words) WITH ORDINALITY AS w(word, n)
+         WHERE w.word OPERATOR(pg_catalog.=) ANY ('{select,values,table,insert,update,delete,merge}'::pg_catalog.text[])
+         ORDER BY w.n LIMIT 1;
+    END IF;
+    returns_rows := preparable
+                    AND (verb OPERATOR(pg_catalog.=) ANY ('{select,values,table,(}'::pg_catalog.text[])
+                         OR (verb OPERATOR(pg_catalog.=) ANY ('{insert,update,delete,merge}'::pg_catalog.text[])
+                             AND first_words OPERATOR(pg_catalog.@>) '{returning}'));
+    -- the check of a statement that will not run, or not yet: PREPARE
+    -- reports its syntax and analysis errors, under a name no one can
+    -- know (one planted under it could only make PREPARE fail, 42P05)
+    IF preparable THEN
+        checking := 'idempotency_check_' OPERATOR(pg_catalog.||) pg_catalog.gen_random_uuid();
+    END IF;
+    IF wait IS NOT NULL AND preparable THEN     -- before a claim that may wait
+        EXECUTE pg_catalog.format('PREPARE %I(pg_catalog.text[]) AS %s', checking, rewritten);
+        EXECUTE pg_catalog.format('DEALLOCATE %I', checking);
     END IF;
 
     -- the claim; in a read-only transaction its error names execute()
@@ -311,12 +360,18 @@ BEGIN
     END IF;
     -- replay, gone, in_progress, mismatch: the stored row, nothing run
     IF claim.outcome OPERATOR(pg_catalog.<>) ALL ('{claimed,resumed}'::pg_catalog.text[]) THEN
+        IF wait IS NULL AND preparable THEN
+            EXECUTE pg_catalog.format('PREPARE %I(pg_catalog.text[]) AS %s', checking, rewritten);
+            EXECUTE pg_catalog.format('DEALLOCATE %I', checking);
+        END IF;
         RETURN claim;
     END IF;
 
     -- the statement, to completion, with the caller's rights
-    IF returns_rows THEN
-        EXECUTE call INTO row_value;
+    IF NOT preparable THEN
+        EXECUTE statement;
+    ELSIF returns_rows THEN
+        EXECUTE rewritten INTO row_value USING params;
         GET DIAGNOSTICS j = ROW_COUNT;      -- EXECUTE leaves FOUND alone
         IF j OPERATOR(pg_catalog.>) 0 THEN
             SELECT e.value::pg_catalog.jsonb INTO body
@@ -325,7 +380,7 @@ BEGIN
             body := COALESCE(body, 'null');
         END IF;
     ELSE
-        EXECUTE call;
+        EXECUTE rewritten USING params;
     END IF;
     message := pg_catalog.current_setting('idempotency.max_response_bytes', true);
     -- a plain decimal within the C's bounds, else NULL: complete(), which
