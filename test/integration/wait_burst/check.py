@@ -4,9 +4,12 @@ the holder").  URL serves POST /wait-burst/<pool> for pools of 2, 4 and 10
 connections: a handler of HANDLER seconds that inserts its key into
 wait_burst_runs on that pool, behind the package's middleware with a wait
 of WAIT seconds, scoped by X-User.  For each pool, 20 and then 100
-duplicates of one key are sent at once; it checks exactly one execution
-(the table's rows), every other answer a byte-identical replay or a 409
-with Retry-After, no other status, and all answered within HANDLER + WAIT
+duplicates of one key are sent at once, then 10 duplicates of each of as
+many keys as the pool has connections (the server lets one claim per key
+sleep: only the client's bound per pool keeps a connection free for the
+holders then); it checks exactly one execution per key (the table's
+rows), every other answer a byte-identical replay or a 409 with
+Retry-After, no other status, and all answered within HANDLER + WAIT
 seconds of the first being sent.  It prints one line per burst (the
 figures of the report).  psql reaches the database of the PG* variables."""
 import subprocess
@@ -37,17 +40,19 @@ def post(url, key):
         return e.code, e.headers, e.read()
 
 
-def burst(pool, n):
-    key = "%s-%d-%d-%s" % (label, pool, n, uuid.uuid4().hex[:8])
+def burst(pool, keys, n):
+    """n duplicates of each of keys keys, all sent at once."""
+    tag = "%s-%d-%dx%d-%s" % (label, pool, keys, n, uuid.uuid4().hex[:8])
     url = "%s/wait-burst/%d" % (base, pool)
-    replies = [None] * n
-    barrier = threading.Barrier(n + 1)
+    sent = ["%s-%d" % (tag, i % keys) for i in range(keys * n)]
+    replies = [None] * len(sent)
+    barrier = threading.Barrier(len(sent) + 1)
 
     def send(i):
         barrier.wait()
-        replies[i] = post(url, key)
+        replies[i] = post(url, sent[i])
 
-    threads = [threading.Thread(target=send, args=(i,)) for i in range(n)]
+    threads = [threading.Thread(target=send, args=(i,)) for i in range(len(sent))]
     for t in threads:
         t.start()
     barrier.wait()
@@ -55,18 +60,18 @@ def burst(pool, n):
     for t in threads:
         t.join()
     took = time.monotonic() - started
-    runs = int(psql("SELECT count(*) FROM wait_burst_runs WHERE key = '%s'" % key))
-    first = [r for r in replies if r[0] == 201 and r[1].get("Idempotent-Replayed") is None]
-    replays = [r for r in replies if r[0] == 201 and r[1].get("Idempotent-Replayed") == "true"]
+    runs = dict(l.split("|") for l in psql(
+        "SELECT key, count(*) FROM wait_burst_runs WHERE key LIKE '%s-%%' GROUP BY key" % tag).split("\n") if l)
+    first = {k: r for k, r in zip(sent, replies) if r[0] == 201 and r[1].get("Idempotent-Replayed") is None}
+    replays = [(k, r) for k, r in zip(sent, replies) if r[0] == 201 and r[1].get("Idempotent-Replayed") == "true"]
     busy = [r for r in replies if r[0] == 409 and int(r[1].get("Retry-After") or 0) >= 1]
-    line = ("wait burst, %s: pool %d, %d duplicates: %d execution(s); %d 201, %d replays, %d 409; %.2f s"
-            % (label, pool, n, runs, len(first), len(replays), len(busy), took))
+    line = ("wait burst, %s: pool %d, %d key(s) x %d duplicates: %d execution(s); %d 201, %d replays, %d 409; %.2f s"
+            % (label, pool, keys, n, sum(int(v) for v in runs.values()), len(first), len(replays), len(busy), took))
     print(line, flush=True)
-    others = sorted({r[0] for r in replies} - {201, 409})
-    assert runs == 1 and len(first) == 1, line
-    assert len(first) + len(replays) + len(busy) == n, "%s; other answers: %s %s" % (
-        line, others, [r[2][:200] for r in replies if r[0] not in (201, 409)][:3])
-    assert all(r[2] == first[0][2] for r in replays), "%s: a replay differs" % line
+    others = [(r[0], r[2][:200]) for r in replies if r[0] not in (201, 409)]
+    assert sorted(runs.values()) == ["1"] * keys and len(first) == keys, line
+    assert len(first) + len(replays) + len(busy) == len(sent), "%s; other answers: %s" % (line, others[:3])
+    assert all(r[2] == first[k][2] for k, r in replays), "%s: a replay differs" % line
     assert took < HANDLER + WAIT, "%s: longer than the handler plus the wait" % line
 
 
@@ -81,4 +86,7 @@ for _ in range(100):           # the app is up
         time.sleep(0.1)
 for pool in POOLS:
     for n in BURSTS:
-        burst(pool, n)
+        burst(pool, 1, n)
+    # as many keys as the pool has connections, each with duplicates: with
+    # a sleeper per key (the server's bound) the pool would be all asleep
+    burst(pool, pool, 10)
