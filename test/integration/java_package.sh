@@ -111,6 +111,8 @@ readme() { readme_block "$IDEM_TOP/clients/java/README.md" "$@"; }
 readme "quick-start: settings" xml >"$home/.m2/settings.xml"
 cp -r "$IDEM_TOP/clients/java" "$home/checkout/clients/"
 rm -rf "$home/checkout/clients/java/target"
+# Maven reads ~ from Java's user.home (the passwd entry), not from HOME
+export MAVEN_OPTS="-Duser.home=$home"
 (cd "$home/checkout" && HOME=$home bash -euc "$(readme "install: maven" sh)") >"$tmp/install.log" 2>&1 ||
   { cat "$tmp/install.log"; exit 1; }
 readme "quick-start: pom" xml >"$home/payments/pom.xml"
