@@ -122,6 +122,7 @@ readme "quick-start: tomcat" java >"$home/payments/src/main/java/App.java"
 # a process group of its own (mvn, then java), stopped as one
 cd "$home/payments"
 socket_file=$PGHOST/.s.PGSQL.$PGPORT
+: >"$tmp/app.log"
 HOME=$home JDBC_URL="jdbc:postgresql://localhost/idem_java_package?user=$PGUSER&socketFactory=org.pgidempotency.UnixSocketFactory&socketFactoryArg=$socket_file" \
   PORT=0 setsid bash -euc "$(readme "quick-start: run" sh)" >"$tmp/app.log" 2>&1 &   # Tomcat's base dir: ./tomcat.0
 server=$!
