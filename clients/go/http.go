@@ -38,6 +38,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 )
@@ -392,6 +394,48 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	a.send(w)
 }
 
+// sleepers counts, per *sql.DB, the claims that sleep with Wait. A
+// sleeping claim keeps its connection, and a holder needs one for its
+// handler's queries and for Complete: were every connection of the pool
+// asleep in a claim, the holder would wait until its lease ran out and a
+// waiter took the key over, running the request twice. The server lets one
+// claim per key sleep (idempotency.max_waiters_per_key); enterWait bounds
+// the sleepers of all keys to the pool's SetMaxOpenConns minus one, so a
+// connection is always left for the holders (no bound when it is
+// unlimited). A duplicate past the bound claims without Wait: 409 with
+// Retry-After at once. The wait never outlasts the holder's lease: the
+// server wakes the waiter when the lease runs out.
+var sleepers sync.Map // *sql.DB -> *int64
+
+func enterWait(db *sql.DB) bool {
+	max := int64(db.Stats().MaxOpenConnections)
+	v, _ := sleepers.LoadOrStore(db, new(int64))
+	n := v.(*int64)
+	if atomic.AddInt64(n, 1) > max-1 && max > 0 {
+		atomic.AddInt64(n, -1)
+		return false
+	}
+	return true
+}
+
+func leaveWait(db *sql.DB) {
+	v, _ := sleepers.Load(db)
+	atomic.AddInt64(v.(*int64), -1)
+}
+
+// storePatience is how long the holder's Complete or Fail waits for a
+// connection: its handler's side effect has run, and an answer not stored
+// lets a retry run it again once the lease (by default 30 s) is out.
+const storePatience = 30 * time.Second
+
+// detached has ctx's values but not its end: the holder stores its answer
+// even when the client went away during the handler (its effect ran).
+type detached struct{ context.Context }
+
+func (detached) Deadline() (time.Time, bool) { return time.Time{}, false }
+func (detached) Done() <-chan struct{}       { return nil }
+func (detached) Err() error                  { return nil }
+
 // exchange claims the key and answers; the expiry headers are added once
 // the answer is settled.
 func (m *middleware) exchange(r *http.Request, key, scope string, fp any) (*answer, error) {
@@ -406,7 +450,14 @@ func (m *middleware) exchange(r *http.Request, key, scope string, fp any) (*answ
 		defer func() { _ = tx.Rollback() }() // after Commit: ErrTxDone, harmless
 		q = tx
 	}
-	c, err := On(q).Claim(ctx, key, fp, ClaimOptions{Scope: scope, TTL: m.TTL, Lease: m.Lease, Wait: m.Wait})
+	var wait time.Duration
+	if m.Wait > 0 && enterWait(m.DB) {
+		wait = m.Wait
+	}
+	c, err := On(q).Claim(ctx, key, fp, ClaimOptions{Scope: scope, TTL: m.TTL, Lease: m.Lease, Wait: wait})
+	if wait > 0 {
+		leaveWait(m.DB)
+	}
 	if err != nil {
 		if tx != nil {
 			_ = tx.Rollback()
@@ -450,9 +501,15 @@ func (m *middleware) held(ctx context.Context, r *http.Request, tx *sql.Tx, key,
 	if failure != nil {
 		m.Logf("pgidempotency: idempotent handler failed: %v", failure)
 	}
+	// in one transaction the store goes with the request's transaction
+	// (its end rolls back the handler's writes too); else it outlives it
 	var q Querier = m.DB
 	if tx != nil {
 		q = tx
+	} else {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(detached{ctx}, storePatience)
+		defer cancel()
 	}
 	var err error
 	if a.status >= 500 {

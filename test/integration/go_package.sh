@@ -9,9 +9,13 @@
 # driver (-tags pgx, PGIDEM_DRIVER=pgx).  The suite covers the client,
 # the middleware over real HTTP (httptest.Server, duplicates behind a
 # barrier, chi) and the relay (one killed with SIGKILL mid-batch and
-# another finishing, one stopped with SIGTERM handing its batch back).  Then the README's quick start is
-# extracted, built and served on 127.0.0.1: a request, its replay, a
-# mismatch and a missing key answer as the behaviour table says.
+# another finishing, one stopped with SIGTERM handing its batch back).
+# Bursts of 20 and 100 duplicates with Wait through pools of 2, 4 and 10
+# run once (wait_burst/).  Then the README's Install runs as written (in a
+# home of its own) and its quick start is built there and served on
+# 127.0.0.1: a request, its replay, a mismatch, a missing key, another
+# caller's request under the same key and a request without a caller
+# answer as the behaviour table says.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 export IDEM_TOP=${IDEM_TOP:-$(cd "$here/../.." && pwd)}
@@ -21,6 +25,8 @@ idem_host_only "tests the Go package"
 idem_ensure_packages golang-go golang-github-lib-pq-dev golang-github-go-chi-chi-dev \
   golang-github-jackc-pgx-v4-dev
 . "$here/fresh_db.bash"
+. "$here/readme_block.bash"
+. "$here/wait_burst/wait_burst.bash"
 . "$IDEM_TOP/test/portable/lib.sh"
 started=$(date +%s)
 
@@ -74,19 +80,29 @@ for run in "$cdb lib/pq" "$PDB lib/pq" "$cdb pgx"; do
   total=$((total + n))
 done
 
-idem_log "go_package: the README's quick start over HTTP"
-mkdir -p "$tmp/gopath/src/quickstart"
-awk '/^## Quick start/ { q = 1 } q && /^```go$/ { on = 1; next } on && /^```$/ { exit } on { print }' \
-  "$IDEM_TOP/clients/go/README.md" >"$tmp/gopath/src/quickstart/main.go"
-(cd "$tmp/gopath/src/quickstart" && go vet . && go build -o "$tmp/quickstart" .)
+idem_log "go_package: bursts of duplicates with Wait through small pools"
+mkdir -p "$tmp/gopath/src/waitburst"
+cp "$here/wait_burst/main.go" "$tmp/gopath/src/waitburst/"
+(cd "$tmp/gopath/src/waitburst" && go build -o "$tmp/waitburst" .)
+PGDATABASE=$cdb wait_burst go "$tmp/waitburst.log" "$tmp/waitburst"
+
+# the README's Install as written, in a home of its own (from a checkout:
+# it copies clients/go), then the quick start built where it says
+idem_log "go_package: the README's install and quick start over HTTP"
+readme_block "$IDEM_TOP/clients/go/README.md" "quick-start: nethttp" go >"$tmp/main.go"
+install=$(readme_block "$IDEM_TOP/clients/go/README.md" "install: gopath" sh)
+mkdir "$tmp/home"
+(cd "$IDEM_TOP" && HOME=$tmp/home bash -euc "$install
+  mkdir -p ~/go/src/payments && cp '$tmp/main.go' ~/go/src/payments/ && cd ~/go/src/payments
+  go vet . && go build -o '$tmp/quickstart' .") >"$tmp/install.log" 2>&1 || { cat "$tmp/install.log"; exit 1; }
 port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 PGDATABASE=$cdb ADDR=127.0.0.1:$port DATABASE_URL= "$tmp/quickstart" >"$tmp/quickstart.log" 2>&1 &
 server=$!
 base=http://127.0.0.1:$port
 for _ in $(seq 100); do curl -s -o /dev/null "$base/" && break; sleep 0.1; done
-post() {  # post KEY BODY: prints the status line's code, then the headers and body to $tmp/out
+post() {  # post KEY BODY [USER]: prints the status code; the headers and body in $tmp
   curl -s -D "$tmp/headers" -o "$tmp/body" -w '%{http_code}' -X POST "$base/payments" \
-    -H 'Content-Type: application/json' ${1:+-H "Idempotency-Key: $1"} -d "$2"
+    -H 'Content-Type: application/json' ${1:+-H "Idempotency-Key: $1"} -H "X-User: ${3-alice}" -d "$2"
 }
 key=go-quickstart-$$-$(date +%s%N)
 [ "$(post "$key" '{"amount": 5}')" = 201 ] || { cat "$tmp/headers" "$tmp/body" "$tmp/quickstart.log"; exit 1; }
@@ -99,7 +115,11 @@ ahead=$(( $(date -d "$expires" +%s) - $(date +%s) ))
 [ "$(post "$key" '{"amount": 6}')" = 422 ] && grep -qi '^Content-Type: application/problem+json' "$tmp/headers" ||
   { echo "no 422"; exit 1; }
 [ "$(post "" '{"amount": 6}')" = 400 ] || { echo "no 400"; exit 1; }
-echo "quick start: 201, replay, 422, 400 as the behaviour table says"
+# another caller's request under the same key is its own, not a replay
+[ "$(post "$key" '{"amount": 5}' bob)" = 201 ] && ! grep -qi '^Idempotent-Replayed' "$tmp/headers" ||
+  { echo "bob got alice's answer"; cat "$tmp/headers"; exit 1; }
+[ "$(post "$key-nobody" '{"amount": 5}' '')" = 401 ] || { echo "no 401 without a caller"; exit 1; }
+echo "quick start: 201, replay, 422, 400, another caller's own 201, 401 as the behaviour table says"
 kill "$server"
 server=
 

@@ -10,9 +10,12 @@
 # (one JVM on Debian's jars; the build has no test phase) against a
 # fresh database of the C edition, then against one where the portable
 # edition was installed as a plain script by a role that is no superuser.
-# Last, a new Maven project that depends on the installed artifact builds
-# the README's Tomcat quick start as written, and the app it starts answers
-# real HTTP on 127.0.0.1 as doc/clients.md's behaviour table says.
+# Bursts of 20 and 100 duplicates with wait through pools of 2, 4 and 10
+# run once (wait_burst/).  Last, a new user in a home of their own follows
+# the README as written, offline: its apt-get line, its settings.xml, its
+# install of the package, its pom and Tomcat quick start in a new project,
+# and its mvn package and java -jar; the app answers real HTTP on
+# 127.0.0.1 as doc/clients.md's behaviour table says.
 # JDBC reaches the test cluster through its Unix socket
 # (org.pgidempotency.UnixSocketFactory).  Host only.
 set -euo pipefail
@@ -26,7 +29,12 @@ idem_ensure_packages openjdk-17-jdk-headless maven maven-repo-helper libpostgres
   libaopalliance-java libspring-aop-java libspring-context-java libmaven-compiler-plugin-java \
   libmaven-resources-plugin-java libmaven-jar-plugin-java libmaven-install-plugin-java libsurefire-java
 . "$here/fresh_db.bash"
+. "$here/readme_block.bash"
+. "$here/wait_burst/wait_burst.bash"
 . "$IDEM_TOP/test/portable/lib.sh"
+# the README's install line, as written
+idem_ensure_packages $(readme_block "$IDEM_TOP/clients/java/README.md" "install: debian" sh |
+  tr -d '\\' | sed 's/^ *apt-get install//')
 fresh_db idem_java_package
 started=$(date +%s)
 
@@ -35,7 +43,7 @@ tmp=$(mktemp -d /tmp/idem-java-package.XXXXXX)
 chmod 755 "$tmp"
 server=
 cleanup() {
-  [ -z "$server" ] || kill "$server" 2>/dev/null || true
+  [ -z "$server" ] || kill -- -"$server" 2>/dev/null || true
   rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -64,7 +72,7 @@ cp=$cp:$J/tomcat10-embed-core.jar:$J/aopalliance.jar:$J/spring3-aop.jar:$J/sprin
 cp=$cp:$J/spring3-beans.jar:$J/spring3-context.jar:$J/spring3-expression.jar:$J/commons-logging.jar
 mkdir "$tmp/test-classes"
 javac -nowarn -d "$tmp/test-classes" -cp "$cp:$J/junit-jupiter-api.jar:$J/opentest4j.jar:$J/apiguardian-api.jar:$J/junit-platform-commons.jar" \
-  $(find "$tmp/src/src/test/java" -name '*.java') 2>&1 | grep -v '^Note:' || true
+  $(find "$tmp/src/src/test/java" -name '*.java') "$here/wait_burst/WaitBurstApp.java" 2>&1 | grep -v '^Note:' || true
 [ -f "$tmp/test-classes/org/pgidempotency/ClientTest.class" ] || { echo "java_package: the tests do not compile" >&2; exit 1; }
 
 junit() {	# junit EDITION: the suite against the database of PGDATABASE as PGUSER
@@ -80,6 +88,9 @@ junit() {	# junit EDITION: the suite against the database of PGDATABASE as PGUSE
 }
 junit c
 
+idem_log "java_package: bursts of duplicates with wait through small pools"
+wait_burst java "$tmp/wait-burst.log" java -cp "$tmp/test-classes:$cp" org.pgidempotency.WaitBurstApp
+
 # the portable edition, installed as a plain script by a role that is no superuser
 portable_build_edition "$tmp"
 psql -X -q -v ON_ERROR_STOP=1 -d postgres \
@@ -90,67 +101,40 @@ psql -X -q -v ON_ERROR_STOP=1 -d postgres \
 portable_install plain idem_java_portable idem_java_portable
 PGDATABASE=idem_java_portable PGUSER=idem_java_portable junit portable
 
-# a new project that depends on the installed artifact: the README's Tomcat
-# quick start, as written
-idem_log "java_package: a new Maven project with the README's quick start"
-mkdir -p "$tmp/quick/src/main/java"
-awk '/<!-- quick-start: tomcat/ { on = 1; next }
-     on && /^```java$/ { inblock = 1; next }
-     inblock && /^```$/ { exit }
-     inblock { print }' "$IDEM_TOP/clients/java/README.md" > "$tmp/quick/src/main/java/App.java"
-grep -q IdempotencyFilter "$tmp/quick/src/main/java/App.java" || { echo "java_package: no quick start in the README" >&2; exit 1; }
-awk '/<!-- quick-start: pom/ { on = 1; next }
-     on && /^```xml$/ { inblock = 1; next }
-     inblock && /^```$/ { exit }
-     inblock { print }' "$IDEM_TOP/clients/java/README.md" > "$tmp/quick/dependencies.xml"
-grep -q pg-idempotency "$tmp/quick/dependencies.xml" || { echo "java_package: no dependencies in the README" >&2; exit 1; }
-cat > "$tmp/quick/pom.xml" <<XML
-<project xmlns="http://maven.apache.org/POM/4.0.0">
-  <modelVersion>4.0.0</modelVersion>
-  <groupId>com.example</groupId>
-  <artifactId>payments</artifactId>
-  <version>1</version>
-  <properties>
-    <maven.compiler.release>17</maven.compiler.release>
-    <project.build.sourceEncoding>UTF-8</project.build.sourceEncoding>
-  </properties>
-$(cat "$tmp/quick/dependencies.xml")
-  <build>
-    <plugins>
-      <plugin><artifactId>maven-compiler-plugin</artifactId><version>3.10.1</version></plugin>
-      <plugin><artifactId>maven-resources-plugin</artifactId><version>3.3.0</version></plugin>
-      <plugin><artifactId>maven-surefire-plugin</artifactId><version>2.22.3</version></plugin>
-      <plugin>
-        <artifactId>maven-jar-plugin</artifactId><version>3.3.0</version>
-        <configuration><archive><manifest>
-          <mainClass>App</mainClass>
-          <!-- the dependencies, as Maven resolved them, from the local repository -->
-          <addClasspath>true</addClasspath>
-          <classpathLayoutType>repository</classpathLayoutType>
-          <classpathPrefix>$tmp/m2/</classpathPrefix>
-        </manifest></archive></configuration>
-      </plugin>
-    </plugins>
-  </build>
-</project>
-XML
-(cd "$tmp/quick" && mvn package) >"$tmp/quick.log" 2>&1 || { cat "$tmp/quick.log"; exit 1; }
-unzip -p "$tmp/quick/target/payments-1.jar" META-INF/MANIFEST.MF | tr -d '\r\n ' | grep -q 'pg-idempotency-0.1.0.jar' ||
-  { echo "java_package: the app's classpath lacks pg-idempotency" >&2; exit 1; }
+# a new user, offline, in a home of their own: the README's settings.xml,
+# its install of the package from a checkout, its pom and Tomcat quick
+# start in a new project, and its build-and-run commands, all as written
+idem_log "java_package: the README's install and Tomcat quick start, as written"
+home=$tmp/home
+mkdir -p "$home/.m2" "$home/checkout/clients" "$home/payments/src/main/java"
+readme() { readme_block "$IDEM_TOP/clients/java/README.md" "$@"; }
+readme "quick-start: settings" xml >"$home/.m2/settings.xml"
+cp -r "$IDEM_TOP/clients/java" "$home/checkout/clients/"
+rm -rf "$home/checkout/clients/java/target"
+# Maven reads ~ from Java's user.home (the passwd entry), not from HOME
+export MAVEN_OPTS="-Duser.home=$home"
+(cd "$home/checkout" && HOME=$home bash -euc "$(readme "install: maven" sh)") >"$tmp/install.log" 2>&1 ||
+  { cat "$tmp/install.log"; exit 1; }
+readme "quick-start: pom" xml >"$home/payments/pom.xml"
+readme "quick-start: tomcat" java >"$home/payments/src/main/java/App.java"
 
-# the app on 127.0.0.1, an ephemeral port (it prints it)
-cd "$tmp/quick"
+# the app on 127.0.0.1, an ephemeral port (it prints it); the run block in
+# a process group of its own (mvn, then java), stopped as one
+cd "$home/payments"
 socket_file=$PGHOST/.s.PGSQL.$PGPORT
-JDBC_URL="jdbc:postgresql://localhost/idem_java_package?user=$PGUSER&socketFactory=org.pgidempotency.UnixSocketFactory&socketFactoryArg=$socket_file" \
-  PORT=0 java -jar "$tmp/quick/target/payments-1.jar" >"$tmp/app.log" 2>&1 &   # Tomcat's base dir: ./tomcat.0
+: >"$tmp/app.log"
+HOME=$home JDBC_URL="jdbc:postgresql://localhost/idem_java_package?user=$PGUSER&socketFactory=org.pgidempotency.UnixSocketFactory&socketFactoryArg=$socket_file" \
+  PORT=0 setsid bash -euc "$(readme "quick-start: run" sh)" >"$tmp/app.log" 2>&1 &   # Tomcat's base dir: ./tomcat.0
 server=$!
-for _ in $(seq 1 200); do
+for _ in $(seq 1 1200); do
   port=$(sed -n 's/^listening on 127.0.0.1:\([0-9]*\)$/\1/p' "$tmp/app.log")
   [ -n "$port" ] && break
   kill -0 "$server" 2>/dev/null || { cat "$tmp/app.log"; exit 1; }
   sleep 0.1
 done
 [ -n "$port" ] || { cat "$tmp/app.log"; echo "java_package: the app did not start" >&2; exit 1; }
+unzip -p "$home/payments/target/payments-1.jar" META-INF/MANIFEST.MF | tr -d '\r\n ' | grep -q 'pg-idempotency-0.1.0.jar' ||
+  { echo "java_package: the app's classpath lacks pg-idempotency" >&2; exit 1; }
 
 idem_log "java_package: the quick start's app over HTTP on 127.0.0.1:$port"
 python3 - "$port" <<'PY' || { cat "$tmp/app.log"; exit 1; }
@@ -223,7 +207,7 @@ print("quick start over HTTP: 400, 400, 401, 201, byte-identical replay, 422; 8 
 PY
 payments=$(psql -X -At -d idem_java_package -c "SELECT count(*) FROM payments WHERE amount = 7")
 [ "$payments" = 1 ] || { echo "java_package: $payments payments of the duplicates, not 1" >&2; exit 1; }
-kill "$server"
+kill -- -"$server"
 wait "$server" 2>/dev/null || true
 server=
 echo "java_package: ok in $(( $(date +%s) - started )) s"

@@ -14,6 +14,7 @@ export IDEM_TOP=${IDEM_TOP:-$(cd "$here/../.." && pwd)}
 . "$IDEM_TOP/scripts/lib.sh"
 idem_host_only "tests the Node package's README"
 . "$here/fresh_db.bash"
+. "$here/readme_block.bash"
 fresh_db idem_node_new_user
 
 tmp=$(mktemp -d /tmp/idem-node-new-user.XXXXXX)
@@ -48,10 +49,7 @@ idem_log "node_new_user: npm install of the tarball, pg and express"
 npm install --no-audit --no-fund --loglevel=error "$tarball" pg express@5.1.0
 
 # the README's Express quick start, as written
-awk '/<!-- quick-start: express/ { on = 1; next }
-     on && /^```js$/ { inblock = 1; next }
-     inblock && /^```$/ { exit }
-     inblock { print }' "$IDEM_TOP/clients/node/README.md" > app.js
+readme_block "$IDEM_TOP/clients/node/README.md" "quick-start: express" js > app.js
 grep -q "idempotentExpress" app.js || { echo "node_new_user: no quick start in the README" >&2; exit 1; }
 
 port=$((18000 + RANDOM % 1000))

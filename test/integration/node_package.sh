@@ -3,7 +3,8 @@
 # a real database: its node:test suites (client, relay, the HTTP table on
 # Express, Fastify and NestJS, the storage adapters), then `npm pack`, the
 # tarball installed into an empty project and an Express app run from it
-# with real HTTP on 127.0.0.1. Dependencies come from the committed lock
+# with real HTTP on 127.0.0.1, and from there the burst of duplicates with
+# wait (wait_burst/: one execution whatever the pool's size). Dependencies come from the committed lock
 # file (npm ci). Runs on the host's PostgreSQL 15 only.
 #
 # The suites run again under Node 18, the floor of package.json's engines:
@@ -19,6 +20,7 @@ export IDEM_TOP=${IDEM_TOP:-$(cd "$here/../.." && pwd)}
 . "$IDEM_TOP/scripts/lib.sh"
 idem_host_only "tests the Node package"
 . "$here/fresh_db.bash"
+. "$here/wait_burst/wait_burst.bash"
 fresh_db idem_node_package
 
 NODE18_DIR=${IDEM_NODE18_DIR:-/opt/node18}
@@ -84,3 +86,7 @@ cd "$app"
 echo '{"name": "idem-packaged-app", "private": true}' > package.json
 npm install --no-audit --no-fund --loglevel=error "./$tarball" express@5.1.0
 node app.cjs
+
+# bursts of duplicates with wait through small pools: one execution each
+cp "$here/wait_burst/app.cjs" wait-burst.cjs
+wait_burst node "$app/wait-burst.log" node wait-burst.cjs

@@ -8,7 +8,9 @@
 # apt, there is no PyPI) and a FastAPI app imports it from there and serves
 # real HTTP on 127.0.0.1 under uvicorn: a request, then its replay, both
 # with Idempotency-Key-Expires a day ahead; a duplicate sent while the
-# first runs waits for it (wait) and gets its answer.  mypy
+# first runs waits for it (wait) and gets its answer; bursts of 20 and 100
+# duplicates with wait through pools of 2, 4 and 10 run once
+# (wait_burst/).  mypy
 # --strict checks the package's types and that its signatures reach users.
 # Debian's python3 is used whatever else is first on PATH.
 set -euo pipefail
@@ -21,6 +23,8 @@ idem_ensure_packages python3-psycopg python3-psycopg-pool python3-starlette pyth
   python3-django python3-flask python3-pytest python3-pytest-asyncio python3-httpx python3-build \
   python3-venv python3-setuptools python3-wheel python3-uvicorn python3-mypy
 . "$here/fresh_db.bash"
+. "$here/readme_block.bash"
+. "$here/wait_burst/wait_burst.bash"
 fresh_db idem_python_package
 
 PY=/usr/bin/python3
@@ -151,6 +155,12 @@ kill "$server"
 wait "$server" 2>/dev/null || true
 server=
 
+# bursts of duplicates with wait through small pools: one execution each
+cp "$IDEM_TOP/test/integration/wait_burst/app.py" wait_burst_app.py
+port=$($PY -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+wait_burst python "$tmp/wait-burst.log" sh -c 'echo "listening on 127.0.0.1:$1"
+  exec "$0" -m uvicorn wait_burst_app:app --host 127.0.0.1 --port "$1" --log-level warning' "$tmp/venv/bin/python" "$port"
+
 # a new user (issue 45): the README's FastAPI quick start, as written, in
 # the empty project with the wheel installed as the README's Install says;
 # its handler takes its own connection from the quick start's pool (4):
@@ -158,14 +168,12 @@ server=
 idem_log "python_package: the README's FastAPI quick start"
 mkdir "$tmp/quick"
 cd "$tmp/quick"
-awk '/<!-- quick-start: fastapi/ { on = 1; next }
-     on && /^```python$/ { inblock = 1; next }
-     inblock && /^```$/ { exit }
-     inblock { print }' "$IDEM_TOP/clients/python/README.md" > app.py
-grep -q IdempotencyMiddleware app.py || { echo "python_package: no quick start in the README" >&2; exit 1; }
+readme_block "$IDEM_TOP/clients/python/README.md" "quick-start: fastapi" python > app.py
+# the README's command line, with this run's address
+run=$(readme_block "$IDEM_TOP/clients/python/README.md" "quick-start: run" sh)
+[ "$run" = "python3 -m uvicorn app:app" ] || { echo "python_package: the README runs the app with: $run" >&2; exit 1; }
 port=$((18000 + RANDOM % 1000))
-"$tmp/venv/bin/python" -m uvicorn app:app --host 127.0.0.1 --port "$port" --log-level warning \
-  >"$tmp/quick.log" 2>&1 &
+PATH=$tmp/venv/bin:$PATH $run --host 127.0.0.1 --port "$port" --log-level warning >"$tmp/quick.log" 2>&1 &
 server=$!
 "$tmp/venv/bin/python" - "$port" <<'PY' || { cat "$tmp/quick.log"; exit 1; }
 import json, sys, time, urllib.error, urllib.request, uuid

@@ -112,7 +112,9 @@ export interface IdempotencyOptions<Req> {
    * Extension 1.6: how long a duplicate of a request in flight waits for
    * its holder to finish (then it gets the holder's answer) before it is
    * answered 409. Default: no wait. Needs the library in
-   * shared_preload_libraries; a waiting request holds a pool connection.
+   * shared_preload_libraries. A waiting request holds a pool connection:
+   * at most the pool's max minus one requests wait at once (see
+   * enterWait), the others are answered 409 at once.
    */
   wait?: Interval;
   /**
@@ -240,6 +242,54 @@ function errorAnswer(e: unknown): { answer: HttpAnswer; retryable: boolean } {
   return { answer: problem(500, 'Internal Server Error', 'The request failed; it may be retried with the same key.'), retryable: true };
 }
 
+/**
+ * The claims that may sleep with wait at once, per pool. A sleeping claim
+ * keeps its connection, and a holder needs one for its handler's queries
+ * and for complete: were every connection of the pool asleep in claim, the
+ * holder would wait until its lease ran out and a waiter took the key
+ * over, running the request twice. The server lets one claim per key
+ * sleep (idempotency.max_waiters_per_key); this bounds the sleepers of all
+ * keys to the pool's max minus one, so a connection is always left for
+ * the holders. A duplicate past the bound claims without wait: 409 with
+ * Retry-After at once. The wait itself never outlasts the holder's lease:
+ * the server wakes the waiter when the lease runs out.
+ */
+const sleepers = new WeakMap<object, number>();
+
+function enterWait(pool: Pool): boolean {
+  const max = (pool as unknown as { options?: { max?: number } }).options?.max ?? 10;
+  const n = sleepers.get(pool) ?? 0;
+  if (n >= max - 1) return false;
+  sleepers.set(pool, n + 1);
+  return true;
+}
+
+function leaveWait(pool: Pool): void {
+  sleepers.set(pool, (sleepers.get(pool) ?? 1) - 1);
+}
+
+/** pg-pool's refusal to lend a connection within connectionTimeoutMillis: nothing was sent. */
+function poolTimedOut(e: unknown): boolean {
+  return e instanceof Error && e.message === 'timeout exceeded when trying to connect';
+}
+
+/**
+ * Runs fn, the holder's complete or fail, again while the pool has no
+ * connection to lend (connectionTimeoutMillis), for up to 30 s (the
+ * default lease): the handler's side effect has run, and an answer not
+ * stored lets a retry run it again once the lease is out.
+ */
+async function storing(fn: () => Promise<void>): Promise<void> {
+  const until = Date.now() + 30000;
+  for (;;) {
+    try {
+      return await fn();
+    } catch (e) {
+      if (!poolTimedOut(e) || Date.now() > until) throw e;
+    }
+  }
+}
+
 /** The engine behind idempotentExpress and idempotentFastify. */
 export function createIdempotency<Req>(opts: IdempotencyOptions<Req>) {
   const pool = opts.pool;
@@ -294,10 +344,13 @@ export function createIdempotency<Req>(opts: IdempotencyOptions<Req>) {
     const db: Queryable = client ?? pool;
     const on = api.on(db);
     let claim;
+    const waiting = wait !== null && enterWait(pool);
     try {
-      claim = await on.claim(key, { request, scope, ttl, lease, wait });
+      claim = await on.claim(key, { request, scope, ttl, lease, wait: waiting ? wait : null });
     } catch (e) {
       throw CLAIM_REFUSALS.includes(sqlState(e) ?? '') ? new ClaimRefused(e) : e;
+    } finally {
+      if (waiting) leaveWait(pool);
     }
     switch (claim.outcome) {
       case 'replay':
@@ -319,16 +372,16 @@ export function createIdempotency<Req>(opts: IdempotencyOptions<Req>) {
     let answer: HttpAnswer;
     try {
       answer = answerOf(await handler(info.req, ctx));
-      await on.complete(key, fence, storedAnswer(answer), { responseCode: answer.status, scope, ttl, responseTtl });
+      await storing(() => on.complete(key, fence, storedAnswer(answer), { responseCode: answer.status, scope, ttl, responseTtl }));
       return answer;
     } catch (e) {
       if (sqlState(e) === SqlState.leaseLost) throw e;
       if (client) await client.query('ROLLBACK TO SAVEPOINT idempotency_handler');
       const { answer: failed, retryable } = errorAnswer(e);
-      await on.fail(key, fence, {
+      await storing(() => on.fail(key, fence, {
         error: storedAnswer(failed), responseCode: failed.status,
         retryable, scope, ttl: retryable ? null : ttl, responseTtl: retryable ? null : responseTtl,
-      });
+      }));
       return failed;
     }
   }

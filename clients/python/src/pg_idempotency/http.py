@@ -39,7 +39,9 @@ import email.utils
 import json
 import logging
 import sys
-from dataclasses import dataclass, field
+import threading
+import time
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import (Any, Callable, ContextManager, Dict, Generator, List,
                     Optional, Sequence, Tuple, Union)
@@ -124,7 +126,9 @@ class Policy:
     (extension 1.6): how long a duplicate of a request in flight waits for
     its holder to finish and then gets its answer, instead of 409 at once
     (None: no wait; passed only when set; needs the library in
-    shared_preload_libraries; the waiting request holds its connection);
+    shared_preload_libraries; the waiting request holds its connection,
+    and at most the pool's max_size minus one wait at once: see
+    _enter_wait);
     key_expires_header, replay_expires_header: the names of the expiry
     headers (None leaves one out; with both None nothing is read).
     """
@@ -376,6 +380,62 @@ async def drive_async(gen: Generator[Step, Any, Answer], conn: "psycopg.AsyncCon
 
 
 
+# The claims that may sleep with wait at once, per pool (by id). A
+# sleeping claim keeps its connection, and a holder needs one for its
+# handler's queries and to store its answer: were every connection of the
+# pool asleep in claim, the holder would wait until its lease ran out and
+# a waiter took the key over, running the request twice (or its store
+# would end in PoolTimeout after the side effect ran). The server lets one
+# claim per key sleep (idempotency.max_waiters_per_key); this bounds the
+# sleepers of all keys to the pool's max_size minus one, so a connection
+# is always left for the holders. A duplicate past the bound claims without
+# wait: 409 with Retry-After at once. A source without max_size (Connect)
+# opens a connection per request and is not bounded here. The wait never
+# outlasts the holder's lease: the server wakes the waiter when it runs out.
+_sleeping: Dict[int, int] = {}
+_sleeping_lock = threading.Lock()
+
+
+def _enter_wait(pool: Any) -> bool:
+    size = getattr(pool, "max_size", None)
+    with _sleeping_lock:
+        n = _sleeping.get(id(pool), 0)
+        if isinstance(size, int) and n >= size - 1:
+            return False
+        _sleeping[id(pool)] = n + 1
+        return True
+
+
+def _leave_wait(pool: Any) -> bool:
+    with _sleeping_lock:
+        _sleeping[id(pool)] -= 1
+    return False
+
+
+def _waiting_policy(policy: Policy, pool: Any) -> Tuple[Policy, bool]:
+    """policy, and whether its claim may sleep (it took a place to); a
+    policy without wait when the pool's places are taken."""
+    if policy.wait is None:
+        return policy, False
+    if _enter_wait(pool):
+        return policy, True
+    return replace(policy, wait=None), False
+
+
+# How long the holder's store waits for a connection in all, a PoolTimeout
+# after another: the handler's side effect has run, and an answer not stored
+# lets a retry run it again once the lease (by default 30 s) is out.
+STORE_PATIENCE = 30.0
+
+
+def _pool_timed_out(e: BaseException, since: Optional[float]) -> bool:
+    """true when e is psycopg_pool's PoolTimeout for the connection of the
+    holder's store (since: when its handler returned), to be taken again
+    within STORE_PATIENCE."""
+    return (since is not None and type(e).__name__ == "PoolTimeout"
+            and time.monotonic() - since < STORE_PATIENCE)
+
+
 def run(policy: Policy, req: Request, pool: Any, handler: Callable[[Holding], Answer],
         expose: Optional[Callable[[Any], None]] = None) -> Answer:
     """Runs exchange() with connections from pool (anything with a
@@ -386,11 +446,13 @@ def run(policy: Policy, req: Request, pool: Any, handler: Callable[[Holding], An
     is stored on a connection taken again afterwards.  In one_transaction
     mode the handler's writes are on that connection: expose(conn) hands
     it over, and it is held throughout."""
+    policy, waiting = _waiting_policy(policy, pool)
     gen = exchange(policy, req)
     lease: Any = None
     conn: Any = None
     value: Any = None
     error: Optional[BaseException] = None
+    held_since: Optional[float] = None
     try:
         while True:
             try:
@@ -405,10 +467,17 @@ def run(policy: Policy, req: Request, pool: Any, handler: Callable[[Holding], An
                         done, lease, conn = lease, None, None
                         done.__exit__(None, None, None)
                     value = handler(step)
+                    held_since = time.monotonic()
                     continue
-                if conn is None:
-                    lease = pool.connection()
-                    conn = lease.__enter__()
+                while conn is None:
+                    try:
+                        lease = pool.connection()
+                        conn = lease.__enter__()
+                    except Exception as e:  # noqa: BLE001 - PoolTimeout, when psycopg_pool is there
+                        lease = None
+                        if not _pool_timed_out(e, held_since):
+                            raise
+                        continue
                     if policy.one_transaction and expose is not None:
                         expose(conn)
                 if step == COMMIT:
@@ -416,12 +485,18 @@ def run(policy: Policy, req: Request, pool: Any, handler: Callable[[Holding], An
                 elif step == ROLLBACK:
                     conn.rollback()
                 elif isinstance(step, q.Query):
-                    value = client.run(conn, step)
+                    try:
+                        value = client.run(conn, step)
+                    finally:
+                        # the first query is the claim: its sleep is over
+                        waiting = waiting and _leave_wait(pool)
                 else:
                     raise ValueError("unknown step %r" % (step,))
             except Exception as e:  # noqa: BLE001 - thrown into the exchange
                 error = e
     finally:
+        if waiting:
+            _leave_wait(pool)
         if lease is not None:
             lease.__exit__(*sys.exc_info())
 
@@ -431,11 +506,13 @@ async def run_async(policy: Policy, req: Request, pool: Any, handler: Callable[[
     """run() for asyncio: pool has an async .connection() context manager
     (psycopg_pool.AsyncConnectionPool); the connection is not held while
     the handler runs, except in one_transaction mode."""
+    policy, waiting = _waiting_policy(policy, pool)
     gen = exchange(policy, req)
     lease: Any = None
     conn: Any = None
     value: Any = None
     error: Optional[BaseException] = None
+    held_since: Optional[float] = None
     try:
         while True:
             try:
@@ -450,10 +527,17 @@ async def run_async(policy: Policy, req: Request, pool: Any, handler: Callable[[
                         done, lease, conn = lease, None, None
                         await done.__aexit__(None, None, None)
                     value = await handler(step)
+                    held_since = time.monotonic()
                     continue
-                if conn is None:
-                    lease = pool.connection()
-                    conn = await lease.__aenter__()
+                while conn is None:
+                    try:
+                        lease = pool.connection()
+                        conn = await lease.__aenter__()
+                    except Exception as e:  # noqa: BLE001 - PoolTimeout, when psycopg_pool is there
+                        lease = None
+                        if not _pool_timed_out(e, held_since):
+                            raise
+                        continue
                     if policy.one_transaction and expose is not None:
                         expose(conn)
                 if step == COMMIT:
@@ -461,12 +545,18 @@ async def run_async(policy: Policy, req: Request, pool: Any, handler: Callable[[
                 elif step == ROLLBACK:
                     await conn.rollback()
                 elif isinstance(step, q.Query):
-                    value = await aio.run(conn, step)
+                    try:
+                        value = await aio.run(conn, step)
+                    finally:
+                        # the first query is the claim: its sleep is over
+                        waiting = waiting and _leave_wait(pool)
                 else:
                     raise ValueError("unknown step %r" % (step,))
             except Exception as e:  # noqa: BLE001 - thrown into the exchange
                 error = e
     finally:
+        if waiting:
+            _leave_wait(pool)
         if lease is not None:
             await lease.__aexit__(*sys.exc_info())
 

@@ -14,15 +14,22 @@ import javax.sql.DataSource;
 /**
  * A pool's limit without a pool: at most size connections open at once;
  * getConnection waits up to 10 seconds for one to close, then fails (as
- * HikariCP's connectionTimeout does).
+ * HikariCP's connectionTimeout does), and reports its size as HikariCP
+ * does (getMaximumPoolSize), for the filter's bound on waiting claims.
  */
-final class BoundedDataSource implements DataSource {
+public final class BoundedDataSource implements DataSource {
     private final DataSource inner;
     private final Semaphore slots;
+    private final int size;
 
-    BoundedDataSource(DataSource inner, int size) {
+    public BoundedDataSource(DataSource inner, int size) {
         this.inner = inner;
         this.slots = new Semaphore(size);
+        this.size = size;
+    }
+
+    public int getMaximumPoolSize() {
+        return size;
     }
 
     @Override

@@ -2,13 +2,17 @@ package org.pgidempotency.http;
 
 import java.sql.Connection;
 import java.sql.SQLException;
+import java.time.Duration;
 import java.time.Instant;
 import java.time.ZoneOffset;
 import java.time.format.DateTimeFormatter;
 import java.util.ArrayList;
+import java.util.Collections;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
+import java.util.WeakHashMap;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.logging.Level;
 import java.util.logging.Logger;
 import javax.sql.DataSource;
@@ -47,6 +51,33 @@ public final class Exchange {
     private static final DateTimeFormatter HTTP_DATE =
         DateTimeFormatter.ofPattern("EEE, dd MMM yyyy HH:mm:ss 'GMT'", Locale.US).withZone(ZoneOffset.UTC);
 
+    /**
+     * The claims that sleep with wait, per DataSource. A sleeping claim
+     * keeps its connection, and a holder needs one for its handler's
+     * queries and to store its answer: were every connection of the pool
+     * asleep in a claim, the holder would wait until its lease ran out and
+     * a waiter took the key over, running the request twice. The server
+     * lets one claim per key sleep (idempotency.max_waiters_per_key); this
+     * bounds the sleepers of all keys to the pool's size minus one, so a
+     * connection is always left for the holders. The size is the one the
+     * pool reports (POOL_SIZE); a DataSource that reports none (pgjdbc's
+     * opens a connection per call) is not bounded here. A duplicate past
+     * the bound claims without wait: 409 with Retry-After at once. The
+     * wait never outlasts the holder's lease: the server wakes the waiter
+     * when the lease runs out.
+     */
+    private static final Map<DataSource, AtomicInteger> SLEEPERS = Collections.synchronizedMap(new WeakHashMap<>());
+    /** How pools report their size: HikariCP, DBCP 2, tomcat-jdbc, c3p0. */
+    private static final List<String> POOL_SIZE =
+        List.of("getMaximumPoolSize", "getMaxTotal", "getMaxActive", "getMaxPoolSize");
+    /**
+     * How long the holder's store waits for a connection in all, trying
+     * again after a refusal: its handler's side effect has run, and an
+     * answer not stored lets a retry run it again once the lease (by
+     * default 30 s) is out.
+     */
+    private static final Duration STORE_PATIENCE = Duration.ofSeconds(30);
+
     private final Idempotency idem;
     private final Policy policy;
 
@@ -61,6 +92,56 @@ public final class Exchange {
         this.idem = idem;
         this.policy = policy;
         this.logFailures = logFailures;
+    }
+
+    /** The pool's size as it reports it, or 0 when it does not. */
+    static int poolSize(DataSource ds) {
+        for (String name : POOL_SIZE) {
+            try {
+                Object size = ds.getClass().getMethod(name).invoke(ds);
+                if (size instanceof Integer n) {
+                    return n;
+                }
+            } catch (ReflectiveOperationException | RuntimeException e) {
+                // not this pool's way
+            }
+        }
+        return 0;
+    }
+
+    private static boolean enterWait(DataSource ds) {
+        int size = poolSize(ds);
+        AtomicInteger n = SLEEPERS.computeIfAbsent(ds, k -> new AtomicInteger());
+        if (n.incrementAndGet() > size - 1 && size > 0) {
+            n.decrementAndGet();
+            return false;
+        }
+        return true;
+    }
+
+    private static void leaveWait(DataSource ds) {
+        SLEEPERS.get(ds).decrementAndGet();
+    }
+
+    /** A connection for the holder's store: refusals are tried again for STORE_PATIENCE. */
+    private static Connection storeConnection(DataSource ds) throws SQLException {
+        long until = System.nanoTime() + STORE_PATIENCE.toNanos();
+        while (true) {
+            try {
+                return ds.getConnection();
+            } catch (SQLException e) {
+                if (System.nanoTime() > until) {
+                    throw e;
+                }
+                LOG.log(Level.WARNING, "no connection to store the answer yet; trying again", e);
+                try {
+                    Thread.sleep(50);
+                } catch (InterruptedException i) {
+                    Thread.currentThread().interrupt();
+                    throw e;
+                }
+            }
+        }
     }
 
     /** What the handler learns about the key it holds (recoveryPoint: where a resumed run may start). */
@@ -118,8 +199,10 @@ public final class Exchange {
         try {
             c.setAutoCommit(false);
             ClaimResult claim;
+            boolean waiting = policy.holderWait() != null && enterWait(ds);
             try {
-                claim = idem.claim(c, key, request, scope, policy.ttl(), policy.lease(), policy.holderWait());
+                claim = idem.claim(c, key, request, scope, policy.ttl(), policy.lease(),
+                    waiting ? policy.holderWait() : null);
             } catch (IdempotencyException e) {
                 c.rollback();
                 if (e instanceof IdempotencyException.InvalidParameterException) {
@@ -131,6 +214,10 @@ public final class Exchange {
                     }
                 }
                 throw e;
+            } finally {
+                if (waiting) {
+                    leaveWait(ds);
+                }
             }
             if (!claim.holds()) {
                 Answer answer = answerFor(claim).with(expiryHeaders(c, key, scope));
@@ -153,7 +240,7 @@ public final class Exchange {
                 failure = e;
             }
             if (c == null) {
-                c = ds.getConnection();
+                c = storeConnection(ds);
                 c.setAutoCommit(false);
             }
             answer = store(c, key, scope, claim.fence(), answer);
