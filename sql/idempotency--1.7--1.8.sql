@@ -6,3 +6,18 @@
 -- settings, prepared statements and role bindings that a caller controls,
 -- and leases one caller could take from every other (doc/reference.md, "Threat model").
 \echo Use "ALTER EXTENSION idempotency UPDATE TO '1.8'" to load this file. \quit
+
+-- [section: no outbox promise rests on a session setting] -------------------
+
+--
+-- The portable edition kept what a transaction did so far in settings
+-- idempotency_portable.*, which any session may set: a preset 'all' left
+-- out the buckets' locks, so a relay could be handed a later event of an
+-- aggregate while an earlier one was uncommitted, and a preset time or
+-- flag kept a commit from notifying or from being counted quiet.  From
+-- 1.8 its helpers take every lock again and keep the last notification in
+-- two sequences that only the extension's owner may use; they are
+-- portable helpers (sql/portable/outbox.sql, "again in 1.8"), which this
+-- script's portable build replaces, and no C symbol changes: the C edition
+-- reads no such setting.
+--

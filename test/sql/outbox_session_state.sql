@@ -7,7 +7,7 @@
 -- aggregates in share mode (all buckets beyond 64), and claims, marks, the
 -- inbox and keys work as without.  The C edition reads none of these
 -- settings; the output is the same.  The relays' wake-up and the quiet
--- commits' count: test/specs/outbox_session_state.spec.
+-- commits' count: test/specs/outbox_presets.spec.
 \i test/sql/include/fence_of.sql
 TRUNCATE idempotency.outbox_events RESTART IDENTITY;
 
