@@ -59,19 +59,20 @@ $$;
 -- transaction ends, or "all buckets" once the transaction would hold more
 -- than 64.
 --
--- No lock rests on a value the caller can set (1.8).  Every call takes
--- the locks it needs again: taking an advisory lock that the transaction
--- already holds only counts it again in the backend's local lock table.
--- The setting idempotency_portable.outbox_buckets only counts the buckets
--- held so far, for the 64, as src/outbox.c's xact_bucket_locks does.  It
--- names the transaction it belongs to by its start time, so a value set
--- before the transaction began (a session SET, a value copied from an
--- earlier transaction) names another one and counts nothing.  A value
--- set within the transaction can only move the point where it takes "all
--- buckets" instead: never a lock left out, and nothing the caller could
--- not take itself with pg_advisory_xact_lock_shared().  (pg_locks would
--- tell the held buckets exactly, but reading it costs more than the rest
--- of enqueue_event.)
+-- 1.8: no lock rests on a value a caller can set.  Every call takes every
+-- lock it needs again: taking an advisory lock that the transaction holds
+-- already is only counted again in the backend's local lock table.  The
+-- setting idempotency_portable.outbox_buckets only counts the buckets held
+-- so far, for the 64, as src/outbox.c's xact_bucket_locks does, and names
+-- the transaction it counts for by its start: a value set before the
+-- transaction began (for the session, or copied from another transaction)
+-- counts nothing.  One set within the transaction can only move the point
+-- where it takes "all buckets" instead of more buckets: never a lock left
+-- out, nor one the caller could not take itself with
+-- pg_advisory_xact_lock_shared().  (pg_locks would count the held buckets
+-- exactly, but reading it costs more than the rest of enqueue_event; a
+-- digest with a key of the session's, which a caller could not forge,
+-- costs almost as much.)
 CREATE FUNCTION idempotency.portable_outbox_lock_for_write(buckets integer[])
 RETURNS void
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
@@ -82,31 +83,39 @@ DECLARE
                           OPERATOR(pg_catalog.||) ':';
     held text := pg_catalog.current_setting('idempotency_portable.outbox_buckets', true);
     nheld integer;
-    wanted integer[];
+    wanted integer[] := buckets;
     bucket integer;
 BEGIN
-    -- ",b1,b2,...," or "all", after this transaction's name
+    -- this transaction's ",b1,b2,...," or "all"
     IF held IS NULL OR NOT pg_catalog.starts_with(held, xact) THEN
         held := ',';
     ELSE
         held := pg_catalog.substr(held, pg_catalog.length(xact) OPERATOR(pg_catalog.+) 1);
     END IF;
     IF held OPERATOR(pg_catalog.<>) 'all' THEN
-        wanted := ARRAY(SELECT DISTINCT b FROM pg_catalog.unnest(buckets) AS b ORDER BY b);
+        IF pg_catalog.cardinality(buckets) OPERATOR(pg_catalog.>) 1 THEN
+            wanted := ARRAY(SELECT DISTINCT b FROM pg_catalog.unnest(buckets) AS b ORDER BY b);
+        END IF;
         nheld := pg_catalog.length(held) OPERATOR(pg_catalog.-)
                  pg_catalog.length(pg_catalog.replace(held, ',', '')) OPERATOR(pg_catalog.-) 1;
         IF nheld OPERATOR(pg_catalog.+) pg_catalog.cardinality(wanted) OPERATOR(pg_catalog.<=) 64 THEN
+            nheld := 0;
             FOREACH bucket IN ARRAY wanted LOOP
                 PERFORM pg_catalog.pg_advisory_xact_lock_shared(lock_class, bucket);
                 IF pg_catalog.strpos(held, ',' OPERATOR(pg_catalog.||) bucket OPERATOR(pg_catalog.||) ',')
                    OPERATOR(pg_catalog.=) 0 THEN
                     held := held OPERATOR(pg_catalog.||) bucket OPERATOR(pg_catalog.||) ',';
+                    nheld := nheld OPERATOR(pg_catalog.+) 1;
                 END IF;
             END LOOP;
-            PERFORM pg_catalog.set_config('idempotency_portable.outbox_buckets', xact OPERATOR(pg_catalog.||) held, true);
+            IF nheld OPERATOR(pg_catalog.>) 0 THEN
+                PERFORM pg_catalog.set_config('idempotency_portable.outbox_buckets',
+                                              xact OPERATOR(pg_catalog.||) held, true);
+            END IF;
             RETURN;
         END IF;
-        PERFORM pg_catalog.set_config('idempotency_portable.outbox_buckets', xact OPERATOR(pg_catalog.||) 'all', true);
+        PERFORM pg_catalog.set_config('idempotency_portable.outbox_buckets',
+                                      xact OPERATOR(pg_catalog.||) 'all', true);
     END IF;
     PERFORM pg_catalog.pg_advisory_xact_lock_shared(lock_class, stripe)
        FROM pg_catalog.generate_series(1024, 1039) AS stripe;
@@ -150,7 +159,13 @@ BEGIN
     IF value IS NULL OR value OPERATOR(pg_catalog.=) '' THEN
         RETURN default_value;
     END IF;
-    parts := pg_catalog.regexp_match(value, E'^\\s*(-?[0-9]+(?:\\.[0-9]*)?)\\s*(us|ms|s|min|h|d)?\\s*$');
+    IF pg_catalog.length(value) OPERATOR(pg_catalog.<) 10
+       AND pg_catalog.ltrim(value, '0123456789') OPERATOR(pg_catalog.=) '' THEN
+        -- digits only, the usual form: no need of the pattern below
+        parts := ARRAY[value, NULL];
+    ELSE
+        parts := pg_catalog.regexp_match(value, E'^\\s*(-?[0-9]+(?:\\.[0-9]*)?)\\s*(us|ms|s|min|h|d)?\\s*$');
+    END IF;
     IF parts IS NULL THEN
         RAISE EXCEPTION 'invalid value for parameter "%": "%"', setting, value
             USING ERRCODE = 'invalid_parameter_value',
@@ -735,16 +750,27 @@ $$;
 
 -- This session's last notification (1.8): the transaction that sent it
 -- and when, in microseconds since 1970, as this session's currval() of
--- these sequences, which portable_outbox_wake() sets with setval().
--- Only their owner may read or set them, so no caller can forge them (a
--- session setting, which held the time before 1.8, anyone may set).
--- setval() is not undone by a rollback: the transaction's status, not
--- the time, tells whether the notification was sent (src/outbox.c counts
--- only committed ones).  The values are this session's, never another's.
+-- these two sequences, which portable_outbox_wake() sets with setval().
+-- Only the extension's owner may read or set them, so no caller can
+-- forge them, as it could the session setting that held the time before
+-- 1.8 (idempotency_portable.outbox_last_notify).  setval() is not undone
+-- by a rollback: the transaction's status tells whether the notification
+-- was sent (src/outbox.c counts only committed ones).  currval() is the
+-- session's own, whatever other sessions set.
 CREATE SEQUENCE IF NOT EXISTS idempotency.portable_outbox_notified_xact AS bigint;
 CREATE SEQUENCE IF NOT EXISTS idempotency.portable_outbox_notified_at AS bigint;
 REVOKE ALL ON SEQUENCE idempotency.portable_outbox_notified_xact FROM PUBLIC;
 REVOKE ALL ON SEQUENCE idempotency.portable_outbox_notified_at FROM PUBLIC;
+
+-- Now, in microseconds since 1970.
+CREATE FUNCTION idempotency.portable_outbox_usecs()
+RETURNS bigint
+LANGUAGE sql VOLATILE PARALLEL SAFE
+AS $$
+SELECT (EXTRACT(epoch FROM pg_catalog.clock_timestamp()) OPERATOR(pg_catalog.*) 1000000)::pg_catalog.int8
+$$;
+
+REVOKE ALL ON FUNCTION idempotency.portable_outbox_usecs() FROM PUBLIC;
 
 -- portable helper: since 1.0, again in 1.7, 1.8
 
@@ -752,25 +778,24 @@ REVOKE ALL ON SEQUENCE idempotency.portable_outbox_notified_at FROM PUBLIC;
 -- aggregate type of the event), or commit quietly holding a quiet
 -- commit's lock (see "Waking the relays" in src/outbox.c).
 --
--- 1.8: decided again at every enqueue, from nothing a caller can set.
--- Once this transaction notified (perhaps in a savepoint since rolled
--- back, which drops that notification), it notifies again: PostgreSQL
--- sends one notification per channel and payload however often a
--- transaction asks.  A quiet commit's lock taken again is held already.
--- So a transaction notifies, or holds that lock, whatever the caller set
--- (settings idempotency_portable.* said so before 1.8).
+-- 1.8: decided again at every enqueue, from nothing a caller can set
+-- (session settings idempotency_portable.* decided before).  Once this
+-- transaction notified, perhaps in a savepoint rolled back since, which
+-- drops that notification, it notifies again: PostgreSQL sends one
+-- notification per channel and payload however often a transaction asks.
+-- A quiet commit's lock taken again is only counted again in the
+-- backend's local lock table.
 CREATE FUNCTION idempotency.portable_outbox_wake(aggregate_type text)
 RETURNS void
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 AS $$
 DECLARE
-    interval_ms integer;
-    db_value text;
     this_xact pg_catalog.xid8;
     last_xact pg_catalog.xid8;
     last_at bigint;
+    session_value text;
+    db_value text;
     within bigint;
-    quiet_slot integer;
 BEGIN
     IF NOT idempotency.portable_setting_bool('idempotency.outbox_notify', true) THEN
         RETURN;
@@ -791,26 +816,37 @@ BEGIN
         -- 10 ms.  A longer one would keep a commit quiet beyond the relays'
         -- second look (doc/reference.md, "Waking relays"), and the C edition
         -- lets only superusers set it (PGC_SUSET), which a placeholder cannot.
-        SELECT pg_catalog.substr(c.item, pg_catalog.length('idempotency.outbox_notify_interval=') OPERATOR(pg_catalog.+) 1)
-          INTO db_value
-          FROM pg_catalog.pg_db_role_setting r,
-               LATERAL pg_catalog.unnest(r.setconfig) AS c(item)
-         WHERE r.setrole OPERATOR(pg_catalog.=) 0::pg_catalog.oid
-           AND r.setdatabase OPERATOR(pg_catalog.=) ANY (ARRAY[0::pg_catalog.oid,
-               (SELECT d.oid FROM pg_catalog.pg_database d
-                 WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database())])
-           AND pg_catalog.starts_with(c.item, 'idempotency.outbox_notify_interval=')
-         ORDER BY r.setdatabase DESC
-         LIMIT 1;
-        interval_ms := LEAST(idempotency.portable_setting_ms('idempotency.outbox_notify_interval', 10, 0, 60000),
-                             idempotency.portable_ms_value('idempotency.outbox_notify_interval', db_value, 10, 0, 60000));
-        IF interval_ms OPERATOR(pg_catalog.>) 0 THEN
-            within := interval_ms::pg_catalog.int8 OPERATOR(pg_catalog.*) 1000;
-            quiet_slot := 1040 OPERATOR(pg_catalog.+) (pg_catalog.pg_backend_pid() OPERATOR(pg_catalog.%) 16);
+        -- The database's is read only for a commit that the session's would
+        -- keep quiet, and parsed only when the session's differs; a session
+        -- without one (none set for the database when it began) has the
+        -- default, as in the C edition, which takes the database's when a
+        -- session begins.
+        session_value := pg_catalog.current_setting('idempotency.outbox_notify_interval', true);
+        within := idempotency.portable_ms_value('idempotency.outbox_notify_interval', session_value,
+                                                10, 0, 60000)::pg_catalog.int8 OPERATOR(pg_catalog.*) 1000;
+        IF (idempotency.portable_outbox_usecs() OPERATOR(pg_catalog.-) last_at) OPERATOR(pg_catalog.<) within THEN
+            IF session_value IS NOT NULL THEN
+                SELECT pg_catalog.substr(c.item, pg_catalog.length('idempotency.outbox_notify_interval=') OPERATOR(pg_catalog.+) 1)
+                  INTO db_value
+                  FROM pg_catalog.pg_db_role_setting r,
+                       LATERAL pg_catalog.unnest(r.setconfig) AS c(item)
+                 WHERE r.setrole OPERATOR(pg_catalog.=) 0::pg_catalog.oid
+                   AND r.setdatabase OPERATOR(pg_catalog.=) ANY (ARRAY[0::pg_catalog.oid,
+                       (SELECT d.oid FROM pg_catalog.pg_database d
+                         WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database())])
+                   AND pg_catalog.starts_with(c.item, 'idempotency.outbox_notify_interval=')
+                 ORDER BY r.setdatabase DESC
+                 LIMIT 1;
+                IF db_value IS DISTINCT FROM session_value THEN
+                    within := LEAST(within, idempotency.portable_ms_value('idempotency.outbox_notify_interval',
+                                                                          db_value, 10, 0, 60000)::pg_catalog.int8
+                                            OPERATOR(pg_catalog.*) 1000);
+                END IF;
+            END IF;
             -- counted first, then decided: never quiet and uncounted
-            IF (idempotency.portable_outbox_usecs() OPERATOR(pg_catalog.-) last_at)
-               OPERATOR(pg_catalog.<) within THEN
-                PERFORM pg_catalog.pg_advisory_xact_lock_shared(1330992194, quiet_slot);
+            IF (idempotency.portable_outbox_usecs() OPERATOR(pg_catalog.-) last_at) OPERATOR(pg_catalog.<) within THEN
+                PERFORM pg_catalog.pg_advisory_xact_lock_shared(1330992194,
+                    1040 OPERATOR(pg_catalog.+) (pg_catalog.pg_backend_pid() OPERATOR(pg_catalog.%) 16));
                 IF (idempotency.portable_outbox_usecs() OPERATOR(pg_catalog.-) last_at)
                    OPERATOR(pg_catalog.<) within THEN
                     RETURN;
@@ -820,8 +856,8 @@ BEGIN
     END IF;
     PERFORM pg_catalog.pg_notify('idempotency_outbox', aggregate_type);
     IF last_xact IS DISTINCT FROM this_xact THEN
-        -- the transaction first, so that a time is never taken for a
-        -- notification of a transaction that did not send it
+        -- the transaction first: a time is never paired with a transaction
+        -- that did not notify at it
         PERFORM pg_catalog.setval('idempotency.portable_outbox_notified_xact'::pg_catalog.regclass,
                                   this_xact::pg_catalog.text::pg_catalog.int8);
         PERFORM pg_catalog.setval('idempotency.portable_outbox_notified_at'::pg_catalog.regclass,
@@ -830,15 +866,6 @@ BEGIN
 END
 $$;
 
--- Now, in microseconds since 1970.
-CREATE FUNCTION idempotency.portable_outbox_usecs()
-RETURNS bigint
-LANGUAGE sql VOLATILE PARALLEL SAFE
-AS $$
-SELECT (EXTRACT(epoch FROM pg_catalog.clock_timestamp()) OPERATOR(pg_catalog.*) 1000000)::pg_catalog.int8
-$$;
-
-REVOKE ALL ON FUNCTION idempotency.portable_outbox_usecs() FROM PUBLIC;
 REVOKE ALL ON FUNCTION idempotency.portable_outbox_wake(text) FROM PUBLIC;
 
 -- portable helper: since 1.3, again in 1.7
