@@ -14,10 +14,11 @@
 -- idempotency_portable.*, which any session may set: a preset 'all' left
 -- out the buckets' locks, so a relay could be handed a later event of an
 -- aggregate while an earlier one was uncommitted, and a preset time or
--- flag kept a commit from notifying or from being counted quiet.  From
--- 1.8 its helpers take every lock again and keep the last notification in
--- two sequences that only the extension's owner may use; they are
--- portable helpers (sql/portable/outbox.sql, "again in 1.8"), which this
--- script's portable build replaces, and no C symbol changes: the C edition
--- reads no such setting.
+-- flag kept a commit from notifying and from being counted quiet.  From
+-- 1.8 its helpers take every lock again, decide the notification at each
+-- enqueue and keep the session's last notification in two sequences that
+-- only the extension's owner may use.  Only helpers change
+-- (sql/portable/outbox.sql, blocks "again in 1.8", which the edition's
+-- build of this script creates or replaces), no function bound to a C
+-- symbol: the C edition reads no such setting and changes nothing here.
 --
