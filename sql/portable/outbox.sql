@@ -153,16 +153,20 @@ RETURNS integer
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
 AS $$
 DECLARE
+    digits text;
     parts text[];
     result numeric;
 BEGIN
     IF value IS NULL OR value OPERATOR(pg_catalog.=) '' THEN
         RETURN default_value;
     END IF;
-    IF pg_catalog.length(value) OPERATOR(pg_catalog.<) 10
-       AND pg_catalog.ltrim(value, '0123456789') OPERATOR(pg_catalog.=) '' THEN
-        -- digits only, the usual form: no need of the pattern below
-        parts := ARRAY[value, NULL];
+    digits := pg_catalog.rtrim(value, 'ms');
+    IF pg_catalog.length(digits) OPERATOR(pg_catalog.<) 10 AND digits OPERATOR(pg_catalog.<>) ''
+       AND pg_catalog.ltrim(digits, '0123456789') OPERATOR(pg_catalog.=) ''
+       AND pg_catalog.ltrim(value, '0123456789') OPERATOR(pg_catalog.=) ANY (ARRAY['', 'ms']) THEN
+        -- digits, or digits and "ms", the usual forms: no need of the
+        -- pattern below (which enqueue_event would run at every commit)
+        parts := ARRAY[digits, NULL];
     ELSE
         parts := pg_catalog.regexp_match(value, E'^\\s*(-?[0-9]+(?:\\.[0-9]*)?)\\s*(us|ms|s|min|h|d)?\\s*$');
     END IF;
