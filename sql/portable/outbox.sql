@@ -83,7 +83,7 @@ DECLARE
                           OPERATOR(pg_catalog.||) ':';
     held text := pg_catalog.current_setting('idempotency_portable.outbox_buckets', true);
     nheld integer;
-    wanted integer[] := buckets;
+    wanted integer[] := COALESCE(buckets, ARRAY[]::integer[]);
     bucket integer;
 BEGIN
     -- this transaction's ",b1,b2,...," or "all"
@@ -93,8 +93,8 @@ BEGIN
         held := pg_catalog.substr(held, pg_catalog.length(xact) OPERATOR(pg_catalog.+) 1);
     END IF;
     IF held OPERATOR(pg_catalog.<>) 'all' THEN
-        IF pg_catalog.cardinality(buckets) OPERATOR(pg_catalog.>) 1 THEN
-            wanted := ARRAY(SELECT DISTINCT b FROM pg_catalog.unnest(buckets) AS b ORDER BY b);
+        IF pg_catalog.cardinality(wanted) OPERATOR(pg_catalog.>) 1 THEN
+            wanted := ARRAY(SELECT DISTINCT b FROM pg_catalog.unnest(wanted) AS b ORDER BY b);
         END IF;
         nheld := pg_catalog.length(held) OPERATOR(pg_catalog.-)
                  pg_catalog.length(pg_catalog.replace(held, ',', '')) OPERATOR(pg_catalog.-) 1;
