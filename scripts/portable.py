@@ -39,7 +39,9 @@ and emitted in the script of that version, before its first C function
 emitted there too, with CREATE OR REPLACE: a helper that a version
 changes is replaced by that version's script, since an installation
 updated to it has the helpers of the edition that installed the older
-version, not this one's.
+version, not this one's.  Such a block holds only statements that may
+run again: CREATE FUNCTION, COMMENT, REVOKE, GRANT and CREATE SEQUENCE IF
+NOT EXISTS (state that helpers keep where callers cannot write it).
 
     portable.py build [--out DIR] [--allow-missing]
         writes DIR (default build/portable):
@@ -599,9 +601,11 @@ class Portable:
         elif self.again:
             for stmt in statements:
                 if not (is_create_function(stmt)
-                        or stmt.words(1)[0] in ('comment', 'revoke', 'grant')):
+                        or stmt.words(1)[0] in ('comment', 'revoke', 'grant')
+                        or stmt.words(5) == ['create', 'sequence', 'if', 'not', 'exists']):
                     raise BuildError('%s: a helper block "again in" later versions may hold only '
-                                     'CREATE FUNCTION, COMMENT, REVOKE and GRANT' % where)
+                                     'CREATE FUNCTION, CREATE SEQUENCE IF NOT EXISTS, COMMENT, '
+                                     'REVOKE and GRANT' % where)
 
     @classmethod
     def serving(cls, primary, symbol):

@@ -440,6 +440,22 @@ COMMENT ON FUNCTION idempotency.release_event_leases(regrole, interval) IS 'for 
 -- portable edition's settings readers, replaced by this script
 -- (settings), no longer depend on that setting either.
 
+-- [section: no outbox promise rests on a session setting] -------------------
+
+--
+-- The portable edition kept what a transaction did so far in settings
+-- idempotency_portable.*, which any session may set: a preset 'all' left
+-- out the buckets' locks, so a relay could be handed a later event of an
+-- aggregate while an earlier one was uncommitted, and a preset time or
+-- flag kept a commit from notifying and from being counted quiet.  From
+-- 1.8 its helpers take every lock again, decide the notification at each
+-- enqueue and keep the session's last notification in two sequences that
+-- only the extension's owner may use.  Only helpers change
+-- (sql/portable/outbox.sql, blocks "again in 1.8", which the edition's
+-- build of this script creates or replaces), no function bound to a C
+-- symbol: the C edition reads no such setting and changes nothing here.
+--
+
 -- [section: grants an update hands on survive a dump] -----------------------
 
 --

@@ -20,11 +20,18 @@
 --   can in exclusive mode (SQL has no row exclusive advisory lock, which
 --   lets claims share it in the C), a writer takes all 16 in share mode;
 --   claim_events hands out nothing when it gets none of them;
--- - the notification is decided at the transaction's first enqueue, not at
---   its pre-commit (PL/pgSQL has no commit callback): pg_notify() then, or
---   a quiet commit's lock from then until the transaction ends; the last
---   notification's time is a session setting (idempotency_portable.*), set
---   at that enqueue and so forgotten when the transaction rolls back;
+-- - the notification is decided at each enqueue, not at the transaction's
+--   pre-commit (PL/pgSQL has no commit callback): pg_notify() then, or a
+--   quiet commit's lock from then until the transaction ends; the payload
+--   is the aggregate type of the enqueue that notified, so a transaction
+--   that notified notifies once per aggregate type it enqueued after (the
+--   C: once, its first event's); the last notification is this session's
+--   currval() of two sequences only the owner may use (1.8; a session
+--   setting before), counted once its transaction committed;
+-- - nothing rests on a session setting that a caller may set (1.8): the
+--   buckets held so far are counted in idempotency_portable.outbox_buckets,
+--   a hint for the 64 that names its transaction, and every lock is taken
+--   again whatever it says;
 -- - a transaction that notified cannot be prepared (PostgreSQL refuses
 --   PREPARE TRANSACTION after NOTIFY);
 -- - emit_event calls pg_logical_emit_message(), which the function's owner
@@ -48,49 +55,73 @@ SELECT (pg_catalog.hashtextextended(aggregate_id COLLATE "C",
         OPERATOR(pg_catalog.&) 1023)::pg_catalog.int4
 $$;
 
+-- portable helper: since 1.0, again in 1.8
+
 -- Before this transaction writes events, or retry waits, of the aggregates
 -- in buckets "buckets": hold each bucket in share mode until the
 -- transaction ends, or "all buckets" once the transaction would hold more
--- than 64.  The buckets held so far are kept in a transaction-local setting.
+-- than 64.
+--
+-- 1.8: no lock rests on a value a caller can set.  Every call takes every
+-- lock it needs again: taking an advisory lock that the transaction holds
+-- already is only counted again in the backend's local lock table.  The
+-- setting idempotency_portable.outbox_buckets only counts the buckets held
+-- so far, for the 64, as src/outbox.c's xact_bucket_locks does, and names
+-- the transaction it counts for by its start: a value set before the
+-- transaction began (for the session, or copied from another transaction)
+-- counts nothing.  One set within the transaction can only move the point
+-- where it takes "all buckets" instead of more buckets: never a lock left
+-- out, nor one the caller could not take itself with
+-- pg_advisory_xact_lock_shared().  (pg_locks would count the held buckets
+-- exactly, but reading it costs more than the rest of enqueue_event; a
+-- digest with a key of the session's, which a caller could not forge,
+-- costs almost as much.)
 CREATE FUNCTION idempotency.portable_outbox_lock_for_write(buckets integer[])
 RETURNS void
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 AS $$
 DECLARE
     lock_class CONSTANT integer := 1330992194;
-    held text := COALESCE(pg_catalog.current_setting('idempotency_portable.outbox_buckets', true), '');
+    xact CONSTANT text := EXTRACT(epoch FROM pg_catalog.transaction_timestamp())::pg_catalog.text
+                          OPERATOR(pg_catalog.||) ':';
+    held text := pg_catalog.current_setting('idempotency_portable.outbox_buckets', true);
     nheld integer;
-    wanted integer[];
+    wanted integer[] := COALESCE(buckets, ARRAY[]::integer[]);
     bucket integer;
-    stripe integer;
 BEGIN
-    IF held OPERATOR(pg_catalog.=) 'all' THEN
-        RETURN;
-    END IF;
-    wanted := ARRAY(SELECT DISTINCT b FROM pg_catalog.unnest(buckets) AS b ORDER BY b);
-    nheld := pg_catalog.length(held) OPERATOR(pg_catalog.-)
-             pg_catalog.length(pg_catalog.replace(held, ',', ''));
-    IF nheld OPERATOR(pg_catalog.>) 0 THEN
-        nheld := nheld OPERATOR(pg_catalog.-) 1;
-    END IF;
-    IF nheld OPERATOR(pg_catalog.+) pg_catalog.cardinality(wanted) OPERATOR(pg_catalog.>) 64 THEN
-        FOR stripe IN 1024 .. 1039 LOOP
-            PERFORM pg_catalog.pg_advisory_xact_lock_shared(lock_class, stripe);
-        END LOOP;
-        PERFORM pg_catalog.set_config('idempotency_portable.outbox_buckets', 'all', true);
-        RETURN;
-    END IF;
-    IF held OPERATOR(pg_catalog.=) '' THEN
+    -- this transaction's ",b1,b2,...," or "all"
+    IF held IS NULL OR NOT pg_catalog.starts_with(held, xact) THEN
         held := ',';
+    ELSE
+        held := pg_catalog.substr(held, pg_catalog.length(xact) OPERATOR(pg_catalog.+) 1);
     END IF;
-    FOREACH bucket IN ARRAY wanted LOOP
-        IF pg_catalog.strpos(held, ',' OPERATOR(pg_catalog.||) bucket OPERATOR(pg_catalog.||) ',')
-           OPERATOR(pg_catalog.=) 0 THEN
-            PERFORM pg_catalog.pg_advisory_xact_lock_shared(lock_class, bucket);
-            held := held OPERATOR(pg_catalog.||) bucket OPERATOR(pg_catalog.||) ',';
+    IF held OPERATOR(pg_catalog.<>) 'all' THEN
+        IF pg_catalog.cardinality(wanted) OPERATOR(pg_catalog.>) 1 THEN
+            wanted := ARRAY(SELECT DISTINCT b FROM pg_catalog.unnest(wanted) AS b ORDER BY b);
         END IF;
-    END LOOP;
-    PERFORM pg_catalog.set_config('idempotency_portable.outbox_buckets', held, true);
+        nheld := pg_catalog.length(held) OPERATOR(pg_catalog.-)
+                 pg_catalog.length(pg_catalog.replace(held, ',', '')) OPERATOR(pg_catalog.-) 1;
+        IF nheld OPERATOR(pg_catalog.+) pg_catalog.cardinality(wanted) OPERATOR(pg_catalog.<=) 64 THEN
+            nheld := 0;
+            FOREACH bucket IN ARRAY wanted LOOP
+                PERFORM pg_catalog.pg_advisory_xact_lock_shared(lock_class, bucket);
+                IF pg_catalog.strpos(held, ',' OPERATOR(pg_catalog.||) bucket OPERATOR(pg_catalog.||) ',')
+                   OPERATOR(pg_catalog.=) 0 THEN
+                    held := held OPERATOR(pg_catalog.||) bucket OPERATOR(pg_catalog.||) ',';
+                    nheld := nheld OPERATOR(pg_catalog.+) 1;
+                END IF;
+            END LOOP;
+            IF nheld OPERATOR(pg_catalog.>) 0 THEN
+                PERFORM pg_catalog.set_config('idempotency_portable.outbox_buckets',
+                                              xact OPERATOR(pg_catalog.||) held, true);
+            END IF;
+            RETURN;
+        END IF;
+        PERFORM pg_catalog.set_config('idempotency_portable.outbox_buckets',
+                                      xact OPERATOR(pg_catalog.||) 'all', true);
+    END IF;
+    PERFORM pg_catalog.pg_advisory_xact_lock_shared(lock_class, stripe)
+       FROM pg_catalog.generate_series(1024, 1039) AS stripe;
 END
 $$;
 
@@ -806,70 +837,123 @@ BEGIN
 END
 $$;
 
--- portable helper: since 1.0, again in 1.7
+-- portable helper: since 1.0, again in 1.8
 
--- Wake the relays when this transaction commits, once per transaction
--- (the payload: the aggregate type of its first event), or commit quietly
--- holding a quiet commit's lock (see "Waking the relays" in src/outbox.c).
+-- This session's last notification (1.8): the transaction that sent it
+-- and when, in microseconds since 1970, as this session's currval() of
+-- these two sequences, which portable_outbox_wake() sets with setval().
+-- Only the extension's owner may read or set them, so no caller can
+-- forge them, as it could the session setting that held the time before
+-- 1.8 (idempotency_portable.outbox_last_notify).  setval() is not undone
+-- by a rollback: the transaction's status tells whether the notification
+-- was sent (src/outbox.c counts only committed ones).  currval() is the
+-- session's own, whatever other sessions set.
+CREATE SEQUENCE IF NOT EXISTS idempotency.portable_outbox_notified_xact AS bigint;
+CREATE SEQUENCE IF NOT EXISTS idempotency.portable_outbox_notified_at AS bigint;
+REVOKE ALL ON SEQUENCE idempotency.portable_outbox_notified_xact FROM PUBLIC;
+REVOKE ALL ON SEQUENCE idempotency.portable_outbox_notified_at FROM PUBLIC;
+
+-- Now, in microseconds since 1970.
+CREATE FUNCTION idempotency.portable_outbox_usecs()
+RETURNS bigint
+LANGUAGE sql VOLATILE PARALLEL SAFE
+AS $$
+SELECT (EXTRACT(epoch FROM pg_catalog.clock_timestamp()) OPERATOR(pg_catalog.*) 1000000)::pg_catalog.int8
+$$;
+
+REVOKE ALL ON FUNCTION idempotency.portable_outbox_usecs() FROM PUBLIC;
+
+-- portable helper: since 1.0, again in 1.7, 1.8
+
+-- Wake the relays when this transaction commits (the payload: the
+-- aggregate type of the event), or commit quietly holding a quiet
+-- commit's lock (see "Waking the relays" in src/outbox.c).
+--
+-- 1.8: decided again at every enqueue, from nothing a caller can set
+-- (session settings idempotency_portable.* decided before).  Once this
+-- transaction notified, perhaps in a savepoint rolled back since, which
+-- drops that notification, it notifies again: PostgreSQL sends one
+-- notification per channel and payload however often a transaction asks.
+-- A quiet commit's lock taken again is only counted again in the
+-- backend's local lock table.
 CREATE FUNCTION idempotency.portable_outbox_wake(aggregate_type text)
 RETURNS void
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 AS $$
 DECLARE
-    interval_ms integer;
+    this_xact pg_catalog.xid8;
+    last_xact pg_catalog.xid8;
+    last_at bigint;
+    session_value text;
     db_value text;
-    last_notify text;
-    quiet_slot integer;
+    within bigint;
 BEGIN
-    IF pg_catalog.current_setting('idempotency_portable.outbox_enqueued', true)
-       OPERATOR(pg_catalog.=) 'on' THEN
-        RETURN;
-    END IF;
-    PERFORM pg_catalog.set_config('idempotency_portable.outbox_enqueued', 'on', true);
     IF NOT idempotency.portable_setting_bool('idempotency.outbox_notify', true) THEN
         RETURN;
     END IF;
-    -- (1.7) the interval is the session's only when it is shorter than the
-    -- database's: ALTER DATABASE ... SET, else ALTER ROLE ALL ... SET, else
-    -- 10 ms.  A longer one would keep a commit quiet beyond the relays'
-    -- second look (doc/reference.md, "Waking relays"), and the C edition
-    -- lets only superusers set it (PGC_SUSET), which a placeholder cannot.
-    SELECT pg_catalog.substr(c.item, pg_catalog.length('idempotency.outbox_notify_interval=') OPERATOR(pg_catalog.+) 1)
-      INTO db_value
-      FROM pg_catalog.pg_db_role_setting r,
-           LATERAL pg_catalog.unnest(r.setconfig) AS c(item)
-     WHERE r.setrole OPERATOR(pg_catalog.=) 0::pg_catalog.oid
-       AND r.setdatabase OPERATOR(pg_catalog.=) ANY (ARRAY[0::pg_catalog.oid,
-           (SELECT d.oid FROM pg_catalog.pg_database d
-             WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database())])
-       AND pg_catalog.starts_with(c.item, 'idempotency.outbox_notify_interval=')
-     ORDER BY r.setdatabase DESC
-     LIMIT 1;
-    PERFORM pg_catalog.set_config('idempotency_portable.outbox_notify_interval',
-                                  COALESCE(db_value, '10'), true);
-    interval_ms := LEAST(idempotency.portable_setting_ms('idempotency.outbox_notify_interval', 10, 0, 60000),
-                         idempotency.portable_setting_ms('idempotency_portable.outbox_notify_interval', 10, 0, 60000));
-    last_notify := pg_catalog.current_setting('idempotency_portable.outbox_last_notify', true);
-    IF interval_ms OPERATOR(pg_catalog.>) 0 AND last_notify IS NOT NULL
-       AND last_notify OPERATOR(pg_catalog.<>) '' THEN
-        quiet_slot := 1040 OPERATOR(pg_catalog.+) (pg_catalog.pg_backend_pid() OPERATOR(pg_catalog.%) 16);
-        -- counted first, then decided: never quiet and uncounted
-        IF (EXTRACT(epoch FROM pg_catalog.clock_timestamp())
-            OPERATOR(pg_catalog.-) last_notify::pg_catalog.numeric)
-           OPERATOR(pg_catalog.<) (interval_ms OPERATOR(pg_catalog./) 1000.0) THEN
-            PERFORM pg_catalog.pg_advisory_xact_lock_shared(1330992194, quiet_slot);
-            IF (EXTRACT(epoch FROM pg_catalog.clock_timestamp())
-                OPERATOR(pg_catalog.-) last_notify::pg_catalog.numeric)
-               OPERATOR(pg_catalog.<) (interval_ms OPERATOR(pg_catalog./) 1000.0) THEN
-                RETURN;
+    this_xact := pg_catalog.pg_current_xact_id();
+    BEGIN
+        last_xact := pg_catalog.currval('idempotency.portable_outbox_notified_xact'::pg_catalog.regclass)
+                     ::pg_catalog.text::pg_catalog.xid8;
+        last_at := pg_catalog.currval('idempotency.portable_outbox_notified_at'::pg_catalog.regclass);
+    EXCEPTION WHEN object_not_in_prerequisite_state THEN
+        -- none yet in this session
+        last_xact := NULL;
+    END;
+    IF last_xact OPERATOR(pg_catalog.<>) this_xact
+       AND pg_catalog.pg_xact_status(last_xact) OPERATOR(pg_catalog.=) 'committed' THEN
+        -- (1.7) the interval is the session's only when it is shorter than the
+        -- database's: ALTER DATABASE ... SET, else ALTER ROLE ALL ... SET, else
+        -- 10 ms.  A longer one would keep a commit quiet beyond the relays'
+        -- second look (doc/reference.md, "Waking relays"), and the C edition
+        -- lets only superusers set it (PGC_SUSET), which a placeholder cannot.
+        -- The database's is read only for a commit that the session's would
+        -- keep quiet, and parsed only when the session's differs; a session
+        -- without one (none set for the database when it began) has the
+        -- default, as in the C edition, which takes the database's when a
+        -- session begins.
+        session_value := pg_catalog.current_setting('idempotency.outbox_notify_interval', true);
+        within := idempotency.portable_ms_value('idempotency.outbox_notify_interval', session_value,
+                                                10, 0, 60000)::pg_catalog.int8 OPERATOR(pg_catalog.*) 1000;
+        IF (idempotency.portable_outbox_usecs() OPERATOR(pg_catalog.-) last_at) OPERATOR(pg_catalog.<) within THEN
+            IF session_value IS NOT NULL THEN
+                SELECT pg_catalog.substr(c.item, pg_catalog.length('idempotency.outbox_notify_interval=') OPERATOR(pg_catalog.+) 1)
+                  INTO db_value
+                  FROM pg_catalog.pg_db_role_setting r,
+                       LATERAL pg_catalog.unnest(r.setconfig) AS c(item)
+                 WHERE r.setrole OPERATOR(pg_catalog.=) 0::pg_catalog.oid
+                   AND r.setdatabase OPERATOR(pg_catalog.=) ANY (ARRAY[0::pg_catalog.oid,
+                       (SELECT d.oid FROM pg_catalog.pg_database d
+                         WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database())])
+                   AND pg_catalog.starts_with(c.item, 'idempotency.outbox_notify_interval=')
+                 ORDER BY r.setdatabase DESC
+                 LIMIT 1;
+                IF db_value IS DISTINCT FROM session_value THEN
+                    within := LEAST(within, idempotency.portable_ms_value('idempotency.outbox_notify_interval',
+                                                                          db_value, 10, 0, 60000)::pg_catalog.int8
+                                            OPERATOR(pg_catalog.*) 1000);
+                END IF;
+            END IF;
+            -- counted first, then decided: never quiet and uncounted
+            IF (idempotency.portable_outbox_usecs() OPERATOR(pg_catalog.-) last_at) OPERATOR(pg_catalog.<) within THEN
+                PERFORM pg_catalog.pg_advisory_xact_lock_shared(1330992194,
+                    1040 OPERATOR(pg_catalog.+) (pg_catalog.pg_backend_pid() OPERATOR(pg_catalog.%) 16));
+                IF (idempotency.portable_outbox_usecs() OPERATOR(pg_catalog.-) last_at)
+                   OPERATOR(pg_catalog.<) within THEN
+                    RETURN;
+                END IF;
             END IF;
         END IF;
     END IF;
     PERFORM pg_catalog.pg_notify('idempotency_outbox', aggregate_type);
-    -- a session setting: a rollback forgets it, as it forgets the notification
-    PERFORM pg_catalog.set_config('idempotency_portable.outbox_last_notify',
-                                  EXTRACT(epoch FROM pg_catalog.clock_timestamp())::pg_catalog.text,
-                                  false);
+    IF last_xact IS DISTINCT FROM this_xact THEN
+        -- the transaction first: a time is never paired with a transaction
+        -- that did not notify at it
+        PERFORM pg_catalog.setval('idempotency.portable_outbox_notified_xact'::pg_catalog.regclass,
+                                  this_xact::pg_catalog.text::pg_catalog.int8);
+        PERFORM pg_catalog.setval('idempotency.portable_outbox_notified_at'::pg_catalog.regclass,
+                                  idempotency.portable_outbox_usecs());
+    END IF;
 END
 $$;
 

@@ -151,6 +151,20 @@ SELECT CASE
                                                    min_value, max_value, NULL) END
 $$;
 
+-- A value "value" of setting "setting" in milliseconds (GUC_UNIT_MS in
+-- the C), or the default when it is unset or '': for a value that is no
+-- session setting, such as the database's that portable_outbox_wake()
+-- reads from pg_db_role_setting.
+CREATE FUNCTION idempotency.portable_ms_value(setting text, value text, default_value integer,
+                                             min_value integer, max_value integer)
+RETURNS integer
+LANGUAGE sql STABLE PARALLEL SAFE
+AS $$
+SELECT CASE
+       WHEN COALESCE(value, '') OPERATOR(pg_catalog.=) '' THEN default_value
+       ELSE idempotency.portable_setting_parse_int(setting, value, min_value, max_value, 'ms') END
+$$;
+
 -- An integer setting in milliseconds (GUC_UNIT_MS in the C), or its
 -- default when unset.
 CREATE FUNCTION idempotency.portable_setting_ms(setting text, default_value integer,
@@ -263,6 +277,7 @@ $$;
 
 COMMENT ON FUNCTION idempotency.portable_setting_parse_int(text, text, integer, integer, text) IS 'portable edition: an integer setting''s value read as PostgreSQL reads it, or the C''s error';
 COMMENT ON FUNCTION idempotency.portable_setting_int(text, integer, integer, integer) IS 'portable edition: an integer setting of the C library, or its default';
+COMMENT ON FUNCTION idempotency.portable_ms_value(text, text, integer, integer, integer) IS 'portable edition: a value of a setting in milliseconds of the C library, or its default';
 COMMENT ON FUNCTION idempotency.portable_setting_ms(text, integer, integer, integer) IS 'portable edition: a setting in milliseconds of the C library, or its default';
 COMMENT ON FUNCTION idempotency.portable_setting_parse_bool(text, text) IS 'portable edition: a boolean setting''s value read as PostgreSQL reads it, or the C''s error';
 COMMENT ON FUNCTION idempotency.portable_setting_bool(text, boolean) IS 'portable edition: a boolean setting of the C library, or its default';
