@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # test/integration/go_package.sh: the Go package clients/go (pgidempotency)
 # as a team builds it, offline, from Debian's archive: Go 1.19 and lib/pq
-# from /usr/share/gocode in GOPATH mode (GO111MODULE=off), as Debian builds
-# Go packages.  go vet, then go test -race (compiled once) against the test
+# from /usr/share/gocode, in module mode with no proxy (GOPROXY=off and an
+# empty module cache: offline-modules.sh replaces every module of the graph
+# by Debian's sources).  go vet, then go test -race (compiled once) against the test
 # cluster: a database with the C edition (fresh_db) and one with the
 # portable edition installed as a plain script by a role that is no
 # superuser, on lib/pq, and the C edition's again on pgx's database/sql
@@ -11,8 +12,9 @@
 # barrier, chi) and the relay (one killed with SIGKILL mid-batch and
 # another finishing, one stopped with SIGTERM handing its batch back).
 # Bursts of 20 and 100 duplicates with Wait through pools of 2, 4 and 10
-# run once (wait_burst/).  Then the README's Install runs as written (in a
-# home of its own) and its quick start is built there and served on
+# run once (wait_burst/).  Then the README's two installs run as written
+# (GOPATH mode, as Debian builds Go packages, and module mode, each in a
+# home of its own) and its quick start is built by both and served on
 # 127.0.0.1: a request, its replay, a mismatch, a missing key, another
 # caller's request under the same key and a request without a caller
 # answer as the behaviour table says.
@@ -50,18 +52,18 @@ psql -X -q -v ON_ERROR_STOP=1 -d postgres -c "DROP DATABASE IF EXISTS $PDB" \
 portable_install plain "$PDB" "$OWNER"
 
 # the build cache outlives the run (the race-instrumented standard library
-# takes most of a first build); IDEM_GO_CACHE= for a cold one
-export GO111MODULE=off GOPATH=$tmp/gopath:/usr/share/gocode GOFLAGS= GOPROXY=off
+# takes most of a first build); IDEM_GO_CACHE= for a cold one.  The module
+# cache starts empty: nothing may come from an earlier download.
+export GO111MODULE=on GOFLAGS= GOPROXY=off GOMODCACHE=$tmp/modcache
+unset GOPATH
 export GOCACHE=${IDEM_GO_CACHE-/var/tmp/idempotency-go-cache}
 [ -n "$GOCACHE" ] || GOCACHE=$tmp/cache
-mkdir -p "$tmp/gopath/src/github.com/go-chi/chi"
-cp -r "$IDEM_TOP/clients/go" "$tmp/gopath/src/pgidempotency"
-# Debian installs chi v5 at github.com/go-chi/chi; its module path has /v5
-ln -s /usr/share/gocode/src/github.com/go-chi/chi "$tmp/gopath/src/github.com/go-chi/chi/v5"
-cd "$tmp/gopath/src/pgidempotency"
+cp -r "$IDEM_TOP/clients/go" "$tmp/pgidempotency"
+cd "$tmp/pgidempotency"
 gostart=$(date +%s)
-idem_log "go_package: $(go version); gofmt, go vet"
-bad=$(gofmt -l .)
+./offline-modules.sh
+idem_log "go_package: $(go version); module mode offline; gofmt, go vet"
+bad=$(gofmt -l ./*.go)
 [ -z "$bad" ] || { echo "gofmt: $bad"; exit 1; }
 go vet .
 go vet -tags pgx .
@@ -81,22 +83,30 @@ for run in "$cdb lib/pq" "$PDB lib/pq" "$cdb pgx"; do
 done
 
 idem_log "go_package: bursts of duplicates with Wait through small pools"
-mkdir -p "$tmp/gopath/src/waitburst"
-cp "$here/wait_burst/main.go" "$tmp/gopath/src/waitburst/"
-(cd "$tmp/gopath/src/waitburst" && go build -o "$tmp/waitburst" .)
+# a command of the module: pgidempotency/waitburst
+mkdir "$tmp/pgidempotency/waitburst"
+cp "$here/wait_burst/main.go" "$tmp/pgidempotency/waitburst/"
+go build -o "$tmp/waitburst" ./waitburst
 PGDATABASE=$cdb wait_burst go "$tmp/waitburst.log" "$tmp/waitburst"
 
-# the README's Install as written, in a home of its own (from a checkout:
-# it copies clients/go), then the quick start built where it says
-idem_log "go_package: the README's install and quick start over HTTP"
+# the README's installs as written, each in a home of its own (from a
+# checkout: they copy clients/go), then the quick start built where they
+# say: GOPATH mode, and module mode with offline-modules.sh
+idem_log "go_package: the README's installs and quick start over HTTP"
 readme_block "$IDEM_TOP/clients/go/README.md" "quick-start: nethttp" go >"$tmp/main.go"
 install=$(readme_block "$IDEM_TOP/clients/go/README.md" "install: gopath" sh)
 mkdir "$tmp/home"
 (cd "$IDEM_TOP" && HOME=$tmp/home bash -euc "$install
   mkdir -p ~/go/src/payments && cp '$tmp/main.go' ~/go/src/payments/ && cd ~/go/src/payments
   go vet . && go build -o '$tmp/quickstart' .") >"$tmp/install.log" 2>&1 || { cat "$tmp/install.log"; exit 1; }
+install=$(readme_block "$IDEM_TOP/clients/go/README.md" "install: modules" sh)
+mkdir "$tmp/home-modules"
+(cd "$IDEM_TOP" && HOME=$tmp/home-modules GOPROXY= bash -euc "$install
+  cp '$tmp/main.go' ~/payments/ && cd ~/payments
+  go mod tidy && go vet . && go build -o '$tmp/quickstart-modules' .") >"$tmp/install.log" 2>&1 ||
+  { cat "$tmp/install.log"; exit 1; }
 port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-PGDATABASE=$cdb ADDR=127.0.0.1:$port DATABASE_URL= "$tmp/quickstart" >"$tmp/quickstart.log" 2>&1 &
+PGDATABASE=$cdb ADDR=127.0.0.1:$port DATABASE_URL= "$tmp/quickstart-modules" >"$tmp/quickstart.log" 2>&1 &
 server=$!
 base=http://127.0.0.1:$port
 for _ in $(seq 100); do curl -s -o /dev/null "$base/" && break; sleep 0.1; done
@@ -119,7 +129,7 @@ ahead=$(( $(date -d "$expires" +%s) - $(date +%s) ))
 [ "$(post "$key" '{"amount": 5}' bob)" = 201 ] && ! grep -qi '^Idempotent-Replayed' "$tmp/headers" ||
   { echo "bob got alice's answer"; cat "$tmp/headers"; exit 1; }
 [ "$(post "$key-nobody" '{"amount": 5}' '')" = 401 ] || { echo "no 401 without a caller"; exit 1; }
-echo "quick start: 201, replay, 422, 400, another caller's own 201, 401 as the behaviour table says"
+echo "quick start (GOPATH and module mode built, the latter served): 201, replay, 422, 400, another caller's own 201, 401 as the behaviour table says"
 kill "$server"
 server=
 
