@@ -103,7 +103,7 @@ install=$(readme_block "$IDEM_TOP/clients/go/README.md" "install: modules" sh)
 mkdir "$tmp/home-modules"
 (cd "$IDEM_TOP" && HOME=$tmp/home-modules GOPROXY= bash -euc "$install
   cp '$tmp/main.go' ~/payments/ && cd ~/payments
-  go mod tidy && go vet . && go build -o '$tmp/quickstart-modules' .") >"$tmp/install.log" 2>&1 ||
+  go vet . && go build -o '$tmp/quickstart-modules' .") >"$tmp/install.log" 2>&1 ||
   { cat "$tmp/install.log"; exit 1; }
 port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 PGDATABASE=$cdb ADDR=127.0.0.1:$port DATABASE_URL= "$tmp/quickstart-modules" >"$tmp/quickstart.log" 2>&1 &
