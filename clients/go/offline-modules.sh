@@ -43,8 +43,11 @@ replaced() {
 }
 modline() { awk '$1 == "module" { gsub(/"/, "", $2); print $2; exit }' "$1" 2>/dev/null || true; }
 
+# more PATHS: appends the module paths in $1 to $next
+more() { [ -z "$1" ] || next="$next $1"; }
 seen=" "
-todo=$(modpaths "$dir/go.mod")
+next=
+more "$(modpaths "$dir/go.mod")"
 # the go.mod files behind the directory replacements the project has
 for r in $(replaced "$dir/go.mod" | awk '{ print $1 "=" $2 }'); do
   p=${r%%=*} d=${r#*=}
@@ -52,10 +55,11 @@ for r in $(replaced "$dir/go.mod" | awk '{ print $1 "=" $2 }'); do
   # this script's own replacements of a former run are made afresh
   case $d in "$src"/* | "$stubs"/*) continue ;; esac
   seen="$seen$p "
-  [ -f "$d/go.mod" ] && todo="$todo $(modpaths "$d/go.mod")"
+  [ ! -f "$d/go.mod" ] || more "$(modpaths "$d/go.mod")"
 done
 edits=
-while [ -n "$(echo $todo)" ]; do
+todo=$next
+while [ -n "$todo" ]; do
   next=
   for p in $todo; do
     case "$seen" in *" $p "*) continue ;; esac
@@ -69,14 +73,16 @@ while [ -n "$(echo $todo)" ]; do
       rm -rf "$target" && mkdir -p "$target"
       if [ -d "$src/$p" ]; then
         for f in "$src/$p"/* "$src/$p"/.[!.]*; do
-          [ -e "$f" ] && [ "${f##*/}" != go.mod ] && ln -s "$f" "$target/"
+          if [ -e "$f" ] && [ "${f##*/}" != go.mod ]; then ln -s "$f" "$target/"; fi
         done
       fi
       printf 'module %s\n' "$p" >"$target/go.mod"
     fi
     edits="$edits -replace=$p=$target"
-    [ "$target" = "$stubs/$p" ] || next="$next $(modpaths "$target/go.mod")"
+    [ "$target" = "$stubs/$p" ] || more "$(modpaths "$target/go.mod")"
   done
   todo=$next
 done
+# module paths and directories have no blanks: $edits splits into its flags
+# shellcheck disable=SC2086
 [ -z "$edits" ] || (cd "$dir" && go mod edit $edits)
