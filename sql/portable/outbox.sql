@@ -891,6 +891,11 @@ BEGIN
     IF NOT idempotency.portable_setting_bool('idempotency.outbox_notify', true) THEN
         RETURN;
     END IF;
+    -- the session's value is checked at every enqueue, before anything
+    -- depends on it, as the C checks it at its SET
+    session_value := pg_catalog.current_setting('idempotency.outbox_notify_interval', true);
+    within := idempotency.portable_ms_value('idempotency.outbox_notify_interval', session_value,
+                                            10, 0, 60000)::pg_catalog.int8 OPERATOR(pg_catalog.*) 1000;
     this_xact := pg_catalog.pg_current_xact_id();
     BEGIN
         last_xact := pg_catalog.currval('idempotency.portable_outbox_notified_xact'::pg_catalog.regclass)
@@ -912,9 +917,6 @@ BEGIN
         -- without one (none set for the database when it began) has the
         -- default, as in the C edition, which takes the database's when a
         -- session begins.
-        session_value := pg_catalog.current_setting('idempotency.outbox_notify_interval', true);
-        within := idempotency.portable_ms_value('idempotency.outbox_notify_interval', session_value,
-                                                10, 0, 60000)::pg_catalog.int8 OPERATOR(pg_catalog.*) 1000;
         IF (idempotency.portable_outbox_usecs() OPERATOR(pg_catalog.-) last_at) OPERATOR(pg_catalog.<) within THEN
             IF session_value IS NOT NULL THEN
                 SELECT pg_catalog.substr(c.item, pg_catalog.length('idempotency.outbox_notify_interval=') OPERATOR(pg_catalog.+) 1)
