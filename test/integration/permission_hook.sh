@@ -164,10 +164,11 @@ strip() { echo "$1" | grep -v '|statements|' | awk -F'|' 'BEGIN { OFS = "|" } { 
   fail "the checks differ: $(diff <(strip "$direct") <(strip "$statement") || true)"
 # what the statements need: INSERT on the columns listed, SELECT on what
 # RETURNING gives; UPDATE on the columns set, SELECT on what WHERE and SET read
-# (1.7: the claim writes holder_role, the completion reads it)
-grep -qx 'claim|idempotency.idempotency_keys|1|INSERT selected() inserted(scope,idempotency_key,request_hash,status,fence,attempts,recovery_point,locked_until,created_at,updated_at,expires_at,key_hash,holder_role) updated()' <<<"$direct" ||
+# (the claim writes holder_role and, since 1.8, holder_role_name; the
+# completion reads them)
+grep -qx 'claim|idempotency.idempotency_keys|1|INSERT selected() inserted(scope,idempotency_key,request_hash,status,fence,attempts,recovery_point,locked_until,created_at,updated_at,expires_at,key_hash,holder_role,holder_role_name) updated()' <<<"$direct" ||
   fail "claim: not the INSERT's privileges and columns"
-grep -qx 'complete|idempotency.idempotency_keys|1|UPDATE,SELECT selected(status,fence,expires_at,key_hash,holder_role) inserted() updated(status,response_code,response_body,retryable,locked_until,updated_at,expires_at)' <<<"$direct" ||
+grep -qx 'complete|idempotency.idempotency_keys|1|UPDATE,SELECT selected(status,fence,expires_at,key_hash,holder_role,holder_role_name) inserted() updated(status,response_code,response_body,retryable,locked_until,updated_at,expires_at)' <<<"$direct" ||
   fail "complete: not the UPDATE's privileges and columns"
 grep -qx 'event|idempotency.outbox_events|1|INSERT,SELECT selected(id) inserted(aggregate_type,aggregate_id,event_type,payload,headers) updated()' <<<"$direct" ||
   fail "enqueue_event: not the INSERT ... RETURNING id's privileges and columns"
