@@ -17,8 +17,8 @@
  * transaction, and then replays, as it would behind a claimed row.
  *
  * The caller's statements are prepared once per backend and kept in a hash
- * table keyed by (statement text, number of parameters); every parameter
- * is bound as text.  The table is emptied when it reaches
+ * table keyed by (statement text, number of parameters, and the settings
+ * that change how the text is read); every parameter is bound as text.  The table is emptied when it reaches
  * STATEMENT_CACHE_SIZE entries, so a client that builds statement texts
  * dynamically cannot make it grow without bound.
  *
@@ -30,6 +30,7 @@
 #include "common/hashfn.h"
 #include "miscadmin.h"
 #include "nodes/makefuncs.h"
+#include "parser/parser.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
@@ -41,10 +42,17 @@
 
 #define STATEMENT_CACHE_SIZE 1024
 
+/*
+ * The session's standard_conforming_strings and backslash_quote are part of
+ * the key: the same text is another statement (or several) under another
+ * value of them, and must be parsed again.
+ */
 typedef struct StatementKey
 {
 	const char *sql;
 	int			nparams;
+	bool		standard_strings;
+	int			backslash_quote;
 } StatementKey;
 
 typedef struct StatementEntry
@@ -82,7 +90,8 @@ statement_key_hash(const void *key, Size keysize pg_attribute_unused())
 	const StatementKey *k = (const StatementKey *) key;
 
 	return hash_bytes((const unsigned char *) k->sql, strlen(k->sql)) ^
-		(uint32) k->nparams;
+		(uint32) k->nparams ^ ((uint32) k->standard_strings << 16) ^
+		((uint32) k->backslash_quote << 20);
 }
 
 static int
@@ -91,7 +100,9 @@ statement_key_compare(const void *key1, const void *key2, Size keysize pg_attrib
 	const StatementKey *k1 = (const StatementKey *) key1;
 	const StatementKey *k2 = (const StatementKey *) key2;
 
-	if (k1->nparams != k2->nparams)
+	if (k1->nparams != k2->nparams ||
+		k1->standard_strings != k2->standard_strings ||
+		k1->backslash_quote != k2->backslash_quote)
 		return 1;
 	return strcmp(k1->sql, k2->sql);
 }
@@ -104,6 +115,8 @@ statement_key_copy(void *dest, const void *src, Size keysize pg_attribute_unused
 
 	d->sql = MemoryContextStrdup(StatementCacheContext, s->sql);
 	d->nparams = s->nparams;
+	d->standard_strings = s->standard_strings;
+	d->backslash_quote = s->backslash_quote;
 	return dest;
 }
 
@@ -168,7 +181,7 @@ refuse_statement_kind(Node *stmt)
 static StatementEntry *
 statement_plan(const char *sql, int nparams)
 {
-	StatementKey key = {sql, nparams};
+	StatementKey key = {sql, nparams, standard_conforming_strings, backslash_quote};
 	StatementEntry *entry;
 	bool		found;
 	Oid		   *argtypes;

@@ -66,8 +66,17 @@ SELECT idempotency.execute('str-7', NULL,
 -- B'' and X'' strings take no escapes and end at any quote
 SELECT outcome, response_body FROM idempotency.execute('str-8', NULL,
        $q$SELECT (B'10' || X'F')::text || ' ; ' || 'x\' AS q$q$);
+-- the same text read under each setting in one session: one statement
+-- under on, three under off (a plan kept from the first reading must not
+-- serve the second)
+SELECT outcome, response_body FROM idempotency.execute('str-9', NULL,
+       $q$SELECT 'a\' , ' ; DELETE FROM strings_t ; SELECT 1 AS q --'$q$);
+SET standard_conforming_strings = off;
+SELECT idempotency.execute('str-10', NULL,
+       $q$SELECT 'a\' , ' ; DELETE FROM strings_t ; SELECT 1 AS q --'$q$);
+SET standard_conforming_strings = on;
 SELECT count(*) AS rows_kept FROM strings_t;
-SELECT count(*) AS keys FROM idempotency.idempotency_keys WHERE idempotency_key IN ('str-1', 'str-5', 'str-7');
+SELECT count(*) AS keys FROM idempotency.idempotency_keys WHERE idempotency_key IN ('str-1', 'str-5', 'str-7', 'str-10');
 \set VERBOSITY default
 
 DELETE FROM idempotency.idempotency_keys WHERE idempotency_key LIKE 'str-%';
