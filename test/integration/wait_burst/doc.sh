@@ -17,7 +17,7 @@ figures=$(mktemp -d /tmp/idem-wait-burst-doc.XXXXXX)
 trap 'rm -rf "$figures"' EXIT
 tests=
 for p in $packages; do tests+=" test/integration/${p}_package.sh"; done
-load=$(cut -d' ' -f1 /proc/loadavg)
+load=$(cut -d' ' -f1 /proc/loadavg) commit=$(idem_commit)   # the run's, not the one at the end
 WAIT_BURST_FIGURES=$figures TEST_GROUPS=integration INTEGRATION_TESTS="$tests" \
   bash "$top/test/run.sh" || true    # a failed package writes no table: named below
 measured= missing=
@@ -28,7 +28,7 @@ done
 
 block=$figures/block.md
 {
-  echo "Measured by \`test/integration/wait_burst/doc.sh\` on $(date -u '+%Y-%m-%d') at commit $(idem_commit)" \
+  echo "Measured by \`test/integration/wait_burst/doc.sh\` on $(date -u '+%Y-%m-%d') at commit $commit" \
     "($(nproc) cores, shared with other work, load average $load at the start)${missing:+; not measured in this run: ${missing#, }}." \
     "\"first 201\" counts the answers that ran the handler; \"seconds\" runs from the burst's first request to its last answer."
   echo
