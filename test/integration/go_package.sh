@@ -17,7 +17,14 @@
 # home of its own) and its quick start is built by both and served on
 # 127.0.0.1: a request, its replay, a mismatch, a missing key, another
 # caller's request under the same key and a request without a caller
-# answer as the behaviour table says.
+# answer as the behaviour table says.  The module build connects as the
+# quick start does with DATABASE_URL unset (sslmode=disable and the PG*
+# variables, here the test cluster's unix socket); the GOPATH build with
+# the DATABASE_URL its comment shows for make run's server
+# (postgres://postgres@127.0.0.1:PORT/demo?sslmode=disable), against a
+# cluster of this test's own listening on 127.0.0.1 as make run's does
+# (IDEM_GO_TCP_PORT, default a free port), since the test cluster has no
+# TCP listener.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 export IDEM_TOP=${IDEM_TOP:-$(cd "$here/../.." && pwd)}
@@ -38,6 +45,7 @@ OWNER=idem_go_owner PDB=idem_go_portable
 server=
 cleanup() {
   [ -z "$server" ] || kill "$server" 2>/dev/null || true
+  idem_stop_cluster "$IDEM_TEST_BIN" "$tmp/tcp"
   psql -X -q -d postgres -c "DROP DATABASE IF EXISTS $PDB" -c "DROP ROLE IF EXISTS $OWNER" >/dev/null 2>&1 || true
   rm -rf "$tmp"
 }
@@ -105,32 +113,51 @@ mkdir "$tmp/home-modules"
   cp '$tmp/main.go' ~/payments/ && cd ~/payments
   go vet . && go build -o '$tmp/quickstart-modules' .") >"$tmp/install.log" 2>&1 ||
   { cat "$tmp/install.log"; exit 1; }
-port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-PGDATABASE=$cdb ADDR=127.0.0.1:$port DATABASE_URL= "$tmp/quickstart-modules" >"$tmp/quickstart.log" 2>&1 &
-server=$!
-base=http://127.0.0.1:$port
-for _ in $(seq 100); do curl -s -o /dev/null "$base/" && break; sleep 0.1; done
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+# quickstart NAME BINARY ENV...: serves BINARY with ENV and checks its answers
+quickstart() {
+  local name=$1 bin=$2 port key first expires ahead
+  shift 2
+  port=$(free_port)
+  env "$@" ADDR=127.0.0.1:$port "$bin" >"$tmp/quickstart.log" 2>&1 &
+  server=$!
+  base=http://127.0.0.1:$port
+  for _ in $(seq 100); do curl -s -o /dev/null "$base/" && break; sleep 0.1; done
+  key=go-quickstart-${bin##*/}-$$-$(date +%s%N)
+  [ "$(post "$key" '{"amount": 5}')" = 201 ] || { cat "$tmp/headers" "$tmp/body" "$tmp/quickstart.log"; exit 1; }
+  first=$(cat "$tmp/body")
+  expires=$(sed -n 's/^Idempotency-Key-Expires: \(.*\)\r$/\1/Ip' "$tmp/headers")
+  ahead=$(( $(date -d "$expires" +%s) - $(date +%s) ))
+  [ "$ahead" -gt 86000 ] && [ "$ahead" -le 86402 ] || { echo "Idempotency-Key-Expires: $expires"; exit 1; }
+  [ "$(post "$key" '{"amount":5}')" = 201 ] && [ "$(cat "$tmp/body")" = "$first" ] &&
+    grep -qi '^Idempotent-Replayed: true' "$tmp/headers" || { echo "no replay"; cat "$tmp/headers" "$tmp/body"; exit 1; }
+  [ "$(post "$key" '{"amount": 6}')" = 422 ] && grep -qi '^Content-Type: application/problem+json' "$tmp/headers" ||
+    { echo "no 422"; exit 1; }
+  [ "$(post "" '{"amount": 6}')" = 400 ] || { echo "no 400"; exit 1; }
+  # another caller's request under the same key is its own, not a replay
+  [ "$(post "$key" '{"amount": 5}' bob)" = 201 ] && ! grep -qi '^Idempotent-Replayed' "$tmp/headers" ||
+    { echo "bob got alice's answer"; cat "$tmp/headers"; exit 1; }
+  [ "$(post "$key-nobody" '{"amount": 5}' '')" = 401 ] || { echo "no 401 without a caller"; exit 1; }
+  echo "quick start ($name): 201, replay, 422, 400, another caller's own 201, 401 as the behaviour table says"
+  kill "$server"
+  server=
+}
 post() {  # post KEY BODY [USER]: prints the status code; the headers and body in $tmp
   curl -s -D "$tmp/headers" -o "$tmp/body" -w '%{http_code}' -X POST "$base/payments" \
     -H 'Content-Type: application/json' ${1:+-H "Idempotency-Key: $1"} -H "X-User: ${3-alice}" -d "$2"
 }
-key=go-quickstart-$$-$(date +%s%N)
-[ "$(post "$key" '{"amount": 5}')" = 201 ] || { cat "$tmp/headers" "$tmp/body" "$tmp/quickstart.log"; exit 1; }
-first=$(cat "$tmp/body")
-expires=$(sed -n 's/^Idempotency-Key-Expires: \(.*\)\r$/\1/Ip' "$tmp/headers")
-ahead=$(( $(date -d "$expires" +%s) - $(date +%s) ))
-[ "$ahead" -gt 86000 ] && [ "$ahead" -le 86402 ] || { echo "Idempotency-Key-Expires: $expires"; exit 1; }
-[ "$(post "$key" '{"amount":5}')" = 201 ] && [ "$(cat "$tmp/body")" = "$first" ] &&
-  grep -qi '^Idempotent-Replayed: true' "$tmp/headers" || { echo "no replay"; cat "$tmp/headers" "$tmp/body"; exit 1; }
-[ "$(post "$key" '{"amount": 6}')" = 422 ] && grep -qi '^Content-Type: application/problem+json' "$tmp/headers" ||
-  { echo "no 422"; exit 1; }
-[ "$(post "" '{"amount": 6}')" = 400 ] || { echo "no 400"; exit 1; }
-# another caller's request under the same key is its own, not a replay
-[ "$(post "$key" '{"amount": 5}' bob)" = 201 ] && ! grep -qi '^Idempotent-Replayed' "$tmp/headers" ||
-  { echo "bob got alice's answer"; cat "$tmp/headers"; exit 1; }
-[ "$(post "$key-nobody" '{"amount": 5}' '')" = 401 ] || { echo "no 401 without a caller"; exit 1; }
-echo "quick start (GOPATH and module mode built, the latter served): 201, replay, 422, 400, another caller's own 201, 401 as the behaviour table says"
-kill "$server"
-server=
+quickstart "module mode, unix socket" "$tmp/quickstart-modules" PGDATABASE=$cdb DATABASE_URL=
+tcpstart=$(date +%s)
+tcp=${IDEM_GO_TCP_PORT:-$(free_port)}
+idem_start_cluster "$IDEM_TEST_BIN" "$tmp/tcp" "$tcp" 127.0.0.1 idempotency
+psql -X -q -h "$tmp/tcp" -p "$tcp" -d postgres -v ON_ERROR_STOP=1 -c 'CREATE DATABASE demo' -c '\c demo' -c 'CREATE EXTENSION idempotency'
+# the DATABASE_URL of the quick start's comment, on this cluster's port
+# (make run's, IDEM_DEMO_PORT, defaults to 54329 and may be in use)
+url=$(sed -n 's|^\t// e\.g\. \(postgres://[^ ,]*\), make run.s$|\1|p' "$tmp/main.go")
+[ -n "$url" ] || { echo "no DATABASE_URL example in the quick start"; exit 1; }
+quickstart "GOPATH mode, $url served by 127.0.0.1:$tcp" "$tmp/quickstart" -u PGHOST -u PGPORT -u PGUSER -u PGDATABASE \
+  DATABASE_URL="${url/:54329\//:$tcp/}"
+idem_stop_cluster "$IDEM_TEST_BIN" "$tmp/tcp"
+tcpdone=$(date +%s)
 
-echo "go_package: $total go tests passed (both editions with lib/pq, the C edition with pgx); setup $((gostart - started))s, go vet and build $((built - gostart))s, total $(( $(date +%s) - started ))s"
+echo "go_package: $total go tests passed (both editions with lib/pq, the C edition with pgx); setup $((gostart - started))s, go vet and build $((built - gostart))s, the TCP cluster $((tcpdone - tcpstart))s, total $(( $(date +%s) - started ))s"

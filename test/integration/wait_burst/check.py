@@ -11,7 +11,11 @@ holders then); it checks exactly one execution per key (the table's
 rows), every other answer a byte-identical replay or a 409 with
 Retry-After, no other status, and all answered within HANDLER + WAIT
 seconds of the first being sent.  It prints one line per burst (the
-figures of the report).  psql reaches the database of the PG* variables."""
+figures of the report) and, with WAIT_BURST_FIGURES set to a directory,
+writes them there as a markdown table, LABEL.md, once every burst passed
+(test/integration/wait_burst/doc.sh puts them in doc/clients.md).  psql
+reaches the database of the PG* variables."""
+import os
 import subprocess
 import sys
 import threading
@@ -23,6 +27,7 @@ import uuid
 HANDLER, WAIT = 0.35, 5.0
 POOLS, BURSTS = (2, 4, 10), (20, 100)
 base, label = sys.argv[1], sys.argv[2]
+rows = []
 
 
 def psql(sql):
@@ -65,9 +70,12 @@ def burst(pool, keys, n):
     first = {k: r for k, r in zip(sent, replies) if r[0] == 201 and r[1].get("Idempotent-Replayed") is None}
     replays = [(k, r) for k, r in zip(sent, replies) if r[0] == 201 and r[1].get("Idempotent-Replayed") == "true"]
     busy = [r for r in replies if r[0] == 409 and int(r[1].get("Retry-After") or 0) >= 1]
+    executions = sum(int(v) for v in runs.values())
     line = ("wait burst, %s: pool %d, %d key(s) x %d duplicates: %d execution(s); %d 201, %d replays, %d 409; %.2f s"
-            % (label, pool, keys, n, sum(int(v) for v in runs.values()), len(first), len(replays), len(busy), took))
+            % (label, pool, keys, n, executions, len(first), len(replays), len(busy), took))
     print(line, flush=True)
+    rows.append((label, pool, "%d x %d" % (keys, n), executions,
+                 len(first), len(replays), len(busy), "%.2f" % took))
     others = [(r[0], r[2][:200]) for r in replies if r[0] not in (201, 409)]
     assert sorted(runs.values()) == ["1"] * keys and len(first) == keys, line
     assert len(first) + len(replays) + len(busy) == len(sent), "%s; other answers: %s" % (line, others[:3])
@@ -90,3 +98,9 @@ for pool in POOLS:
     # as many keys as the pool has connections, each with duplicates: with
     # a sleeper per key (the server's bound) the pool would be all asleep
     burst(pool, pool, 10)
+figures = os.environ.get("WAIT_BURST_FIGURES")
+if figures:
+    with open(os.path.join(figures, label + ".md"), "w") as f:
+        f.write("| package | pool | keys x duplicates | executions | first 201 | replays | 409 | seconds |\n"
+                "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+        f.writelines("| %s |\n" % " | ".join(map(str, r)) for r in rows)
