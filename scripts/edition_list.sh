@@ -14,8 +14,10 @@
 # before the restore: the extension entries of idempotency and pg_tle, the
 # schemas idempotency and pgtle with every object in them (the portable
 # edition's helpers, the pg_tle registration functions, pg_tle's own
-# rows), the plain script's version table, and the grants on objects that
-# only the portable edition has (portable_*, plain_version).
+# rows), the plain script's version table, the portable edition's own
+# sequences (portable_*: a session's last notification, no data), and the
+# grants on objects that only the portable edition has (portable_*,
+# plain_version).
 exec awk '
 /^;/ || !/^[0-9]+; [0-9]+ [0-9]+ / { print; next }
 {
@@ -26,8 +28,10 @@ entry ~ /^(SCHEMA|EXTENSION) - (idempotency|pgtle|pg_tle) /              { next 
 entry ~ /^(COMMENT|ACL) - (SCHEMA|EXTENSION) (pgtle|pg_tle) /            { next }
 entry ~ /^COMMENT - (SCHEMA|EXTENSION) idempotency /                      { next }
 entry ~ /^ACL - SCHEMA idempotency /                                      { print; next }
-entry ~ /^(TABLE DATA|SEQUENCE SET) idempotency / && entry !~ / plain_version / { print; next }
-entry ~ /^ACL idempotency / && entry !~ /^ACL idempotency (FUNCTION portable_|TABLE plain_version )/ { print; next }
+entry ~ /^(TABLE DATA|SEQUENCE SET) idempotency / && entry !~ / plain_version / &&
+    entry !~ /^SEQUENCE SET idempotency portable_/                         { print; next }
+entry ~ /^ACL idempotency / &&
+    entry !~ /^ACL idempotency (FUNCTION portable_|SEQUENCE portable_|TABLE plain_version )/ { print; next }
 entry ~ /^[A-Z][A-Z ]* (idempotency|pgtle) /                              { next }
 { print }
 '

@@ -101,13 +101,15 @@ BEGIN
 
     -- what is in the old schema but not in the new edition (an object of
     -- the application) would go with the old schema: refused too; the
-    -- portable edition's own helpers and version table are not in the C's
+    -- portable edition's own helpers, sequences (a session's last
+    -- notification) and version table are not in the C's
     SELECT string_agg(x.what, ', ' ORDER BY x.what) INTO blocked
       FROM (SELECT format('relation %I.%I', old_ns, c.relname) AS what
               FROM pg_class c
              WHERE c.relnamespace = old_ns::regnamespace
                AND c.relkind IN ('r', 'p', 'v', 'm', 'S', 'f', 'c', 'i')
                AND c.relname NOT IN ('plain_version', 'plain_version_pkey')
+               AND NOT (c.relkind = 'S' AND c.relname ~ '^portable_')
                AND NOT EXISTS (SELECT FROM pg_class n
                                 WHERE n.relnamespace = new_ns::regnamespace AND n.relname = c.relname)
             UNION ALL
