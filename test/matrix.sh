@@ -10,7 +10,7 @@
 # Every line of a major's run is prefixed with [pgN].  The last lines are a
 # summary per major (timings included) and one total, "N passed, M failed";
 # the exit status is nonzero if anything failed.  TEST_GROUPS,
-# INTEGRATION_TESTS, TAP_TESTS, STRESS_SECONDS,
+# INTEGRATION_TESTS, POOLER_TESTS, TAP_TESTS, STRESS_SECONDS,
 # KEEP_WORK, PORTABLE_MODES, PORTABLE_TAP_MAJORS and IDEM_TEST_PORT are
 # passed on to test/run.sh.
 set -uo pipefail
@@ -19,7 +19,7 @@ IDEM_TOP=$(cd "$(dirname "$0")/.." && pwd)
 . "$IDEM_TOP/scripts/chroot.sh"
 
 majors=${*:-15 17 18}
-IDEM_CHROOT_ENV="PG_MAJOR TEST_GROUPS INTEGRATION_TESTS TAP_TESTS STRESS_SECONDS KEEP_WORK CI PORTABLE_MODES PORTABLE_TAP_MAJORS IDEM_TEST_PORT STATEMENT_PASS_MAJORS TESTS"
+IDEM_CHROOT_ENV="PG_MAJOR TEST_GROUPS INTEGRATION_TESTS POOLER_TESTS TAP_TESTS STRESS_SECONDS KEEP_WORK CI PORTABLE_MODES PORTABLE_TAP_MAJORS IDEM_TEST_PORT STATEMENT_PASS_MAJORS TESTS"
 OUT=$(mktemp -d /tmp/idempotency-matrix.XXXXXX)
 trap 'rm -rf "$OUT"' EXIT
 

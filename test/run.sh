@@ -11,6 +11,9 @@
 #   pgtap         test/pgtap/*.sql (pg_prove)
 #   tap           test/t/*.pl (prove, PostgreSQL::Test::Cluster)
 #   integration   test/integration/*.sh (examples, relays, clients)
+#   pooler        test/pooler/*.sh: the SQL API, the packages and their
+#                 relays through PgBouncer in transaction mode
+#                 (doc/poolers.md)
 #   portable      the portable edition (doc/portable.md): its hashes against
 #                 the C's in this cluster (test/portable/compare_hashes.sh)
 #                 and the C edition's catalog (test/portable/catalog.sh
@@ -22,7 +25,8 @@
 #                 closing line
 # The last line is "N passed, M failed", counting test files.
 # TEST_GROUPS="regress isolation" limits the run to some groups;
-# INTEGRATION_TESTS="test/integration/docs.sh" to some integration scripts,
+# INTEGRATION_TESTS="test/integration/docs.sh" (POOLER_TESTS) to some
+# integration (pooler) scripts,
 # TAP_TESTS="test/t/120_claim_wait.pl" to some TAP tests.
 # PG_MAJOR (default 15) picks the PostgreSQL major.  A major that is not
 # this system's own (17 or 18 on Debian 12) is run by test/matrix.sh in
@@ -37,12 +41,12 @@ idem_runs_natively "$PG_MAJOR" || exec bash "$IDEM_TOP/test/matrix.sh" "$PG_MAJO
 # What the test groups need beyond building and running.
 TEST_PACKAGES="redis-server libhiredis-dev python3-psycopg2 python3-flask
   postgresql-$PG_MAJOR-plproxy postgresql-$PG_MAJOR-pgaudit nodejs npm flex
-  bison libkrb5-dev"
+  bison libkrb5-dev pgbouncer"
 # the Patroni failover test runs on the host's major only (see the test),
 # and so does test/integration/monitoring.sh's with Prometheus
 [ -f /etc/idempotency-chroot ] || TEST_PACKAGES="$TEST_PACKAGES patroni etcd-server etcd-client
   prometheus prometheus-postgres-exporter gnuplot-nox"
-TEST_GROUPS=${TEST_GROUPS:-regress isolation pgtap tap integration portable}
+TEST_GROUPS=${TEST_GROUPS:-regress isolation pgtap tap integration pooler portable}
 # the portable edition's install routes, both on every major (doc/testing.md)
 PORTABLE_MODES=${PORTABLE_MODES:-plain tle}
 
@@ -187,18 +191,21 @@ for group in $TEST_GROUPS; do
     cat "$WORK/tap.log"
     count "$WORK/tap.log" '\.\. ok$' '\.\. (Failed|Dubious|skipped)|\.\. No subtests' $rc
     ;;
-  integration)
-    : >"$WORK/integration.log"
-    for t in ${INTEGRATION_TESTS:-test/integration/*.sh}; do
+  integration | pooler)
+    # each script is one test; INTEGRATION_TESTS / POOLER_TESTS pick some
+    if [ "$group" = integration ]; then scripts=${INTEGRATION_TESTS:-test/integration/*.sh}
+    else scripts=${POOLER_TESTS:-test/pooler/*.sh}; fi
+    : >"$WORK/$group.log"
+    for t in $scripts; do
       [ -e "$t" ] || continue
-      idem_log "integration: $t"
-      if bash "$t" >>"$WORK/integration.log" 2>&1; then
-        echo "$t .. ok" | tee -a "$WORK/integration.log"
+      idem_log "$group: $t"
+      if bash "$t" >>"$WORK/$group.log" 2>&1; then
+        echo "$t .. ok" | tee -a "$WORK/$group.log"
       else
-        echo "$t .. FAILED" | tee -a "$WORK/integration.log"
+        echo "$t .. FAILED" | tee -a "$WORK/$group.log"
       fi
     done
-    count "$WORK/integration.log" '\.\. ok$' '\.\. FAILED$'
+    count "$WORK/$group.log" '\.\. ok$' '\.\. FAILED$'
     ;;
   portable)
     idem_log "portable: test/portable/compare_hashes.sh"
