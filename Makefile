@@ -42,7 +42,7 @@ EXTENSION = idempotency
 MODULE_big = idempotency
 EXTVERSION = 1.0
 # The distribution's version on PGXN (SemVer): META.json says the same.
-DISTVERSION = 1.8.0
+DISTVERSION = 1.9.0
 
 OBJS = $(patsubst %.c,%.o,$(sort $(wildcard src/*.c)))
 

@@ -1,4 +1,4 @@
--- Versions and upgrades (doc/operations.md, "Upgrades"): 1.7 is the
+-- Versions and upgrades (doc/operations.md, "Upgrades"): 1.9 is the
 -- default, reached from 1.0 by the update scripts in turn.  The library
 -- serves a database at 1.2 before it is updated (its key_hash is still a
 -- generated column) and refuses key calls in one at 1.0 or 1.1, and the
