@@ -72,7 +72,6 @@ extern Oid	idem_arg_table(FunctionCallInfo fcinfo, int argno);
 extern char *idem_quote_table(Oid relid);
 extern AttrNumber idem_arg_column(FunctionCallInfo fcinfo, int argno,
 								  const char *argname, Oid relid);
-extern AttrNumber idem_column_attnum(Oid relid, const char *colname);
 
 /*
  * A statement of the extension's own bookkeeping.  It is prepared on first
@@ -268,6 +267,7 @@ extern void idem_wait_for_creator(uint64 hash, uint16 space,
 								  TransactionId xid);
 
 extern Oid	idem_relation_oid(const char *relname);
+extern AttrNumber idem_column_attnum(Oid relid, const char *colname);
 /* PostgreSQL 18 replaced pg_attribute_noreturn() with the pg_noreturn prefix */
 #ifdef pg_attribute_noreturn
 extern void idem_refuse_old_extension(void) pg_attribute_noreturn();

@@ -185,12 +185,12 @@ typedef struct TableCache
 	Oid			relid;			/* InvalidOid: unused */
 	bool		valid;			/* no invalidation since the build began */
 	bool		built;			/* the build completed (did not fail) */
-	MemoryContext cxt;
 	int			users;			/* writers using cxt, in transaction users_lxid */
 	LocalTransactionId users_lxid;
 	int			natts;
-	Expr	  **defaults;		/* per attribute, planned; NULL: none */
 	int			nindexes;
+	MemoryContext cxt;
+	Expr	  **defaults;		/* per attribute, planned; NULL: none */
 	Oid		   *index_oids;
 	IndexInfo **index_infos;	/* as BuildIndexInfo() gives them */
 	List	  **predicates;		/* per index, planned; NIL: not partial */
@@ -686,7 +686,7 @@ prepare_defaults(IdemRowInserter *inserter, TableCache *cache)
 	{
 		if (inserter->given[i] || cache->defaults[i] == NULL)
 			continue;
-		inserter->default_attnums[inserter->ndefaults] = i + 1;
+		inserter->default_attnums[inserter->ndefaults] = (AttrNumber) (i + 1);
 		inserter->defaults[inserter->ndefaults] =
 			ExecInitExpr(cache->defaults[i], NULL);
 		inserter->ndefaults++;
@@ -798,7 +798,7 @@ idem_insert_next(IdemRowInserter *inserter, const Datum *values,
 		MemoryContextSwitchTo(econtext->ecxt_per_tuple_memory);
 		for (i = 0; i < inserter->ndefaults; i++)
 		{
-			AttrNumber	att = inserter->default_attnums[i] - 1;
+			int			att = inserter->default_attnums[i] - 1;
 
 			slot->tts_values[att] = ExecEvalExpr(inserter->defaults[i], econtext,
 												 &slot->tts_isnull[att]);
