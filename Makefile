@@ -62,9 +62,20 @@ DATA = $(filter-out $(DATA_built),$(wildcard sql/$(EXTENSION)--*.sql))
 # in a directory of its own (see docmoduledir after the include of PGXS).
 DOCS := $(wildcard doc/*.md)
 
-REGRESS = $(sort $(basename $(notdir $(wildcard test/sql/*.sql))))
+# make installcheck runs the regression and isolation suites against the
+# running server (PGHOST, PGPORT), as for any PGXS extension, except the
+# tests that need settings a server may not have: pg_cron and the library
+# in shared_preload_libraries (the cron job, the outcome counts, claims
+# that wait, the settings the library defines only when preloaded),
+# wal_level = logical, prepared transactions.  Those run in a
+# temporary instance of the installed server with test/installcheck.conf
+# (pg_regress --temp-instance --temp-config, as contrib does), results in
+# output_config/.  test/run.sh runs every test on a cluster set up so.
+CONFIG_REGRESS = arguments metrics outbox_cdc read_only schedule
+CONFIG_ISOLATION = claim_wait claim_wait_deadlock outbox_enqueue_rollback outbox_notify_setting
+REGRESS = $(filter-out $(CONFIG_REGRESS),$(sort $(basename $(notdir $(wildcard test/sql/*.sql)))))
 REGRESS_OPTS = --inputdir=test --load-extension=$(EXTENSION)
-ISOLATION = $(sort $(basename $(notdir $(wildcard test/specs/*.spec))))
+ISOLATION = $(filter-out $(CONFIG_ISOLATION),$(sort $(basename $(notdir $(wildcard test/specs/*.spec)))))
 ISOLATION_OPTS = --inputdir=test --outputdir=. --load-extension=$(EXTENSION)
 # PostgreSQL 15's pg_regress reads expected output from <inputdir>/expected;
 # ours lives at the top level.
@@ -75,13 +86,17 @@ PG_CPPFLAGS = -I$(srcdir)/src -isystem $(includedir_server) -isystem $(libpq_src
 # schedule_cleanup() reaches pg_cron in another database over libpq, as dblink does.
 SHLIB_LINK_INTERNAL = $(libpq)
 PG_CFLAGS = -Wall -Wextra
-EXTRA_CLEAN = $(DATA_built) test/expected results output_iso regression.diffs regression.out tmp_check
+EXTRA_CLEAN = $(DATA_built) test/expected results output_iso output_config regression.diffs regression.out tmp_check
 
+# PG_CONFIG: the pg_config on PATH, as for any PGXS extension; where there
+# is none, or PG_MAJOR is given on the command line, Debian's of PG_MAJOR
+# (default 15), which Debian keeps off PATH.
 PG_MAJOR ?= 15
-ifeq ($(wildcard /usr/lib/postgresql/$(PG_MAJOR)/bin/pg_config),)
-PG_CONFIG ?= pg_config
-else
-PG_CONFIG ?= /usr/lib/postgresql/$(PG_MAJOR)/bin/pg_config
+ifneq ($(origin PG_MAJOR),command line)
+PG_CONFIG ?= $(shell command -v pg_config)
+endif
+ifeq ($(PG_CONFIG),)
+override PG_CONFIG = $(or $(wildcard /usr/lib/postgresql/$(PG_MAJOR)/bin/pg_config),pg_config)
 endif
 PGXS := $(shell $(PG_CONFIG) --pgxs 2>/dev/null)
 ifneq ($(PGXS),)
@@ -104,10 +119,18 @@ $(OBJS): src/idempotency.h src/pg_compat.h
 test/expected:
 	ln -s ../expected $@
 
+# The tests of CONFIG_REGRESS and CONFIG_ISOLATION (see above), first.
+installcheck: installcheck-config
+installcheck-config: submake $(REGRESS_PREP)
+	$(pg_regress_installcheck) $(REGRESS_OPTS) --outputdir=output_config \
+	  --temp-instance=output_config/tmp_check --temp-config=test/installcheck.conf $(CONFIG_REGRESS)
+	$(pg_isolation_regress_installcheck) $(ISOLATION_OPTS) --outputdir=output_config/isolation \
+	  --temp-instance=output_config/tmp_check_iso --temp-config=test/installcheck.conf $(CONFIG_ISOLATION)
+
 $(DATA_built): $(sort $(wildcard sql/$(EXTVERSION)/*.sql))
 	cat $^ > $@
 
-.PHONY: run test matrix bench bench-scale profile stress sanitize memory lint dist deb portable node-package
+.PHONY: installcheck-config run test matrix bench bench-scale profile stress sanitize memory lint dist deb portable node-package
 run:
 	bash scripts/run.sh
 test:
