@@ -23,8 +23,9 @@
 #                    cannot run here)
 #   as_pg CMD...     CMD as the postgres OS user against the test cluster
 #                    (PGHOST, PGPORT), user postgres, warnings only
-#   q DB SQL         psql in database DB of the test cluster as postgres:
-#                    unaligned, tuples only, stopping at the first error
+#   psql_pg ARG...   psql on the test cluster as postgres, unaligned, tuples
+#                    only, stopping at the first error, with ARG...
+#   q DB SQL         psql_pg in database DB, running SQL
 set -euo pipefail
 IDEM_TOP=${IDEM_TOP:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
 TOP=$IDEM_TOP
@@ -40,7 +41,8 @@ as_pg() {
   runuser -u postgres -- env PGHOST="${PGHOST:-}" PGPORT="${PGPORT:-}" PGUSER=postgres \
     PGOPTIONS='-c client_min_messages=warning' "$@"
 }
-q() { as_pg "${BIN:+$BIN/}psql" -X -q -At -v ON_ERROR_STOP=1 -d "$1" -c "$2"; }
+psql_pg() { as_pg "${BIN:+$BIN/}psql" -X -q -At -v ON_ERROR_STOP=1 "$@"; }
+q() { psql_pg -d "$1" -c "$2"; }
 
 work_dir() {
   WORK=$(mktemp -d "${IDEM_TEST_WORK:-/tmp}/$1.XXXXXX")

@@ -11,8 +11,7 @@
 # release: the version is default_version of idempotency.control (1.0 is
 # 1.0.0), DISTVERSION in the Makefile, a section of CHANGELOG.md; PostgreSQL
 # 15 is the runtime minimum; LICENSE is the PostgreSQL License.
-set -euo pipefail
-TOP=${IDEM_TOP:-$(cd "$(dirname "$0")/../.." && pwd)}
+. "$(dirname "$0")/lib.bash"
 cd "$TOP"
 python3 - <<'PY'
 import json, re, sys
