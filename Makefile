@@ -1,6 +1,9 @@
 # Makefile for the idempotency extension (PGXS)
 #
 #   make && make install      build and install into the server of PG_CONFIG
+#   make installcheck         the regression and isolation tests against the
+#                             running server (PGHOST, PGPORT), as a user who
+#                             is not root; see CONFIG_REGRESS below
 #   make run                  set up everything on a fresh machine and demo it
 #   make test                 every test group on PostgreSQL 15, 17 and 18 in
 #                             turn (test/matrix.sh; what CI runs): 15 on the
@@ -25,28 +28,34 @@
 #   make stress               the TAP tests with the stress run at 60 s
 #   make sanitize             regression tests under UBSan and valgrind (test/sanitize.sh)
 #   make memory               backend memory across 1M calls (test/memory.sh)
-#   make lint                 cppcheck and clang-tidy (test/lint.sh)
+#   make lint                 cppcheck and clang-tidy (test/lint.sh); make
+#                             test runs it on the host's major
 #   make dist                 the release zip for PGXN, idempotency-<version>.zip
 #   make deb                  the Debian package postgresql-15-idempotency in
 #                             build/deb/ (debian/, pg_buildext); PG=17 or PG=18
 #                             builds it in that major's chroot (scripts/deb.sh)
 #   make portable             the portable edition (plain SQL and pg_tle
 #                             scripts) in build/portable/: scripts/portable.py,
-#                             doc/portable.md (work in progress; not in make test)
+#                             doc/portable.md; make test runs the whole suite
+#                             on it (its group portable)
 #
-# PG_MAJOR (default 15) picks the server to build against when PG_CONFIG is
-# not given: /usr/lib/postgresql/$(PG_MAJOR)/bin/pg_config.  See
+# PG_CONFIG picks the server to build against: the pg_config on PATH, else
+# (or with PG_MAJOR=N on the command line) Debian's
+# /usr/lib/postgresql/$(PG_MAJOR)/bin/pg_config, PG_MAJOR default 15.  See
 # doc/testing.md for the supported majors.
 
 EXTENSION = idempotency
 MODULE_big = idempotency
-EXTVERSION = 1.0
-# The distribution's version on PGXN (SemVer): META.json says the same.
+# The extension's version is default_version in idempotency.control; the
+# distribution's on PGXN (SemVer) says the same, as META.json does.
 DISTVERSION = 1.9.0
+# The version whose install script is assembled (see below); every later
+# one is an update script.
+BASE_VERSION = 1.0
 
 OBJS = $(patsubst %.c,%.o,$(sort $(wildcard src/*.c)))
 
-# The install script of 1.0 is assembled from the pieces in sql/1.0/
+# The install script of BASE_VERSION is assembled from the pieces in sql/1.0/
 # (types, tables, functions, views, grants), pg_partman style, and stays
 # frozen once released.  Every later version ships only as an update script,
 # sql/idempotency--1.0--1.1.sql and so on, picked up by the wildcard below;
@@ -55,7 +64,7 @@ OBJS = $(patsubst %.c,%.o,$(sort $(wildcard src/*.c)))
 # upgraded one are the same by construction.  C symbols keep their meaning
 # forever: a changed SQL signature binds to a new symbol (idempotency_x_1_1)
 # and the old one stays for databases not yet updated.
-DATA_built = sql/$(EXTENSION)--$(EXTVERSION).sql
+DATA_built = sql/$(EXTENSION)--$(BASE_VERSION).sql
 DATA = $(filter-out $(DATA_built),$(wildcard sql/$(EXTENSION)--*.sql))
 
 # The manual (doc/*.md) installs beside the other extensions' documentation,
@@ -127,7 +136,7 @@ installcheck-config: submake $(REGRESS_PREP)
 	$(pg_isolation_regress_installcheck) $(ISOLATION_OPTS) --outputdir=output_config/isolation \
 	  --temp-instance=output_config/tmp_check_iso --temp-config=test/installcheck.conf $(CONFIG_ISOLATION)
 
-$(DATA_built): $(sort $(wildcard sql/$(EXTVERSION)/*.sql))
+$(DATA_built): $(sort $(wildcard sql/$(BASE_VERSION)/*.sql))
 	cat $^ > $@
 
 .PHONY: installcheck-config run test matrix bench bench-scale profile stress sanitize memory lint dist deb portable node-package
@@ -171,6 +180,6 @@ deb:
 
 # The portable edition (doc/portable.md): the scripts of sql/ with each C
 # function replaced by its body in sql/portable/.  PORTABLE_PARTIAL=1 stubs
-# the functions that have none yet (work in progress).
+# a C function that has no portable body (portable.py check fails on one).
 portable:
 	python3 scripts/portable.py build$(if $(PORTABLE_PARTIAL), --allow-missing)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # test/integration/node_new_user.sh: clients/node/README.md followed by a
-# new user (issue 45): from a fresh copy of clients/node (no node_modules,
+# new user: from a fresh copy of clients/node (no node_modules,
 # no dist), `make node-package` builds the tarball; an empty project
 # installs it (and express) with npm install, as the README's Install
 # says; the README's Express quick start, taken from the README as
