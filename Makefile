@@ -123,7 +123,7 @@ endif
 docmoduledir := extension/$(EXTENSION)
 
 # every C file includes the shared headers: a change to them rebuilds them all
-$(OBJS): src/idempotency.h src/pg_compat.h
+$(OBJS): $(wildcard src/*.h)
 
 test/expected:
 	ln -s ../expected $@

@@ -19,6 +19,9 @@
 #include "utils/syscache.h"
 
 #include "idempotency.h"
+#include "arguments.h"
+#include "relations.h"
+#include "scopes.h"
 
 /*
  * Largest ttl or lease given as an argument: 100 years.  Interval

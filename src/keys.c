@@ -94,6 +94,16 @@
 #include "utils/typcache.h"
 
 #include "idempotency.h"
+#include "arguments.h"
+#include "bookkeeping.h"
+#include "fingerprint.h"
+#include "keys.h"
+#include "metrics.h"
+#include "relations.h"
+#include "roles.h"
+#include "standby.h"
+#include "waits.h"
+#include "writes.h"
 
 /* Shorthands for the qualified operators of the statements below. */
 #define EQ " OPERATOR(pg_catalog.=) "

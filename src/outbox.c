@@ -112,6 +112,12 @@
 #include "utils/tuplestore.h"
 
 #include "idempotency.h"
+#include "arguments.h"
+#include "bookkeeping.h"
+#include "fingerprint.h"
+#include "relations.h"
+#include "roles.h"
+#include "writes.h"
 
 /* Channel of enqueue_event's notifications and prefix of emit_event's messages. */
 #define OUTBOX_CHANNEL "idempotency_outbox"

@@ -31,6 +31,7 @@
 #include "utils/syscache.h"
 
 #include "idempotency.h"
+#include "relations.h"
 
 /*
  * The OIDs of the extension's relations by name, looked up once and

@@ -66,6 +66,8 @@
 #include "utils/snapmgr.h"
 
 #include "idempotency.h"
+#include "relations.h"
+#include "writes.h"
 #include "pg_compat.h"
 
 /*
@@ -580,7 +582,7 @@ forget_creation_locks(XactEvent event, void *arg pg_attribute_unused())
 
 /*
  * The lock for creating the row of a unique key whose hash is "hash", in
- * "space" (see idempotency.h).  Without a statement's ON CONFLICT, a
+ * "space" (see writes.h).  Without a statement's ON CONFLICT, a
  * transaction that finds no row and inserts one would fail with a unique
  * violation if another inserted the same key in between; so every creator
  * takes this lock, then looks for the key with a dirty snapshot (waiting
