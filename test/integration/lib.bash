@@ -26,6 +26,10 @@
 #   psql_pg ARG...   psql on the test cluster as postgres, unaligned, tuples
 #                    only, stopping at the first error, with ARG...
 #   q DB SQL         psql_pg in database DB, running SQL
+#   install_test_module NAME  builds test/modules/NAME (PGXS) in WORK
+#                    against the system's headers and installs it into BIN's
+#                    server copy (as idem_private_install does for the
+#                    extension)
 set -euo pipefail
 IDEM_TOP=${IDEM_TOP:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
 TOP=$IDEM_TOP
@@ -68,3 +72,11 @@ _exit_steps() {
   return "$rc"
 }
 trap _exit_steps EXIT
+
+install_test_module() {
+  cp -r "$IDEM_TOP/test/modules/$1" "$WORK/"
+  make -s -C "$WORK/$1" PG_CONFIG="$PG_BIN/pg_config" >/dev/null ||
+    fail "building test/modules/$1"
+  make -s -C "$WORK/$1" PG_CONFIG="$BIN/pg_config" install >/dev/null ||
+    fail "installing test/modules/$1"
+}

@@ -21,13 +21,7 @@ work_dir permission_hook
 DB=regress_permission_hook
 at_exit 'q postgres "DROP DATABASE IF EXISTS $DB"'
 
-# built against the system's headers, installed into the private copy (as
-# idem_private_install does for the extension)
-cp -r "$TOP/test/modules/hook_counter" "$WORK/"
-make -s -C "$WORK/hook_counter" PG_CONFIG="$PG_BIN/pg_config" >/dev/null ||
-  fail "building test/modules/hook_counter"
-make -s -C "$WORK/hook_counter" PG_CONFIG="$BIN/pg_config" install >/dev/null ||
-  fail "installing test/modules/hook_counter"
+install_test_module hook_counter
 
 q postgres "DROP DATABASE IF EXISTS $DB"
 q postgres "CREATE DATABASE $DB"
