@@ -464,9 +464,7 @@ func (m *middleware) exchange(r *http.Request, key, scope string, fp any) (*answ
 		}
 		if errors.Is(err, ErrInvalidParameter) {
 			// the key is to blame only when it is longer than the database's max_key_length
-			var tooLong bool
-			if e := m.DB.QueryRowContext(ctx, `SELECT char_length($1) >
-			 coalesce(current_setting('idempotency.max_key_length', true)::int, 255)`, key).Scan(&tooLong); e == nil && tooLong {
+			if tooLong, e := On(m.DB).keyTooLong(ctx, key); e == nil && tooLong {
 				return problem(400, "Invalid Idempotency-Key",
 					"The key is longer than idempotency.max_key_length characters."), nil
 			}

@@ -1,7 +1,9 @@
 // test/integration/wait_burst/main.go: the Go package's burst app for
 // check.py. POST /wait-burst/<n>: the middleware with Wait on a *sql.DB
 // limited to n open connections (2, 4, 10), scoped by X-User; the handler
-// sleeps 0.35 s and records its run on the same pool.
+// sleeps 0.35 s and records its run on the same pool.  The DSN is
+// PGIDEM_DSN's (binary_parameters=yes through a pooler) and the PG*
+// variables'.
 package main
 
 import (
@@ -20,7 +22,7 @@ import (
 func main() {
 	mux := http.NewServeMux()
 	for _, size := range []int{2, 4, 10} {
-		db, err := sql.Open("postgres", "")
+		db, err := sql.Open("postgres", os.Getenv("PGIDEM_DSN"))
 		if err != nil {
 			log.Fatal(err)
 		}
