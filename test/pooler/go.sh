@@ -57,7 +57,7 @@ go_package_suite "pgx through PgBouncer (pool 4)" $(through "$port4") PGIDEM_POO
 suites=$(date +%s)
 
 idem_log "go pooler: bursts of duplicates with Wait through PgBouncer (pool 2)"
-(export $(through "$port2") PGIDEM_DSN=binary_parameters=yes; wait_burst go-pgbouncer-2 "$tmp/waitburst.log" "$tmp/waitburst")
+(export $(through "$port2") PGIDEM_SERVER_CONNECTIONS=2 PGIDEM_DSN=binary_parameters=yes; wait_burst go-pgbouncer-2 "$tmp/waitburst.log" "$tmp/waitburst")
 burst=$(date +%s)
 
 idem_log "go pooler: the README's quick start through PgBouncer (pool 4)"

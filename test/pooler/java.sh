@@ -49,18 +49,21 @@ java_install
 java_compile_tests
 built=$(date +%s)
 
-# the suite's connections (the PG* variables) go through the pool of 4
-through() { echo PGHOST=127.0.0.1 PGPORT=$1 PGDATABASE=$db; }
-java_junit "the C edition through PgBouncer (pool 4)" IDEM_EDITION=c $(through "$port4")
+# the suite's connections (the PG* variables) go through the pool of 4,
+# with the README's line; its relays' LISTEN connection is direct, but for
+# the one that checks what a relay without one does
+through() { echo PGHOST=127.0.0.1 PGPORT=$1 PGDATABASE=$db PGIDEM_JDBC=prepareThreshold=0; }
+java_junit "the C edition through PgBouncer (pool 4)" IDEM_EDITION=c $(through "$port4") PGIDEM_POOLER=1 \
+  PGIDEM_LISTEN_HOST="$PGHOST" PGIDEM_LISTEN_PORT="$PGPORT"
 suite=$(date +%s)
 
 idem_log "java pooler: bursts of duplicates with wait through PgBouncer (pool 2)"
-(export $(through "$port2"); wait_burst java-pgbouncer-2 "$tmp/wait-burst.log" \
+(export $(through "$port2") PGIDEM_SERVER_CONNECTIONS=2; wait_burst java-pgbouncer-2 "$tmp/wait-burst.log" \
   java -cp "$tmp/test-classes:$cp" org.pgidempotency.WaitBurstApp)
 burst=$(date +%s)
 
 idem_log "java pooler: the README's Tomcat quick start through PgBouncer (pool 4)"
-java_quickstart "jdbc:postgresql://127.0.0.1:$port4/$db?user=$PGUSER"
+java_quickstart "jdbc:postgresql://127.0.0.1:$port4/$db?user=$PGUSER&prepareThreshold=0"
 
 echo "java pooler: ok through PgBouncer $(pooler_version); install and build $((built - started))s," \
   "suite $((suite - built))s, burst $((burst - suite))s, total $(( $(date +%s) - started ))s"
