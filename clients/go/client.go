@@ -606,7 +606,13 @@ func (q Queries) MarkProcessedBatch(ctx context.Context, consumer string, eventI
 // InTx runs fn in a transaction on c.DB and commits when it returns nil
 // (rolls back otherwise).
 func (c *Client) InTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	tx, err := c.DB.BeginTx(ctx, nil)
+	return inTx(ctx, c.DB, fn)
+}
+
+// inTx runs fn in a transaction on db and commits when it returns nil
+// (rolls back otherwise).
+func inTx(ctx context.Context, db *sql.DB, fn func(tx *sql.Tx) error) error {
+	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		return wrap(ctx, err)
 	}

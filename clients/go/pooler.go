@@ -114,13 +114,5 @@ func (q Queries) do(ctx context.Context, fn func(Querier) error) error {
 	case sendWhole:
 		return fn(db)
 	}
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		return wrap(ctx, err)
-	}
-	if err := fn(tx); err != nil {
-		_ = tx.Rollback()
-		return err
-	}
-	return wrap(ctx, tx.Commit())
+	return inTx(ctx, db, func(tx *sql.Tx) error { return fn(tx) })
 }

@@ -1,8 +1,10 @@
 # test/integration/go_package.bash: sourced by test/integration/go_package.sh
 # and test/pooler/go.sh (not run).  The Go package built as a team builds
 # it, offline, from Debian's archive, and its README's quick start checked
-# over HTTP.  Needs $tmp (a directory of the caller's, mode 755), IDEM_TOP,
-# readme_block.bash and lib.sh.
+# over HTTP.  Sourced after scripts/lib.sh, it installs Go and the
+# modules from Debian and sources fresh_db.bash, readme_block.bash and
+# wait_burst/wait_burst.bash; the functions need $tmp (a directory of the
+# caller's, mode 755).
 #
 # go_package_build: module mode with no proxy (GOPROXY=off and an empty
 #   module cache: offline-modules.sh replaces every module of the graph by
@@ -21,6 +23,11 @@
 # go_quickstart NAME BINARY ENV...: serves BINARY with ENV on 127.0.0.1
 #   and checks its answers as the behaviour table says; stops it after.
 
+idem_ensure_packages golang-go golang-github-lib-pq-dev golang-github-go-chi-chi-dev \
+  golang-github-jackc-pgx-v4-dev
+. "$IDEM_TOP/test/integration/fresh_db.bash"
+. "$IDEM_TOP/test/integration/readme_block.bash"
+. "$IDEM_TOP/test/integration/wait_burst/wait_burst.bash"
 go_passed=0
 server=
 

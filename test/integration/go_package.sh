@@ -31,11 +31,6 @@ export IDEM_TOP=${IDEM_TOP:-$(cd "$here/../.." && pwd)}
 . "$IDEM_TOP/scripts/lib.sh"
 # The package does not depend on the server's major: the host's run tests it once.
 idem_host_only "tests the Go package"
-idem_ensure_packages golang-go golang-github-lib-pq-dev golang-github-go-chi-chi-dev \
-  golang-github-jackc-pgx-v4-dev
-. "$here/fresh_db.bash"
-. "$here/readme_block.bash"
-. "$here/wait_burst/wait_burst.bash"
 . "$here/go_package.bash"
 . "$IDEM_TOP/test/portable/lib.sh"
 started=$(date +%s)

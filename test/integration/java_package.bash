@@ -2,8 +2,10 @@
 # test/integration/java_package.sh and test/pooler/java.sh (not run).  The
 # Java package as a new user installs it from the README, offline, its
 # JUnit 5 suite, and the README's Tomcat quick start checked over HTTP.
-# Needs $tmp (a directory of the caller's, mode 755), IDEM_TOP,
-# readme_block.bash and lib.sh.
+# Sourced after scripts/lib.sh, it installs Java, Maven and the jars
+# from Debian and sources fresh_db.bash, readme_block.bash and
+# wait_burst/wait_burst.bash; the functions need $tmp (a directory of the
+# caller's, mode 755).
 #
 # java_install: a new user in a home of their own ($home): the README's
 #   settings.xml (Debian's /usr/share/maven-repo as the mirror of every
@@ -24,6 +26,13 @@
 #   ephemeral port; checks its answers as doc/clients.md's behaviour table
 #   says and the payments of PGDATABASE, then stops it.
 
+idem_ensure_packages openjdk-17-jdk-headless maven maven-repo-helper libpostgresql-jdbc-java \
+  libjakarta-servlet-api-java libtomcat10-embed-java junit5 libjackson2-databind-java \
+  libaopalliance-java libspring-aop-java libspring-context-java libmaven-compiler-plugin-java \
+  libmaven-resources-plugin-java libmaven-jar-plugin-java libmaven-install-plugin-java libsurefire-java
+. "$IDEM_TOP/test/integration/fresh_db.bash"
+. "$IDEM_TOP/test/integration/readme_block.bash"
+. "$IDEM_TOP/test/integration/wait_burst/wait_burst.bash"
 J=/usr/share/java
 server=
 

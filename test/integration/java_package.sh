@@ -24,13 +24,6 @@ export IDEM_TOP=${IDEM_TOP:-$(cd "$here/../.." && pwd)}
 . "$IDEM_TOP/scripts/lib.sh"
 # The package does not depend on the server's major: the host's run tests it once.
 idem_host_only "tests the Java package"
-idem_ensure_packages openjdk-17-jdk-headless maven maven-repo-helper libpostgresql-jdbc-java \
-  libjakarta-servlet-api-java libtomcat10-embed-java junit5 libjackson2-databind-java \
-  libaopalliance-java libspring-aop-java libspring-context-java libmaven-compiler-plugin-java \
-  libmaven-resources-plugin-java libmaven-jar-plugin-java libmaven-install-plugin-java libsurefire-java
-. "$here/fresh_db.bash"
-. "$here/readme_block.bash"
-. "$here/wait_burst/wait_burst.bash"
 . "$here/java_package.bash"
 . "$IDEM_TOP/test/portable/lib.sh"
 # the README's install line, as written

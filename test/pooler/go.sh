@@ -15,55 +15,43 @@ here=$(cd "$(dirname "$0")" && pwd)
 export IDEM_TOP=${IDEM_TOP:-$(cd "$here/../.." && pwd)}
 . "$IDEM_TOP/scripts/lib.sh"
 idem_host_only "tests the Go package through PgBouncer"
-idem_ensure_packages golang-go golang-github-lib-pq-dev golang-github-go-chi-chi-dev \
-  golang-github-jackc-pgx-v4-dev pgbouncer
-it=$IDEM_TOP/test/integration
-. "$it/fresh_db.bash"
-. "$it/readme_block.bash"
-. "$it/wait_burst/wait_burst.bash"
-. "$it/go_package.bash"
+. "$IDEM_TOP/test/integration/go_package.bash"
 . "$here/pooler.bash"
+. "$here/package.bash"
 started=$(date +%s)
-
-tmp=$(mktemp -d /tmp/idem-go-pooler.XXXXXX)
-chmod 755 "$tmp"
-cleanup() {
-  [ -z "$server" ] || kill "$server" 2>/dev/null || true
-  pooler_stop "$tmp/pool4"
-  pooler_stop "$tmp/pool2"
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-
-fresh_db idem_go_pooler
-db=$PGDATABASE
-direct_host=$PGHOST direct_port=$PGPORT
-pooler_start "$tmp/pool4" "$(free_port)" 4
-pooler_start "$tmp/pool2" "$(free_port)" 2
-port4=$(sed -n 's/^listen_port = //p' "$tmp/pool4/pgbouncer.ini")
-port2=$(sed -n 's/^listen_port = //p' "$tmp/pool2/pgbouncer.ini")
+package_poolers idem_go_pooler
 go_package_build
 built=$(date +%s)
+
+# the README's lines: the query of each DATABASE_URL of its block
+readme_query() {
+  readme_block "$IDEM_TOP/clients/go/README.md" "pooler: dsn" sh |
+    sed -n "s|^DATABASE_URL='[^?]*?\([^']*\)' *# $1\$|\1|p"
+}
+pq_query=$(readme_query lib/pq)
+pgx_query=$(readme_query "pgx v4")
+[ -n "$pq_query" ] && [ -n "$pgx_query" ] || { echo "go pooler: no DSN lines in the README"; exit 1; }
 
 # the suite's connections (the PG* variables) go through the pool of 4,
 # with the README's line; its relays' LISTEN connection is direct, but for
 # the one that checks what a relay without one does
 through() { echo PGHOST=127.0.0.1 PGPORT=$1 PGSSLMODE=disable PGDATABASE=$db; }
 direct="PGIDEM_LISTEN_DSN=host=$direct_host port=$direct_port sslmode=disable"
-go_package_suite "lib/pq through PgBouncer (pool 4)" $(through "$port4") PGIDEM_POOLER=1 \
-  PGIDEM_DRIVER=pq PGIDEM_DSN=binary_parameters=yes "$direct"
-go_package_suite "pgx through PgBouncer (pool 4)" $(through "$port4") PGIDEM_POOLER=1 \
-  PGIDEM_DRIVER=pgx PGIDEM_DSN=statement_cache_mode=describe "$direct"
+go_package_suite "lib/pq through PgBouncer (pool 4), $pq_query" $(through "$port4") PGIDEM_POOLER=1 \
+  PGIDEM_DRIVER=pq "PGIDEM_DSN=${pq_query//&/ }" "$direct"
+go_package_suite "pgx through PgBouncer (pool 4), $pgx_query" $(through "$port4") PGIDEM_POOLER=1 \
+  PGIDEM_DRIVER=pgx "PGIDEM_DSN=${pgx_query//&/ }" "$direct"
 suites=$(date +%s)
 
 idem_log "go pooler: bursts of duplicates with Wait through PgBouncer (pool 2)"
-(export $(through "$port2") PGIDEM_SERVER_CONNECTIONS=2 PGIDEM_DSN=binary_parameters=yes; wait_burst go-pgbouncer-2 "$tmp/waitburst.log" "$tmp/waitburst")
+(export $(through "$port2") PGIDEM_SERVER_CONNECTIONS=2 "PGIDEM_DSN=${pq_query//&/ }"
+  wait_burst go-pgbouncer-2 "$tmp/waitburst.log" "$tmp/waitburst")
 burst=$(date +%s)
 
 idem_log "go pooler: the README's quick start through PgBouncer (pool 4)"
 go_quickstart_modules
 go_quickstart "module mode, through PgBouncer" "$tmp/quickstart-modules" \
-  DATABASE_URL="$(pooler_url "$tmp/pool4" "$db")?sslmode=disable&binary_parameters=yes"
+  DATABASE_URL="$(pooler_url "$tmp/pool4" "$db")?$pq_query"
 
 echo "go pooler: $go_passed go tests passed through PgBouncer $(pooler_version); build $((built - started))s," \
   "suites $((suites - built))s, burst $((burst - suites))s, total $(( $(date +%s) - started ))s"
