@@ -75,15 +75,18 @@ var behindPooler = os.Getenv("PGIDEM_POOLER") != ""
 // SET: a role's settings reach every server connection of its pool,
 // through a transaction pooler too, which refuses a setting sent as a
 // startup option (and where a session's SET would leak to the next
-// client of its server connection).  The role is a member of the test
-// user, for its privileges.
+// client of its server connection).  The role is a member of the
+// extension's owner, for its privileges.
 func openWith(t *testing.T, name string, value int) *sql.DB {
 	t.Helper()
 	role := fmt.Sprintf("idem_go_%s_%d", name, value)
 	sqlExec(t, fmt.Sprintf(`DO $$ BEGIN
 	 IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = '%[1]s') THEN
-	  CREATE ROLE %[1]s LOGIN; EXECUTE format('GRANT %%I TO %[1]s', current_user);
-	 END IF; END $$`, role))
+	  CREATE ROLE %[1]s LOGIN;
+	 END IF;
+	 EXECUTE format('GRANT %%s TO %[1]s', (SELECT nspowner::regrole FROM pg_catalog.pg_namespace
+	                                       WHERE nspname = 'idempotency'));
+	 END $$`, role))
 	sqlExec(t, fmt.Sprintf("ALTER ROLE %s SET idempotency.%s = %d", role, name, value))
 	db, err := open("user=" + role)
 	if err != nil {

@@ -51,7 +51,7 @@ cdb=$PGDATABASE
 idem_log "go_package: the portable edition as a plain script in $PDB"
 portable_build_edition "$tmp"
 psql -X -q -v ON_ERROR_STOP=1 -d postgres -c "DROP DATABASE IF EXISTS $PDB" \
-  -c "DROP ROLE IF EXISTS $OWNER" -c "CREATE ROLE $OWNER LOGIN CREATEROLE" -c "CREATE DATABASE $PDB OWNER $OWNER"
+  -c "DROP ROLE IF EXISTS $OWNER" -c "CREATE ROLE $OWNER LOGIN" -c "CREATE DATABASE $PDB OWNER $OWNER"
 portable_install plain "$PDB" "$OWNER"
 
 gostart=$(date +%s)
