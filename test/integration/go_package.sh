@@ -4,10 +4,13 @@
 # from /usr/share/gocode, in module mode with no proxy (GOPROXY=off and an
 # empty module cache: offline-modules.sh replaces every module of the graph
 # by Debian's sources).  go vet, then go test -race (compiled once) against the test
-# cluster: a database with the C edition (fresh_db) and one with the
-# portable edition installed as a plain script by a role that is no
-# superuser, on lib/pq, and the C edition's again on pgx's database/sql
-# driver (-tags pgx, PGIDEM_DRIVER=pgx).  The suite covers the client,
+# cluster: a database with the C edition (fresh_db) on lib/pq as it comes,
+# one with the portable edition installed as a plain script by a role that
+# is no superuser on lib/pq with the README's binary_parameters=yes, and
+# the C edition's again on pgx's database/sql driver (-tags pgx,
+# PGIDEM_DRIVER=pgx) with its statement_cache_mode=describe.  The build
+# and the quick start's checks are go_package.bash's, which
+# test/pooler/go.sh shares.  The suite covers the client,
 # the middleware over real HTTP (httptest.Server, duplicates behind a
 # barrier, chi) and the relay (one killed with SIGKILL mid-batch and
 # another finishing, one stopped with SIGTERM handing its batch back).
@@ -18,10 +21,11 @@
 # 127.0.0.1: a request, its replay, a mismatch, a missing key, another
 # caller's request under the same key and a request without a caller
 # answer as the behaviour table says.  The module build connects as the
-# quick start does with DATABASE_URL unset (sslmode=disable and the PG*
-# variables, here the test cluster's unix socket); the GOPATH build with
-# the DATABASE_URL its comment shows for make run's server
-# (postgres://postgres@127.0.0.1:PORT/demo?sslmode=disable), against a
+# quick start does with DATABASE_URL unset (sslmode=disable
+# binary_parameters=yes and the PG* variables, here the test cluster's
+# unix socket); the GOPATH build with the DATABASE_URL its comment shows
+# for make run's server
+# (postgres://postgres@127.0.0.1:PORT/demo?sslmode=disable&binary_parameters=yes), against a
 # cluster of this test's own listening on 127.0.0.1 as make run's does
 # (IDEM_GO_TCP_PORT, default a free port), since the test cluster has no
 # TCP listener.
