@@ -198,8 +198,10 @@ public final class Relay implements Runnable {
                 }
             }
             if (!stopping) {
+                long ms = poll.toMillis();
                 LOG.warning("relay: notifications do not reach this connection (a transaction pooler?); polling every "
-                    + poll.toMillis() + " ms; give the relay a direct or session-mode connection for LISTEN (listenOn)");
+                    + (ms % 1000 == 0 ? ms / 1000 + "s" : ms + "ms")
+                    + "; give the relay a direct or session-mode connection for LISTEN");
             }
         } finally {
             execute(listener, "UNLISTEN " + channel);
