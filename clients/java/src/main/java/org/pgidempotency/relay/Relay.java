@@ -185,6 +185,9 @@ public final class Relay implements Runnable {
             try (Connection other = idem.connection()) {
                 other.setAutoCommit(true);
                 execute(other, "SELECT pg_notify('" + channel + "', '')");
+            } catch (SQLException e) {      // no second connection (a pool of one): the relay runs on unchecked
+                LOG.log(Level.WARNING, "relay: pg_notify of the notification probe: " + e.getMessage());
+                return;
             }
             long deadline = System.nanoTime() + PROBE_WAIT.toNanos();
             while (!stopping && System.nanoTime() < deadline) {
