@@ -62,14 +62,13 @@ def test_a_bad_policy_is_not_blamed_on_the_client(conn):
     assert e.value.sqlstate == "22023"
 
 
-def test_answer_too_large_to_store_is_a_retryable_500(conn, key):
+def test_answer_too_large_to_store_is_a_retryable_500(limited, key):
+    # the role's max_response_bytes is 100
     from pg_idempotency import client
-    conn.execute("SET idempotency.max_response_bytes = 100")
-    conn.commit()
     steps = http.exchange(http.Policy(), http.Request("POST", "/", b"", "", key, ""))
-    answer = http.drive(steps, conn, lambda h: http.Answer(200, [], b"x" * 500))
+    answer = http.drive(steps, limited, lambda h: http.Answer(200, [], b"x" * 500))
     assert answer.status == 500
-    row = client.lookup(conn, key)
+    row = client.lookup(limited, key)
     assert (row["status"], row["retryable"]) == ("failed", True)
 
 

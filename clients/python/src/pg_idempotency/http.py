@@ -570,7 +570,9 @@ class Connect:
         self.conninfo = conninfo
 
     def connection(self) -> ContextManager["psycopg.Connection[Any]"]:
-        return psycopg.connect(self.conninfo)
+        # prepare_threshold=None: the handler's queries on it are never
+        # prepared either, so it works behind a transaction pooler
+        return psycopg.connect(self.conninfo, prepare_threshold=None)
 
 
 class AsyncConnect(Connect):
@@ -586,7 +588,7 @@ class _AsyncConnection:
         self.conn: Optional["psycopg.AsyncConnection[Any]"] = None
 
     async def __aenter__(self) -> "psycopg.AsyncConnection[Any]":
-        self.conn = await psycopg.AsyncConnection.connect(self.conninfo)
+        self.conn = await psycopg.AsyncConnection.connect(self.conninfo, prepare_threshold=None)
         return self.conn
 
     async def __aexit__(self, *exc: Any) -> None:
