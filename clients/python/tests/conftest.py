@@ -3,7 +3,7 @@ environment (PGHOST, PGPORT, PGUSER, PGDATABASE; test/integration/
 python_package.sh sets them), and fresh keys.
 
 test/pooler/python.sh runs the suite through a transaction pooler: the
-PG* variables name PgBouncer, and IDEM_DIRECT_DSN the database itself
+PG* variables name PgBouncer, and IDEM_DIRECT_URL the database itself
 (where a relay LISTENs, as the README's "Behind a transaction pooler"
 says).  Nothing here may depend on an earlier transaction's server
 session: settings are the role's (limits_conninfo), never a session SET.
@@ -17,9 +17,9 @@ import pytest_asyncio
 
 CONNINFO = ""
 #: True when the suite runs through a transaction pooler
-POOLED = "IDEM_DIRECT_DSN" in os.environ
+POOLED = "IDEM_DIRECT_URL" in os.environ
 #: the database's own address (a pooler's clients LISTEN there)
-DIRECT_DSN = os.environ.get("IDEM_DIRECT_DSN", "")
+DIRECT_DSN = os.environ.get("IDEM_DIRECT_URL", "")
 #: a relay's listen_dsn as the README configures it
 LISTEN_DSN = DIRECT_DSN if POOLED else None
 LIMITS_ROLE = "regress_idem_limits"
