@@ -283,6 +283,26 @@ test('HTTP engine: a claim that cannot wait (0A000 under REPEATABLE READ) is thr
   }
 });
 
+test('HTTP engine: serverConnections bounds the sleeping claims below the pool\'s max (a transaction pooler\'s server connections)', async () => {
+  // two keys in flight, a duplicate of each: with serverConnections 2 one
+  // sleeps and the other is answered 409 at once; without it, both sleep
+  const held = [fresh('servers'), fresh('servers')];
+  const info = (key) => ({ req: {}, key, method: 'POST', path: '/s', body: {} });
+  for (const key of held) await api.claim(key, { request: { method: 'POST', path: '/s', body: {} }, lease: 30000 });
+  const wide = new Pool({ max: 10 });
+  try {
+    for (const [serverConnections, sleeping] of [[2, 1], [undefined, 2]]) {
+      const engine = createIdempotency({ pool: wide, wait: '1 second', serverConnections });
+      const started = Date.now();
+      const took = await Promise.all(held.map((key) => engine.handle(info(key), async () => ({ body: 1 }))
+        .then((a) => { assert.equal(a.status, 409); return Date.now() - started; })));
+      assert.equal(took.filter((ms) => ms >= 900).length, sleeping, `${serverConnections}: ${took}`);
+    }
+  } finally {
+    await wide.end();
+  }
+});
+
 test('bad arguments raise 22023 from the server', async () => {
   await assert.rejects(api.claim(''), (e) => sqlState(e) === '22023');
   await assert.rejects(api.claim('x'.repeat(300)), (e) => sqlState(e) === '22023');
