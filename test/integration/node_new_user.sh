@@ -15,6 +15,7 @@ export IDEM_TOP=${IDEM_TOP:-$(cd "$here/../.." && pwd)}
 idem_host_only "tests the Node package's README"
 . "$here/fresh_db.bash"
 . "$here/readme_block.bash"
+. "$here/node_package.bash"
 fresh_db idem_node_new_user
 
 tmp=$(mktemp -d /tmp/idem-node-new-user.XXXXXX)
@@ -49,31 +50,5 @@ idem_log "node_new_user: npm install of the tarball, pg and express"
 npm install --no-audit --no-fund --loglevel=error "$tarball" pg express@5.1.0
 
 # the README's Express quick start, as written
-readme_block "$IDEM_TOP/clients/node/README.md" "quick-start: express" js > app.js
-grep -q "idempotentExpress" app.js || { echo "node_new_user: no quick start in the README" >&2; exit 1; }
-
-port=$((18000 + RANDOM % 1000))
-PORT=$port node app.js >"$tmp/app.log" 2>&1 &
-server=$!
-for _ in $(seq 100); do
-  curl -s -o /dev/null "http://127.0.0.1:$port/" && break
-  sleep 0.1
-done
-
-post() {  # post KEY USER BODY: status line, then the body, then the replayed header
-  curl -s -D "$tmp/h" -o "$tmp/b" -w '%{http_code}' -X POST "http://127.0.0.1:$port/payments" \
-    -H 'content-type: application/json' ${1:+-H "Idempotency-Key: $1"} ${2:+-H "X-User: $2"} -d "$3"
-}
-key=new-user-$$-$RANDOM
-[ "$(post "$key" alice '{"amount": 5}')" = 201 ] || { cat "$tmp/b" "$tmp/app.log"; exit 1; }
-first=$(cat "$tmp/b")
-[ "$(post "$key" alice '{"amount": 5}')" = 201 ]
-grep -qi '^idempotent-replayed: true' "$tmp/h"
-[ "$(cat "$tmp/b")" = "$first" ] || { echo "replay differs: $first / $(cat "$tmp/b")" >&2; exit 1; }
-[ "$(post "$key-2" '' '{"amount": 5}')" = 401 ]
-grep -qi '^content-type: application/problem+json' "$tmp/h"
-pids=()
-for i in 1 2 3 4; do post "$key-c$i" bob "{\"amount\": $i}" > "$tmp/c$i" & pids+=($!); done
-wait "${pids[@]}"
-for i in 1 2 3 4; do [ "$(cat "$tmp/c$i")" = 201 ] || { echo "concurrent $i: $(cat "$tmp/c$i")" >&2; exit 1; }; done
+node_package_quick_start "$tmp/my-app" "$tmp/app.log"
 echo "node_new_user: the README's install and Express quick start work as written"

@@ -13,33 +13,10 @@
 # the fresh virtual environment are test/integration/python_package.sh's:
 # they do not touch the connection.
 set -euo pipefail
-here=$(cd "$(dirname "$0")" && pwd)
-export IDEM_TOP=${IDEM_TOP:-$(cd "$here/../.." && pwd)}
-it=$IDEM_TOP/test/integration
-for f in "$IDEM_TOP/scripts/lib.sh" "$here/pooler.bash" "$it/readme_block.bash" \
-  "$it/wait_burst/wait_burst.bash" "$it/python_package.bash" "$it/fresh_db.bash"; do
-  . "$f"
-done
-idem_host_only "tests the Python package through PgBouncer"
-fresh_db idem_pooler_python
-
-tmp=$(mktemp -d /tmp/idem-pooler-python.XXXXXX)
-chmod 755 "$tmp"	# PgBouncer runs as postgres, in $tmp/pool*
-server=
-cleanup() {
-  [ -z "$server" ] || kill "$server" 2>/dev/null || true
-  pooler_stop "$tmp/pool4"
-  pooler_stop "$tmp/pool2"
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
+. "$(dirname "$0")/package.bash"
+. "$it/python_package.bash"
+pooler_package_setup "the Python package" idem_pooler_python
 python_package_setup "$tmp"
-# the database itself, where the relays LISTEN (its socket directory is a plain path)
-direct="postgresql://$PGUSER@/$PGDATABASE?host=$PGHOST&port=$PGPORT"
-port4=$(python_package_free_port)
-pooler_start "$tmp/pool4" "$port4" 4
-port2=$(python_package_free_port)
-pooler_start "$tmp/pool2" "$port2" 2
 
 started=$SECONDS
 idem_log "pooler python: pytest through a pool of 4"
