@@ -13,6 +13,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 idem_host_only "tests the Node package's README"
 . "$here/fresh_db.bash"
 . "$here/readme_block.bash"
+. "$here/node_package.bash"
 fresh_db idem_node_new_user
 
 work_dir node_new_user
@@ -41,31 +42,7 @@ idem_log "node_new_user: npm install of the tarball, pg and express"
 npm install --no-audit --no-fund --loglevel=error "$tarball" pg express@5.1.0
 
 # the README's Express quick start, as written
-readme_block "$IDEM_TOP/clients/node/README.md" "quick-start: express" js > app.js
-grep -q "idempotentExpress" app.js || { echo "node_new_user: no quick start in the README" >&2; exit 1; }
-
-port=$((18000 + RANDOM % 1000))
-PORT=$port node app.js >"$WORK/app.log" 2>&1 &
-at_exit "kill $! 2>/dev/null"
-for _ in $(seq 100); do
-  curl -s -o /dev/null "http://127.0.0.1:$port/" && break
-  sleep 0.1
-done
-
-post() {  # post KEY USER BODY: status line, then the body, then the replayed header
-  curl -s -D "$WORK/h" -o "$WORK/b" -w '%{http_code}' -X POST "http://127.0.0.1:$port/payments" \
-    -H 'content-type: application/json' ${1:+-H "Idempotency-Key: $1"} ${2:+-H "X-User: $2"} -d "$3"
-}
-key=new-user-$$-$RANDOM
-[ "$(post "$key" alice '{"amount": 5}')" = 201 ] || { cat "$WORK/b" "$WORK/app.log"; exit 1; }
-first=$(cat "$WORK/b")
-[ "$(post "$key" alice '{"amount": 5}')" = 201 ]
-grep -qi '^idempotent-replayed: true' "$WORK/h"
-[ "$(cat "$WORK/b")" = "$first" ] || { echo "replay differs: $first / $(cat "$WORK/b")" >&2; exit 1; }
-[ "$(post "$key-2" '' '{"amount": 5}')" = 401 ]
-grep -qi '^content-type: application/problem+json' "$WORK/h"
-pids=()
-for i in 1 2 3 4; do post "$key-c$i" bob "{\"amount\": $i}" > "$WORK/c$i" & pids+=($!); done
-wait "${pids[@]}"
-for i in 1 2 3 4; do [ "$(cat "$WORK/c$i")" = 201 ] || { echo "concurrent $i: $(cat "$WORK/c$i")" >&2; exit 1; }; done
+server=
+at_exit '[ -z "$server" ] || kill "$server" 2>/dev/null'
+node_package_quick_start "$WORK/my-app" "$WORK/app.log"
 echo "node_new_user: the README's install and Express quick start work as written"

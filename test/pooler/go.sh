@@ -19,7 +19,7 @@ idem_host_only "tests the Go package through PgBouncer"
 . "$here/pooler.bash"
 . "$here/package.bash"
 started=$(date +%s)
-package_poolers idem_go_pooler
+pooler_package_setup "the Go package" idem_go_pooler
 go_package_build
 built=$(date +%s)
 

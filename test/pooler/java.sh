@@ -20,7 +20,7 @@ idem_host_only "tests the Java package through PgBouncer"
 . "$here/pooler.bash"
 . "$here/package.bash"
 started=$(date +%s)
-package_poolers idem_java_pooler
+pooler_package_setup "the Java package" idem_java_pooler
 
 idem_log "java pooler: the README's install (mvn install), as written"
 java_install
