@@ -92,7 +92,7 @@ burst() {
 
 failed=0
 check() {	# check WHAT CONDITION
-  if eval "$2"; then echo "ok: $1"; else echo "FAILED: $1 ($2)"; failed=1; fi
+  if eval "$2"; then echo "ok: $1 (at ${SECONDS}s)"; else echo "FAILED: $1 ($2, at ${SECONDS}s)"; failed=1; fi
 }
 
 for e in c p; do
