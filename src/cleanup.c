@@ -439,7 +439,7 @@ prepare_relation(PurgedRelation *prel)
 
 	if (!callback_set)
 	{
-		CacheRegisterRelcacheCallback(forget_referencing, (Datum) 0);
+		idem_on_relcache_change(forget_referencing);
 		callback_set = true;
 	}
 	rel = table_open(idem_relation_oid(prel->name), AccessShareLock);

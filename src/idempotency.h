@@ -15,6 +15,7 @@
 #include "access/xlogdefs.h"
 #include "executor/spi.h"
 #include "executor/tuptable.h"
+#include "utils/inval.h"
 #include "utils/jsonb.h"
 #include "utils/timestamp.h"
 #include "utils/uuid.h"
@@ -190,6 +191,9 @@ extern bytea *idem_fingerprint(Jsonb *request);
 extern void idem_sha256(const char *data, size_t len, uint8 *digest);
 extern uint64 idem_hash_pair(text *a, text *b);
 extern void idem_key_hash(text *scope, text *key, pg_uuid_t *hash);
+
+/* relations.c: the library's one relcache callback hands on to these */
+extern void idem_on_relcache_change(RelcacheCallbackFunction hook);
 
 /* A direct index scan of one of the extension's tables (relations.c). */
 typedef struct IdemIndexScan

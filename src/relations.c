@@ -5,7 +5,8 @@
  *	  columns C reads, both cached until the catalog changes, and direct
  *	  index scans for the reads where starting an executor would cost more
  *	  than the work (the key read of every claim, the inbox probe).  Rows
- *	  are never written here.
+ *	  are never written here.  Every module's relcache-keyed cache is
+ *	  forgotten through the one relcache callback registered here.
  *
  * A scan sees what a non-read-only SPI statement would see: the effects of
  * the earlier commands of this transaction and, under READ COMMITTED,
@@ -49,6 +50,16 @@ typedef struct CachedRelation
 static CachedRelation relation_cache[RELATION_CACHE_SIZE];
 static int	relation_cache_used = 0;
 static bool relation_cache_callback_set = false;
+
+/*
+ * A backend has room for ten relcache callbacks in all, shared with every
+ * other library loaded (Citus alone registers five), and a backend that
+ * runs out ends with FATAL.  So the library registers one and hands each
+ * invalidation to every module that asked for it.
+ */
+#define MAX_RELCACHE_HOOKS 8
+static RelcacheCallbackFunction relcache_hooks[MAX_RELCACHE_HOOKS];
+static int	nrelcache_hooks = 0;
 
 static void
 forget_relations(Datum arg pg_attribute_unused(), int cacheid pg_attribute_unused(),
@@ -215,6 +226,35 @@ static IdemColumns *column_sets[MAX_COLUMN_SETS];
 static int	ncolumn_sets = 0;
 
 static void
+relcache_changed(Datum arg, Oid relid)
+{
+	int			i;
+
+	for (i = 0; i < nrelcache_hooks; i++)
+		relcache_hooks[i] (arg, relid);
+}
+
+/*
+ * idem_on_relcache_change: HOOK runs at every relcache invalidation from
+ * now on in this backend (with the relation's OID, or InvalidOid for all),
+ * as a relcache callback would.  Asking twice for one hook is one hook.
+ */
+void
+idem_on_relcache_change(RelcacheCallbackFunction hook)
+{
+	int			i;
+
+	for (i = 0; i < nrelcache_hooks; i++)
+		if (relcache_hooks[i] == hook)
+			return;
+	if (nrelcache_hooks == MAX_RELCACHE_HOOKS)
+		elog(ERROR, "idempotency: out of relcache hooks");
+	if (nrelcache_hooks == 0)
+		CacheRegisterRelcacheCallback(relcache_changed, (Datum) 0);
+	relcache_hooks[nrelcache_hooks++] = hook;
+}
+
+static void
 forget_columns(Datum arg pg_attribute_unused(), Oid relid)
 {
 	int			i;
@@ -241,7 +281,7 @@ idem_learn_columns(IdemColumns *columns, Relation rel)
 	if (columns->relid == RelationGetRelid(rel))
 		return true;
 	if (ncolumn_sets == 0)
-		CacheRegisterRelcacheCallback(forget_columns, (Datum) 0);
+		idem_on_relcache_change(forget_columns);
 	for (i = 0; i < ncolumn_sets && column_sets[i] != columns; i++)
 		;
 	if (i == ncolumn_sets)

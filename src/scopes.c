@@ -211,7 +211,7 @@ current_rights(void)
 		return last_rights;
 	if (!scope_callbacks_set)
 	{
-		CacheRegisterRelcacheCallback(scope_relcache_changed, (Datum) 0);
+		idem_on_relcache_change(scope_relcache_changed);
 		CacheRegisterSyscacheCallback(AUTHMEMMEMROLE, scope_roles_changed, (Datum) 0);
 		CacheRegisterSyscacheCallback(AUTHOID, scope_roles_changed, (Datum) 0);
 		scope_callbacks_set = true;

@@ -127,7 +127,7 @@ machines_table(void)
 
 	if (!callback_registered)
 	{
-		CacheRegisterRelcacheCallback(machine_cache_callback, (Datum) 0);
+		idem_on_relcache_change(machine_cache_callback);
 		callback_registered = true;
 	}
 	state_machines_relid = relid;

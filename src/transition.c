@@ -265,7 +265,7 @@ transition_entry(Oid relid, AttrNumber key_attnum, AttrNumber state_attnum,
 		ctl.hcxt = PlanCacheContext;
 		plan_cache = hash_create("idempotency transition() plans", 64, &ctl,
 								 HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
-		CacheRegisterRelcacheCallback(plan_cache_callback, (Datum) 0);
+		idem_on_relcache_change(plan_cache_callback);
 	}
 
 	memset(&key, 0, sizeof(key));

@@ -299,7 +299,7 @@ table_cache_of(Relation rel)
 		return entry;
 	if (!table_caches_callbacks)
 	{
-		CacheRegisterRelcacheCallback(forget_table_caches, (Datum) 0);
+		idem_on_relcache_change(forget_table_caches);
 		CacheRegisterSyscacheCallback(PROCOID, forget_all_table_caches,
 									  (Datum) 0);
 		table_caches_callbacks = true;
