@@ -49,8 +49,8 @@ sql_pooled() {
 sql_cleanup() {
   local dir
   for dir in "${SQL_POOLERS[@]}"; do pooler_stop "$dir"; done
-  psql -X -q -d postgres -c "DROP DATABASE IF EXISTS $(sql_db c)" \
-    -c "DROP DATABASE IF EXISTS $(sql_db p)" -c "DROP ROLE IF EXISTS $(sql_user p)" >/dev/null 2>&1 || true
+  psql -X -q -d postgres -c "DROP DATABASE IF EXISTS $(sql_db c) WITH (FORCE)" \
+    -c "DROP DATABASE IF EXISTS $(sql_db p) WITH (FORCE)" -c "DROP ROLE IF EXISTS $(sql_user p)" >/dev/null 2>&1 || true
   [ -n "${KEEP_WORK:-}" ] || rm -rf "$SQL_TMP"
 }
 

@@ -14,8 +14,9 @@
 # - ALTER DATABASE / ALTER ROLE ... SET reach every client, from the server
 #   connections opened after them (PgBouncer's RECONNECT, on its admin
 #   console, renews those already open);
-# - startup options (PGOPTIONS) through the pooler: printed, as this
-#   PgBouncer treats them (1.18 refuses the connection).
+# - startup options (PGOPTIONS) with an idempotency setting: PgBouncer
+#   refuses the connection (1.18: "unsupported startup parameter:
+#   options"; 1.26: "unsupported startup parameter in options: ...").
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 export IDEM_TOP=${IDEM_TOP:-$(cd "$here/../.." && pwd)}
@@ -96,7 +97,9 @@ SQL
   reconnect
   check "$e: after the RESETs and RECONNECT, a client's lease" "$(lease)" 30
 
-  echo "$e: PGOPTIONS='-c idempotency.lease_timeout=2s' through PgBouncer $(pooler_version):" \
-    "$(PGOPTIONS='-c idempotency.lease_timeout=2s' lease 2>&1 | tr '\n' ' ')"
+  refused=$({ PGOPTIONS='-c idempotency.lease_timeout=2s' lease 2>&1 || true; } | sed -n 's/.*\(FATAL: *unsupported startup parameter[^:]*\).*/\1/p')
+  # (an empty $refused is a connection PgBouncer let through: a failure)
+  check "$e: a client with PGOPTIONS='-c idempotency.lease_timeout=2s' through PgBouncer $(pooler_version)" \
+    "${refused:-accepted}" "${refused:-refused}"
 done
 exit "$failed"
