@@ -1,6 +1,9 @@
 # Makefile for the idempotency extension (PGXS)
 #
 #   make && make install      build and install into the server of PG_CONFIG
+#   make installcheck         the regression and isolation tests against the
+#                             running server (PGHOST, PGPORT), as a user who
+#                             is not root; see CONFIG_REGRESS below
 #   make run                  set up everything on a fresh machine and demo it
 #   make test                 every test group on PostgreSQL 15, 17 and 18 in
 #                             turn (test/matrix.sh; what CI runs): 15 on the
@@ -25,28 +28,34 @@
 #   make stress               the TAP tests with the stress run at 60 s
 #   make sanitize             regression tests under UBSan and valgrind (test/sanitize.sh)
 #   make memory               backend memory across 1M calls (test/memory.sh)
-#   make lint                 cppcheck and clang-tidy (test/lint.sh)
+#   make lint                 cppcheck and clang-tidy (test/lint.sh); make
+#                             test runs it on the host's major
 #   make dist                 the release zip for PGXN, idempotency-<version>.zip
 #   make deb                  the Debian package postgresql-15-idempotency in
 #                             build/deb/ (debian/, pg_buildext); PG=17 or PG=18
 #                             builds it in that major's chroot (scripts/deb.sh)
 #   make portable             the portable edition (plain SQL and pg_tle
 #                             scripts) in build/portable/: scripts/portable.py,
-#                             doc/portable.md (work in progress; not in make test)
+#                             doc/portable.md; make test runs the whole suite
+#                             on it (its group portable)
 #
-# PG_MAJOR (default 15) picks the server to build against when PG_CONFIG is
-# not given: /usr/lib/postgresql/$(PG_MAJOR)/bin/pg_config.  See
+# PG_CONFIG picks the server to build against: the pg_config on PATH, else
+# (or with PG_MAJOR=N on the command line) Debian's
+# /usr/lib/postgresql/$(PG_MAJOR)/bin/pg_config, PG_MAJOR default 15.  See
 # doc/testing.md for the supported majors.
 
 EXTENSION = idempotency
 MODULE_big = idempotency
-EXTVERSION = 1.0
-# The distribution's version on PGXN (SemVer): META.json says the same.
+# The extension's version is default_version in idempotency.control; the
+# distribution's on PGXN (SemVer) says the same, as META.json does.
 DISTVERSION = 1.9.0
+# The version whose install script is assembled (see below); every later
+# one is an update script.
+BASE_VERSION = 1.0
 
 OBJS = $(patsubst %.c,%.o,$(sort $(wildcard src/*.c)))
 
-# The install script of 1.0 is assembled from the pieces in sql/1.0/
+# The install script of BASE_VERSION is assembled from the pieces in sql/1.0/
 # (types, tables, functions, views, grants), pg_partman style, and stays
 # frozen once released.  Every later version ships only as an update script,
 # sql/idempotency--1.0--1.1.sql and so on, picked up by the wildcard below;
@@ -55,16 +64,27 @@ OBJS = $(patsubst %.c,%.o,$(sort $(wildcard src/*.c)))
 # upgraded one are the same by construction.  C symbols keep their meaning
 # forever: a changed SQL signature binds to a new symbol (idempotency_x_1_1)
 # and the old one stays for databases not yet updated.
-DATA_built = sql/$(EXTENSION)--$(EXTVERSION).sql
+DATA_built = sql/$(EXTENSION)--$(BASE_VERSION).sql
 DATA = $(filter-out $(DATA_built),$(wildcard sql/$(EXTENSION)--*.sql))
 
 # The manual (doc/*.md) installs beside the other extensions' documentation,
 # in a directory of its own (see docmoduledir after the include of PGXS).
 DOCS := $(wildcard doc/*.md)
 
-REGRESS = $(sort $(basename $(notdir $(wildcard test/sql/*.sql))))
+# make installcheck runs the regression and isolation suites against the
+# running server (PGHOST, PGPORT), as for any PGXS extension, except the
+# tests that need settings a server may not have: pg_cron and the library
+# in shared_preload_libraries (the cron job, the outcome counts, claims
+# that wait, the settings the library defines only when preloaded),
+# wal_level = logical, prepared transactions.  Those run in a
+# temporary instance of the installed server with test/installcheck.conf
+# (pg_regress --temp-instance --temp-config, as contrib does), results in
+# output_config/.  test/run.sh runs every test on a cluster set up so.
+CONFIG_REGRESS = arguments metrics outbox_cdc read_only schedule
+CONFIG_ISOLATION = claim_wait claim_wait_deadlock outbox_enqueue_rollback outbox_notify_setting
+REGRESS = $(filter-out $(CONFIG_REGRESS),$(sort $(basename $(notdir $(wildcard test/sql/*.sql)))))
 REGRESS_OPTS = --inputdir=test --load-extension=$(EXTENSION)
-ISOLATION = $(sort $(basename $(notdir $(wildcard test/specs/*.spec))))
+ISOLATION = $(filter-out $(CONFIG_ISOLATION),$(sort $(basename $(notdir $(wildcard test/specs/*.spec)))))
 ISOLATION_OPTS = --inputdir=test --outputdir=. --load-extension=$(EXTENSION)
 # PostgreSQL 15's pg_regress reads expected output from <inputdir>/expected;
 # ours lives at the top level.
@@ -75,13 +95,17 @@ PG_CPPFLAGS = -I$(srcdir)/src -isystem $(includedir_server) -isystem $(libpq_src
 # schedule_cleanup() reaches pg_cron in another database over libpq, as dblink does.
 SHLIB_LINK_INTERNAL = $(libpq)
 PG_CFLAGS = -Wall -Wextra
-EXTRA_CLEAN = $(DATA_built) test/expected results output_iso regression.diffs regression.out tmp_check
+EXTRA_CLEAN = $(DATA_built) test/expected results output_iso output_config regression.diffs regression.out tmp_check
 
+# PG_CONFIG: the pg_config on PATH, as for any PGXS extension; where there
+# is none, or PG_MAJOR is given on the command line, Debian's of PG_MAJOR
+# (default 15), which Debian keeps off PATH.
 PG_MAJOR ?= 15
-ifeq ($(wildcard /usr/lib/postgresql/$(PG_MAJOR)/bin/pg_config),)
-PG_CONFIG ?= pg_config
-else
-PG_CONFIG ?= /usr/lib/postgresql/$(PG_MAJOR)/bin/pg_config
+ifneq ($(origin PG_MAJOR),command line)
+PG_CONFIG ?= $(shell command -v pg_config)
+endif
+ifeq ($(PG_CONFIG),)
+override PG_CONFIG = $(or $(wildcard /usr/lib/postgresql/$(PG_MAJOR)/bin/pg_config),pg_config)
 endif
 PGXS := $(shell $(PG_CONFIG) --pgxs 2>/dev/null)
 ifneq ($(PGXS),)
@@ -99,15 +123,23 @@ endif
 docmoduledir := extension/$(EXTENSION)
 
 # every C file includes the shared headers: a change to them rebuilds them all
-$(OBJS): src/idempotency.h src/pg_compat.h
+$(OBJS): $(wildcard src/*.h)
 
 test/expected:
 	ln -s ../expected $@
 
-$(DATA_built): $(sort $(wildcard sql/$(EXTVERSION)/*.sql))
+# The tests of CONFIG_REGRESS and CONFIG_ISOLATION (see above), first.
+installcheck: installcheck-config
+installcheck-config: submake $(REGRESS_PREP)
+	$(pg_regress_installcheck) $(REGRESS_OPTS) --outputdir=output_config \
+	  --temp-instance=output_config/tmp_check --temp-config=test/installcheck.conf $(CONFIG_REGRESS)
+	$(pg_isolation_regress_installcheck) $(ISOLATION_OPTS) --outputdir=output_config/isolation \
+	  --temp-instance=output_config/tmp_check_iso --temp-config=test/installcheck.conf $(CONFIG_ISOLATION)
+
+$(DATA_built): $(sort $(wildcard sql/$(BASE_VERSION)/*.sql))
 	cat $^ > $@
 
-.PHONY: run test matrix bench bench-scale profile stress sanitize memory lint dist deb portable node-package
+.PHONY: installcheck-config run test matrix bench bench-scale profile stress sanitize memory lint dist deb portable node-package
 run:
 	bash scripts/run.sh
 test:
@@ -148,6 +180,6 @@ deb:
 
 # The portable edition (doc/portable.md): the scripts of sql/ with each C
 # function replaced by its body in sql/portable/.  PORTABLE_PARTIAL=1 stubs
-# the functions that have none yet (work in progress).
+# a C function that has no portable body (portable.py check fails on one).
 portable:
 	python3 scripts/portable.py build$(if $(PORTABLE_PARTIAL), --allow-missing)

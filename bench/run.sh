@@ -92,7 +92,7 @@ else	# the quick run, under 5 minutes
 fi
 BENCH_CLIENTS=${BENCH_CLIENTS:-1 8}
 [ "$BENCH_METRICS_ROUNDS" -ge "$BENCH_ROUNDS" ] || BENCH_METRICS_ROUNDS=$BENCH_ROUNDS
-ALL_GROUPS="e2e bare syncoff replay hotkey inbox outbox inbox_batch outbox_batch transition metrics_claim metrics_replay relay notify wait waits wal memory purge"
+ALL_GROUPS="e2e bare syncoff replay hotkey inbox outbox inbox_batch outbox_batch transition metrics_claim metrics_replay relay writes notify wait waits wal memory purge"
 BENCH_GROUPS=${BENCH_GROUPS:-$ALL_GROUPS}
 BENCH_EDITIONS=${BENCH_EDITIONS:-c portable}
 for e in $BENCH_EDITIONS; do
@@ -296,6 +296,16 @@ metrics_claim uncounted base pgbench phased.sql claim,complete,metrics -c%20sync
 metrics_replay counted ours pgbench replay.sql claim,metrics
 metrics_replay uncounted base pgbench replay.sql claim,metrics -c%20idempotency.track_outcomes=off
 relay batch_100 ours relay relay_100.sql claim_events,mark_published
+writes phased ours pgbench phased.sql claim,complete
+writes phased_statements base pgbench phased.sql claim,complete -c%20idempotency.direct_writes=off
+writes one_tx ours pgbench onetx.sql claim,complete
+writes one_tx_statements base pgbench onetx.sql claim,complete -c%20idempotency.direct_writes=off
+writes execute ours pgbench e2e_execute.sql execute
+writes execute_statements base pgbench e2e_execute.sql execute -c%20idempotency.direct_writes=off
+writes process_once ours pgbench process_once.sql process_once
+writes process_once_statements base pgbench process_once.sql process_once -c%20idempotency.direct_writes=off
+writes enqueue_event ours pgbench enqueue_event.sql enqueue_event
+writes enqueue_event_statements base pgbench enqueue_event.sql enqueue_event -c%20idempotency.direct_writes=off
 relay batch_1000 ours relay relay_1000.sql claim_events,mark_published
 "
 
@@ -313,6 +323,7 @@ declare -A TITLE=(
   [metrics_claim]="Outcome counts: phased claim + complete with synchronous_commit=off (CPU cost), counted and not (idempotency.track_outcomes)"
   [metrics_replay]="Outcome counts: replay of a completed key, counted and not (idempotency.track_outcomes)"
   [relay]="Outbox relay: claim_events + mark_published (TPS column = events/s)"
+  [writes]="The C edition's two write paths, synchronous_commit=on: rows written directly (the default) and through their statements (idempotency.direct_writes=off); read each workload against its own _statements row"
 )
 
 # The hand-written SQL that each workload of the editions is compared with
@@ -353,8 +364,8 @@ run_group() {
         run+=("$name $role $runner $arg ${opts:-}")
       fi
     fi
-    # (the portable edition has no outcome counts)
-    if [ "$role" = ours ] && edition portable && [[ $group != metrics_* ]]; then
+    # (the portable edition has no outcome counts, and one write path)
+    if [ "$role" = ours ] && edition portable && [[ $group != metrics_* && $group != writes ]]; then
       if [ "$req" != - ] && ! has_in portable ${req//,/ }; then
         echo "- $group/portable_$name skipped: idempotency.${req//,/, idempotency.} not in the portable edition" >>"$NOTES"
       else

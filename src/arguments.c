@@ -19,6 +19,9 @@
 #include "utils/syscache.h"
 
 #include "idempotency.h"
+#include "arguments.h"
+#include "relations.h"
+#include "scopes.h"
 
 /*
  * Largest ttl or lease given as an argument: 100 years.  Interval
@@ -313,25 +316,6 @@ idem_quote_table(Oid relid)
 				(errcode(ERRCODE_UNDEFINED_TABLE),
 				 errmsg("relation with OID %u does not exist", relid)));
 	return quote_qualified_identifier(nspname, relname);
-}
-
-/*
- * The attribute number of a user column of relation "relid", or 42703.
- * System columns and dropped columns do not count.
- */
-AttrNumber
-idem_column_attnum(Oid relid, const char *colname)
-{
-	AttrNumber	attnum = InvalidAttrNumber;
-
-	if (strlen(colname) < NAMEDATALEN)
-		attnum = get_attnum(relid, colname);
-	if (attnum <= 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_COLUMN),
-				 errmsg("column \"%s\" of relation \"%s\" does not exist",
-						colname, get_rel_name(relid))));
-	return attnum;
 }
 
 /*

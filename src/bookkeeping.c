@@ -28,6 +28,8 @@
 #include "utils/syscache.h"
 
 #include "idempotency.h"
+#include "bookkeeping.h"
+#include "relations.h"
 
 /*
  * The owner of the extension's tables, which is the extension owner.  It

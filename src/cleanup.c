@@ -83,6 +83,10 @@
 #include "utils/timestamp.h"
 
 #include "idempotency.h"
+#include "arguments.h"
+#include "bookkeeping.h"
+#include "metrics.h"
+#include "relations.h"
 
 /*
  * The relations purge_expired_batch() reports on, in its output order,

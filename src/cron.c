@@ -24,6 +24,7 @@
 
 #include "catalog/pg_type.h"
 #include "commands/dbcommands.h"
+#include "executor/spi.h"
 #include "miscadmin.h"
 #include "postmaster/postmaster.h"
 #include "utils/builtins.h"
@@ -31,6 +32,7 @@
 #include "utils/varlena.h"
 
 #include "idempotency.h"
+#include "arguments.h"
 
 #define CLEANUP_JOB_NAME "idempotency-cleanup"
 #define CLEANUP_COMMAND "CALL idempotency.purge_expired()"

@@ -39,6 +39,11 @@
 #include "utils/plancache.h"
 
 #include "idempotency.h"
+#include "arguments.h"
+#include "bookkeeping.h"
+#include "keys.h"
+#include "metrics.h"
+#include "roles.h"
 
 #define STATEMENT_CACHE_SIZE 1024
 

@@ -34,6 +34,9 @@
 #include "utils/uuid.h"
 
 #include "idempotency.h"
+#include "arguments.h"
+#include "fingerprint.h"
+#include "relations.h"
 
 PG_FUNCTION_INFO_V1(idempotency_fingerprint);
 PG_FUNCTION_INFO_V1(idempotency_key_hash);

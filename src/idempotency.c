@@ -24,6 +24,9 @@
 #include "utils/guc.h"
 
 #include "idempotency.h"
+#include "arguments.h"
+#include "metrics.h"
+#include "waits.h"
 
 PG_MODULE_MAGIC;
 

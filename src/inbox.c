@@ -55,6 +55,10 @@
 #include "utils/snapmgr.h"
 
 #include "idempotency.h"
+#include "arguments.h"
+#include "bookkeeping.h"
+#include "relations.h"
+#include "writes.h"
 #include "pg_compat.h"
 
 /* $1 consumer, $2 event id */

@@ -94,6 +94,16 @@
 #include "utils/typcache.h"
 
 #include "idempotency.h"
+#include "arguments.h"
+#include "bookkeeping.h"
+#include "fingerprint.h"
+#include "keys.h"
+#include "metrics.h"
+#include "relations.h"
+#include "roles.h"
+#include "standby.h"
+#include "waits.h"
+#include "writes.h"
 
 /* Shorthands for the qualified operators of the statements below. */
 #define EQ " OPERATOR(pg_catalog.=) "
@@ -1671,7 +1681,6 @@ finish_key_row(KeyName *name, KeyFinish *finish)
 	read[1] = key_attnums[COL_FENCE];
 	read[2] = key_attnums[COL_STATUS];
 	read[3] = key_attnums[COL_EXPIRES_AT];
-	columns.read = read;
 	columns.nread = 4;
 	if (OidIsValid(finish->caller) &&
 		key_attnums[COL_HOLDER_ROLE] != InvalidAttrNumber)
@@ -1679,6 +1688,7 @@ finish_key_row(KeyName *name, KeyFinish *finish)
 	if (finish->holders == IDEM_HOLDERS_BY_NAME &&
 		key_attnums[COL_HOLDER_ROLE_NAME] != InvalidAttrNumber)
 		read[columns.nread++] = key_attnums[COL_HOLDER_ROLE_NAME];
+	columns.read = read;
 	/*
 	 * a table before 1.6 (1.7, 1.8) lacks the answer's expiry (the holder,
 	 * its name): the statement says so

@@ -22,6 +22,8 @@
 #include "utils/builtins.h"
 
 #include "idempotency.h"
+#include "arguments.h"
+#include "fingerprint.h"
 
 /* SQL-callable functions */
 PG_FUNCTION_INFO_V1(idempotency_lock_key);

@@ -92,6 +92,9 @@
 #include "utils/timestamp.h"
 
 #include "idempotency.h"
+#include "arguments.h"
+#include "metrics.h"
+#include "scopes.h"
 
 /* Longest scope in bytes, with its terminating zero. */
 #define SCOPE_BYTES (IDEM_MAX_NAME_CHARS * MAX_MULTIBYTE_CHAR_LEN + 1)

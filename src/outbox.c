@@ -112,6 +112,12 @@
 #include "utils/tuplestore.h"
 
 #include "idempotency.h"
+#include "arguments.h"
+#include "bookkeeping.h"
+#include "fingerprint.h"
+#include "relations.h"
+#include "roles.h"
+#include "writes.h"
 
 /* Channel of enqueue_event's notifications and prefix of emit_event's messages. */
 #define OUTBOX_CHANNEL "idempotency_outbox"
@@ -294,7 +300,7 @@ static IdemQuery lease_events_1_1 = {
  * with the takeover it would now count, reach $2 (outbox_max_attempts):
  * $1 now.  A relay that never passes its token cannot mark a taken-over
  * event, not even failed, so without this it would be redelivered for
- * ever (issue 44, item 10).  As a dead event made by mark_failed, it no
+ * ever.  As a dead event made by mark_failed, it no
  * longer holds back the later events of its aggregate.
  */
 static IdemQuery retire_taken_over = {
@@ -1297,8 +1303,8 @@ id_count(Datum ids)
  * After a mark without a lease token of 1.3 or later changed fewer events
  * than it was given: warn, with the fix, when some of them were left alone
  * because their lease was taken over.  A relay that never passes its token
- * would otherwise redeliver such an event for ever without a word (issue
- * 44, item 10): its marks change nothing and return 0.
+ * would otherwise redeliver such an event for ever without a word: its
+ * marks change nothing and return 0.
  */
 static void
 warn_taken_over(Datum ids, const char *call)
@@ -1444,7 +1450,7 @@ idempotency_mark_published_1_3(PG_FUNCTION_ARGS)
  * A database at 1.1 or 1.2 has no takeovers column, and this library keeps
  * no per-session lease map (1.1's and 1.2's libraries did): a mark without
  * a lease token could change an event another relay has taken over, so it
- * is refused with the fix instead (issue 44, item 12).  A mark with a token
+ * is refused with the fix instead.  A mark with a token
  * is checked as before.
  */
 static void

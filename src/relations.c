@@ -1,12 +1,13 @@
 /*-------------------------------------------------------------------------
  *
  * relations.c
- *	  The extension's own relations: their OIDs and the positions of the
- *	  columns C reads, both cached until the catalog changes, and direct
- *	  index scans for the reads where starting an executor would cost more
- *	  than the work (the key read of every claim, the inbox probe).  Rows
- *	  are never written here.  Every module's relcache-keyed cache is
- *	  forgotten through the one relcache callback registered here.
+ *	  The catalog helpers: the extension's own relations, their OIDs and
+ *	  the positions of the columns C reads, both cached until the catalog
+ *	  changes; a column of any relation by name; and direct index scans
+ *	  for the reads where starting an executor would cost more than the
+ *	  work (the key read of every claim, the inbox probe).  Rows are never
+ *	  written here.  Every module's relcache-keyed cache is forgotten
+ *	  through the one relcache callback registered here.
  *
  * A scan sees what a non-read-only SPI statement would see: the effects of
  * the earlier commands of this transaction and, under READ COMMITTED,
@@ -31,6 +32,7 @@
 #include "utils/syscache.h"
 
 #include "idempotency.h"
+#include "relations.h"
 
 /*
  * The OIDs of the extension's relations by name, looked up once and
@@ -97,6 +99,25 @@ idem_require_column(const char *relname, const char *attname)
 	if (!HeapTupleIsValid(tuple))
 		idem_refuse_old_extension();
 	ReleaseSysCache(tuple);
+}
+
+/*
+ * The attribute number of a user column of relation "relid", or 42703.
+ * System columns and dropped columns do not count.
+ */
+AttrNumber
+idem_column_attnum(Oid relid, const char *colname)
+{
+	AttrNumber	attnum = InvalidAttrNumber;
+
+	if (strlen(colname) < NAMEDATALEN)
+		attnum = get_attnum(relid, colname);
+	if (attnum <= 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_COLUMN),
+				 errmsg("column \"%s\" of relation \"%s\" does not exist",
+						colname, get_rel_name(relid))));
+	return attnum;
 }
 
 /*

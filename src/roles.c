@@ -28,7 +28,7 @@
  * binding fails closed.  So does a name that matches no role here.
  *
  * The statements that check a binding state the same rule in SQL
- * (IDEM_BINDING_ALLOWS in idempotency.h), so that it is a clause of the
+ * (IDEM_BINDING_ALLOWS in roles.h), so that it is a clause of the
  * UPDATE or DELETE that acts.
  *
  *-------------------------------------------------------------------------
@@ -40,6 +40,8 @@
 #include "utils/builtins.h"
 
 #include "idempotency.h"
+#include "bookkeeping.h"
+#include "roles.h"
 
 /*
  * The name of role "role", as a Datum of type name (palloc'd).

@@ -61,6 +61,8 @@
 #include "utils/syscache.h"
 
 #include "idempotency.h"
+#include "relations.h"
+#include "scopes.h"
 
 PG_FUNCTION_INFO_V1(idempotency_scope_grants_changed);
 

@@ -36,6 +36,7 @@
 #include "utils/wait_event.h"
 
 #include "idempotency.h"
+#include "standby.h"
 
 /* How long a waiter on a hot standby naps between looks at replay. */
 #define STANDBY_NAP_MS 10

@@ -24,6 +24,8 @@
 #include "utils/uuid.h"
 
 #include "idempotency.h"
+#include "arguments.h"
+#include "bookkeeping.h"
 
 /* $1 token, $2 scope, $3 now, $4 ttl */
 static IdemQuery insert_token = {

@@ -47,12 +47,16 @@
 #include "utils/builtins.h"
 #include "utils/hsearch.h"
 #include "utils/inval.h"
+#include "utils/jsonb.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/syscache.h"
 #include "utils/typcache.h"
 
 #include "idempotency.h"
+#include "arguments.h"
+#include "bookkeeping.h"
+#include "relations.h"
 
 /* How often a call retries when concurrent commits keep moving the row. */
 #define TRANSITION_MAX_RETRIES 100

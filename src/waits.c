@@ -64,6 +64,7 @@
 #include "utils/wait_event.h"
 
 #include "idempotency.h"
+#include "waits.h"
 
 /*
  * Wait slots: a power of two, so a slot is a mask of the key's hash; at

@@ -66,6 +66,8 @@
 #include "utils/snapmgr.h"
 
 #include "idempotency.h"
+#include "relations.h"
+#include "writes.h"
 #include "pg_compat.h"
 
 /*
@@ -185,12 +187,12 @@ typedef struct TableCache
 	Oid			relid;			/* InvalidOid: unused */
 	bool		valid;			/* no invalidation since the build began */
 	bool		built;			/* the build completed (did not fail) */
-	MemoryContext cxt;
 	int			users;			/* writers using cxt, in transaction users_lxid */
 	LocalTransactionId users_lxid;
 	int			natts;
-	Expr	  **defaults;		/* per attribute, planned; NULL: none */
 	int			nindexes;
+	MemoryContext cxt;
+	Expr	  **defaults;		/* per attribute, planned; NULL: none */
 	Oid		   *index_oids;
 	IndexInfo **index_infos;	/* as BuildIndexInfo() gives them */
 	List	  **predicates;		/* per index, planned; NIL: not partial */
@@ -580,7 +582,7 @@ forget_creation_locks(XactEvent event, void *arg pg_attribute_unused())
 
 /*
  * The lock for creating the row of a unique key whose hash is "hash", in
- * "space" (see idempotency.h).  Without a statement's ON CONFLICT, a
+ * "space" (see writes.h).  Without a statement's ON CONFLICT, a
  * transaction that finds no row and inserts one would fail with a unique
  * violation if another inserted the same key in between; so every creator
  * takes this lock, then looks for the key with a dirty snapshot (waiting
@@ -686,7 +688,7 @@ prepare_defaults(IdemRowInserter *inserter, TableCache *cache)
 	{
 		if (inserter->given[i] || cache->defaults[i] == NULL)
 			continue;
-		inserter->default_attnums[inserter->ndefaults] = i + 1;
+		inserter->default_attnums[inserter->ndefaults] = (AttrNumber) (i + 1);
 		inserter->defaults[inserter->ndefaults] =
 			ExecInitExpr(cache->defaults[i], NULL);
 		inserter->ndefaults++;
@@ -798,7 +800,7 @@ idem_insert_next(IdemRowInserter *inserter, const Datum *values,
 		MemoryContextSwitchTo(econtext->ecxt_per_tuple_memory);
 		for (i = 0; i < inserter->ndefaults; i++)
 		{
-			AttrNumber	att = inserter->default_attnums[i] - 1;
+			int			att = inserter->default_attnums[i] - 1;
 
 			slot->tts_values[att] = ExecEvalExpr(inserter->defaults[i], econtext,
 												 &slot->tts_isnull[att]);

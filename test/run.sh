@@ -6,6 +6,9 @@
 # throwaway cluster as the postgres OS user on a unix socket with pg_cron
 # and the extension's library preloaded, runs every test group and stops
 # what it started.  Groups:
+#   lint          make lint (test/lint.sh: cppcheck and clang-tidy), one
+#                 test, on the host's major only (against its headers;
+#                 the chroots do not carry the tools)
 #   regress       test/sql/*.sql against expected/*.out (pg_regress)
 #   isolation     test/specs/*.spec (pg_isolation_regress)
 #   pgtap         test/pgtap/*.sql (pg_prove)
@@ -46,7 +49,7 @@ TEST_PACKAGES="redis-server libhiredis-dev python3-psycopg2 python3-flask
 # and so does test/integration/monitoring.sh's with Prometheus
 [ -f /etc/idempotency-chroot ] || TEST_PACKAGES="$TEST_PACKAGES patroni etcd-server etcd-client
   prometheus prometheus-postgres-exporter gnuplot-nox"
-TEST_GROUPS=${TEST_GROUPS:-regress isolation pgtap tap integration pooler portable}
+TEST_GROUPS=${TEST_GROUPS:-lint regress isolation pgtap tap integration pooler portable}
 # the portable edition's install routes, both on every major (doc/testing.md)
 PORTABLE_MODES=${PORTABLE_MODES:-plain tle}
 
@@ -165,6 +168,20 @@ regress_group() {
 
 for group in $TEST_GROUPS; do
   case $group in
+  lint)
+    if [ -f /etc/idempotency-chroot ]; then
+      idem_log "lint: run on the host's major only"
+      continue
+    fi
+    idem_log "lint: test/lint.sh"
+    if bash "$IDEM_TOP/test/lint.sh" >"$WORK/lint.log" 2>&1; then
+      echo "test/lint.sh .. ok" | tee -a "$WORK/lint.log"
+    else
+      cat "$WORK/lint.log"
+      echo "test/lint.sh .. FAILED" | tee -a "$WORK/lint.log"
+    fi
+    count "$WORK/lint.log" '\.\. ok$' '\.\. FAILED$'
+    ;;
   regress)
     regress_group regress test/regress/pg_regress contrib_regression test/sql/*.sql
     ;;

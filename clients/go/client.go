@@ -11,6 +11,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -64,11 +65,13 @@ func NewClient(ctx context.Context, db *sql.DB) (*Client, error) {
 // than MinVersion.
 func ExtensionVersion(ctx context.Context, q Querier) (string, error) {
 	var v sql.NullString
-	err := q.QueryRowContext(ctx, `SELECT coalesce((SELECT extversion FROM pg_catalog.pg_extension
+	err := On(q).do(ctx, func(q Querier) error {
+		return q.QueryRowContext(ctx, `SELECT coalesce((SELECT extversion FROM pg_catalog.pg_extension
 	 WHERE extname = 'idempotency'),
 	 CASE WHEN to_regclass('idempotency.plain_version') IS NOT NULL THEN
 	 (xpath('/row/version/text()',
 	  query_to_xml('SELECT version FROM idempotency.plain_version', false, true, '')))[1]::text END)`).Scan(&v)
+	})
 	if err != nil {
 		return "", wrap(ctx, err)
 	}
@@ -156,7 +159,40 @@ func (c ClaimResult) RetryAfterSeconds() int {
 const claimColumns = `outcome, fence, status::text, response_code, response_body, recovery_point, attempts,
  extract(epoch FROM retry_after)::float8`
 
-func scanClaim(ctx context.Context, row *sql.Row) (ClaimResult, error) {
+// row runs query for one row through q.do and scans it into dest.
+func (q Queries) row(ctx context.Context, query string, args []any, dest ...any) error {
+	return q.do(ctx, func(x Querier) error {
+		return wrap(ctx, x.QueryRowContext(ctx, query, args...).Scan(dest...))
+	})
+}
+
+// exec runs a statement through q.do.
+func (q Queries) exec(ctx context.Context, query string, args ...any) error {
+	return q.do(ctx, func(x Querier) error {
+		_, err := x.ExecContext(ctx, query, args...)
+		return wrap(ctx, err)
+	})
+}
+
+// rows runs query through q.do and scans each row with scan.
+func (q Queries) rows(ctx context.Context, query string, args []any, scan func(*sql.Rows) error) error {
+	return q.do(ctx, func(x Querier) error {
+		rows, err := x.QueryContext(ctx, query, args...)
+		if err != nil {
+			return wrap(ctx, err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			if err := scan(rows); err != nil {
+				return wrap(ctx, err)
+			}
+		}
+		return wrap(ctx, rows.Err())
+	})
+}
+
+// claim runs claim's or execute's query and reads its claim_result.
+func (q Queries) claim(ctx context.Context, query string, args []any) (ClaimResult, error) {
 	var (
 		r        ClaimResult
 		fence    sql.NullInt64
@@ -167,8 +203,8 @@ func scanClaim(ctx context.Context, row *sql.Row) (ClaimResult, error) {
 		attempts sql.NullInt64
 		retry    sql.NullFloat64
 	)
-	if err := row.Scan(&r.Outcome, &fence, &status, &code, &body, &rp, &attempts, &retry); err != nil {
-		return r, wrap(ctx, err)
+	if err := q.row(ctx, query, args, &r.Outcome, &fence, &status, &code, &body, &rp, &attempts, &retry); err != nil {
+		return r, err
 	}
 	r.Fence, r.Status, r.ResponseCode = fence.Int64, status.String, int(code.Int64)
 	if body != nil {
@@ -205,7 +241,7 @@ func (q Queries) Claim(ctx context.Context, key string, request any, o ClaimOpti
 		sqlText += ", wait => $6::interval"
 		args = append(args, interval(o.Wait))
 	}
-	return scanClaim(ctx, q.q.QueryRowContext(ctx, sqlText+")", args...))
+	return q.claim(ctx, sqlText+")", args)
 }
 
 // CompleteOptions are complete's optional arguments.
@@ -232,8 +268,7 @@ func (q Queries) Complete(ctx context.Context, key string, fence int64, response
 		sqlText += ", response_ttl => $7::interval"
 		args = append(args, interval(o.ResponseTTL))
 	}
-	_, err = q.q.ExecContext(ctx, sqlText+")", args...)
-	return wrap(ctx, err)
+	return q.exec(ctx, sqlText+")", args...)
 }
 
 // FailOptions are fail's optional arguments (TTL and ResponseTTL for a
@@ -257,32 +292,29 @@ func (q Queries) Fail(ctx context.Context, key string, fence int64, errBody any,
 		sqlText += ", response_ttl => $8::interval"
 		args = append(args, interval(o.ResponseTTL))
 	}
-	_, err = q.q.ExecContext(ctx, sqlText+")", args...)
-	return wrap(ctx, err)
+	return q.exec(ctx, sqlText+")", args...)
 }
 
 // Checkpoint calls idempotency.checkpoint: records a recovery point and
 // extends the lease (lease 0: idempotency.lease_timeout).
 func (q Queries) Checkpoint(ctx context.Context, key string, fence int64, recoveryPoint string, lease time.Duration, scope string) error {
-	_, err := q.q.ExecContext(ctx, "SELECT idempotency.checkpoint($1, $2, $3, $4::interval, $5)",
+	return q.exec(ctx, "SELECT idempotency.checkpoint($1, $2, $3, $4::interval, $5)",
 		key, fence, recoveryPoint, interval(lease), scope)
-	return wrap(ctx, err)
 }
 
 // Release calls idempotency.release: gives the key up without an answer.
 func (q Queries) Release(ctx context.Context, key string, fence int64, scope string) error {
-	_, err := q.q.ExecContext(ctx, "SELECT idempotency.release($1, $2, $3)", key, fence, scope)
-	return wrap(ctx, err)
+	return q.exec(ctx, "SELECT idempotency.release($1, $2, $3)", key, fence, scope)
 }
 
 // Lookup calls idempotency.lookup: the key's row (its columns in the
 // installed version, by name), or nil when absent or expired.
 func (q Queries) Lookup(ctx context.Context, key, scope string) (map[string]any, error) {
 	var b []byte
-	err := q.q.QueryRowContext(ctx, `SELECT CASE WHEN l IS NULL THEN NULL ELSE to_jsonb(l) END
-	 FROM idempotency.lookup($1, $2) AS l`, key, scope).Scan(&b)
+	err := q.row(ctx, `SELECT CASE WHEN l IS NULL THEN NULL ELSE to_jsonb(l) END
+	 FROM idempotency.lookup($1, $2) AS l`, []any{key, scope}, &b)
 	if err != nil || b == nil {
-		return nil, wrap(ctx, err)
+		return nil, err
 	}
 	var row map[string]any
 	if err := json.Unmarshal(b, &row); err != nil {
@@ -292,6 +324,15 @@ func (q Queries) Lookup(ctx context.Context, key, scope string) (map[string]any,
 		return nil, nil
 	}
 	return row, nil
+}
+
+// keyTooLong is true when key has more characters than the database's
+// idempotency.max_key_length (255 when unset).
+func (q Queries) keyTooLong(ctx context.Context, key string) (bool, error) {
+	var tooLong bool
+	err := q.row(ctx, `SELECT char_length($1) >
+	 coalesce(current_setting('idempotency.max_key_length', true)::int, 255)`, []any{key}, &tooLong)
+	return tooLong, err
 }
 
 // KeyExpiry is when a key is forgotten and when its stored answer goes,
@@ -306,19 +347,19 @@ type KeyExpiry struct {
 func (q Queries) KeyExpiry(ctx context.Context, key, scope string) (*KeyExpiry, error) {
 	var at time.Time
 	var answer sql.NullTime
-	err := q.q.QueryRowContext(ctx, `SELECT to_timestamp(ceil(extract(epoch FROM k.expires_at))),
+	err := q.row(ctx, `SELECT to_timestamp(ceil(extract(epoch FROM k.expires_at))),
 	 CASE WHEN k.answer_goes > clock_timestamp()
 	      THEN to_timestamp(ceil(extract(epoch FROM k.answer_goes))) END
 	 FROM (SELECT l.expires_at,
 	              (to_jsonb(jsonb_populate_record(l, '{"response_body": null}'))
 	                 ->> 'response_expires_at')::timestamptz AS answer_goes
 	         FROM idempotency.lookup($1, $2) AS l
-	        WHERE l.idempotency_key IS NOT NULL) AS k`, key, scope).Scan(&at, &answer)
-	if err == sql.ErrNoRows {
+	        WHERE l.idempotency_key IS NOT NULL) AS k`, []any{key, scope}, &at, &answer)
+	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, wrap(ctx, err)
+		return nil, err
 	}
 	e := &KeyExpiry{ExpiresAt: at}
 	if answer.Valid {
@@ -356,22 +397,22 @@ func (q Queries) Execute(ctx context.Context, key string, request any, statement
 		args = append(args, interval(o.Wait))
 		sqlText += fmt.Sprintf(", wait => $%d::interval", len(args))
 	}
-	return scanClaim(ctx, q.q.QueryRowContext(ctx, sqlText+")", args...))
+	return q.claim(ctx, sqlText+")", args)
 }
 
 // IssueToken calls idempotency.issue_token: a one-time token (a uuid).
 func (q Queries) IssueToken(ctx context.Context, scope string, ttl time.Duration) (string, error) {
 	var t string
-	err := q.q.QueryRowContext(ctx, "SELECT idempotency.issue_token($1, $2::interval)::text", scope, interval(ttl)).Scan(&t)
-	return t, wrap(ctx, err)
+	err := q.row(ctx, "SELECT idempotency.issue_token($1, $2::interval)::text", []any{scope, interval(ttl)}, &t)
+	return t, err
 }
 
 // ConsumeToken calls idempotency.consume_token: true the one time the
 // token is consumed.
 func (q Queries) ConsumeToken(ctx context.Context, token, scope string) (bool, error) {
 	var ok sql.NullBool
-	err := q.q.QueryRowContext(ctx, "SELECT idempotency.consume_token($1::uuid, $2)", token, scope).Scan(&ok)
-	return ok.Bool, wrap(ctx, err)
+	err := q.row(ctx, "SELECT idempotency.consume_token($1::uuid, $2)", []any{token, scope}, &ok)
+	return ok.Bool, err
 }
 
 // TransitionResult is transition's result.
@@ -393,11 +434,11 @@ func (q Queries) Transition(ctx context.Context, table, keyColumn, key, stateCol
 	}
 	var r TransitionResult
 	var cur sql.NullString
-	err := q.q.QueryRowContext(ctx, `SELECT outcome, current_state FROM idempotency.transition(
+	err := q.row(ctx, `SELECT outcome, current_state FROM idempotency.transition(
 	 $1::regclass, $2::name, $3, $4::name, $5, $6, $7::jsonb)`,
-		table, keyColumn, key, stateColumn, from, to, s).Scan(&r.Outcome, &cur)
+		[]any{table, keyColumn, key, stateColumn, from, to, s}, &r.Outcome, &cur)
 	r.CurrentState = cur.String
-	return r, wrap(ctx, err)
+	return r, err
 }
 
 // Event is an outbox event to enqueue.
@@ -422,9 +463,9 @@ func (q Queries) EnqueueEvent(ctx context.Context, e Event) (int64, error) {
 		return 0, err
 	}
 	var id int64
-	err = q.q.QueryRowContext(ctx, "SELECT idempotency.enqueue_event($1, $2, $3, $4::jsonb, $5::jsonb)",
-		e.AggregateType, e.AggregateID, e.EventType, p, h).Scan(&id)
-	return id, wrap(ctx, err)
+	err = q.row(ctx, "SELECT idempotency.enqueue_event($1, $2, $3, $4::jsonb, $5::jsonb)",
+		[]any{e.AggregateType, e.AggregateID, e.EventType, p, h}, &id)
+	return id, err
 }
 
 // EnqueueEvents calls idempotency.enqueue_events: many events in one
@@ -453,26 +494,24 @@ func (q Queries) EnqueueEvents(ctx context.Context, events []Event) ([]int64, er
 			headers[i] = sql.NullString{String: h.(string), Valid: true}
 		}
 	}
-	rows, err := q.q.QueryContext(ctx, `SELECT * FROM idempotency.enqueue_events($1::text[], $2::text[], $3::text[],
+	return column[int64](ctx, q, `SELECT * FROM idempotency.enqueue_events($1::text[], $2::text[], $3::text[],
 	 $4::text[]::jsonb[], $5::text[]::jsonb[])`,
 		pq.Array(types), pq.Array(ids), pq.Array(kinds), pq.Array(payloads), pq.GenericArray{A: headers})
-	if err != nil {
-		return nil, wrap(ctx, err)
-	}
-	return scanColumn[int64](ctx, rows)
 }
 
-func scanColumn[T any](ctx context.Context, rows *sql.Rows) ([]T, error) {
-	defer rows.Close()
+// column runs query through q.do and returns its one column.
+func column[T any](ctx context.Context, q Queries, query string, args ...any) ([]T, error) {
 	out := []T{}
-	for rows.Next() {
+	err := q.rows(ctx, query, args, func(rows *sql.Rows) error {
 		var v T
-		if err := rows.Scan(&v); err != nil {
-			return nil, wrap(ctx, err)
-		}
+		err := rows.Scan(&v)
 		out = append(out, v)
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
-	return out, wrap(ctx, rows.Err())
+	return out, nil
 }
 
 // OutboxEvent is a claimed event.
@@ -495,53 +534,57 @@ func (q Queries) ClaimEvents(ctx context.Context, batch int, lease time.Duration
 	if lease == 0 {
 		lease = 30 * time.Second
 	}
-	rows, err := q.q.QueryContext(ctx, `SELECT id, aggregate_type, aggregate_id, event_type, payload, headers,
-	 attempts, lease_token, created_at FROM idempotency.claim_events($1, $2::interval)`, batch, interval(lease))
-	if err != nil {
-		return nil, wrap(ctx, err)
-	}
-	defer rows.Close()
 	out := []OutboxEvent{}
-	for rows.Next() {
-		var e OutboxEvent
-		var payload, headers []byte
-		if err := rows.Scan(&e.ID, &e.AggregateType, &e.AggregateID, &e.EventType, &payload, &headers,
-			&e.Attempts, &e.LeaseToken, &e.CreatedAt); err != nil {
-			return nil, wrap(ctx, err)
-		}
-		e.Payload = json.RawMessage(payload)
-		if headers != nil {
-			e.Headers = json.RawMessage(headers)
-		}
-		out = append(out, e)
+	err := q.rows(ctx, `SELECT id, aggregate_type, aggregate_id, event_type, payload, headers,
+	 attempts, lease_token, created_at FROM idempotency.claim_events($1, $2::interval)`, []any{batch, interval(lease)},
+		func(rows *sql.Rows) error {
+			var e OutboxEvent
+			var payload, headers []byte
+			if err := rows.Scan(&e.ID, &e.AggregateType, &e.AggregateID, &e.EventType, &payload, &headers,
+				&e.Attempts, &e.LeaseToken, &e.CreatedAt); err != nil {
+				return err
+			}
+			e.Payload = json.RawMessage(payload)
+			if headers != nil {
+				e.Headers = json.RawMessage(headers)
+			}
+			out = append(out, e)
+			return nil
+		})
+	if err != nil {
+		return nil, err
 	}
-	return out, wrap(ctx, rows.Err())
+	return out, nil
 }
 
 // MarkPublished calls idempotency.mark_published under the batch's lease
 // token; returns how many it marked.
 func (q Queries) MarkPublished(ctx context.Context, ids []int64, leaseToken int64) (int, error) {
 	var n int
-	err := q.q.QueryRowContext(ctx, "SELECT idempotency.mark_published($1::bigint[], $2::bigint)",
-		pq.Array(ids), leaseToken).Scan(&n)
-	return n, wrap(ctx, err)
+	err := q.row(ctx, "SELECT idempotency.mark_published($1::bigint[], $2::bigint)", []any{pq.Array(ids), leaseToken}, &n)
+	return n, err
 }
 
 // MarkFailed calls idempotency.mark_failed: counts an attempt, keeps
 // reason, releases the lease.
 func (q Queries) MarkFailed(ctx context.Context, ids []int64, reason string, leaseToken int64) (int, error) {
 	var n int
-	err := q.q.QueryRowContext(ctx, "SELECT idempotency.mark_failed($1::bigint[], $2, $3::bigint)",
-		pq.Array(ids), reason, leaseToken).Scan(&n)
-	return n, wrap(ctx, err)
+	err := q.row(ctx, "SELECT idempotency.mark_failed($1::bigint[], $2, $3::bigint)",
+		[]any{pq.Array(ids), reason, leaseToken}, &n)
+	return n, err
+}
+
+// notify sends an empty notification on channel (the relay's probe).
+func (q Queries) notify(ctx context.Context, channel string) error {
+	return q.exec(ctx, "SELECT pg_notify($1, '')", channel)
 }
 
 // OutboxQuietCommits calls idempotency.outbox_quiet_commits (the relays'
 // wake-up rule, doc/reference.md "Waking relays").
 func (q Queries) OutboxQuietCommits(ctx context.Context) (int, error) {
 	var n int
-	err := q.q.QueryRowContext(ctx, "SELECT idempotency.outbox_quiet_commits()").Scan(&n)
-	return n, wrap(ctx, err)
+	err := q.row(ctx, "SELECT idempotency.outbox_quiet_commits()", nil, &n)
+	return n, err
 }
 
 // MarkProcessed calls idempotency.process_once(consumer, event_id) in q's
@@ -549,25 +592,27 @@ func (q Queries) OutboxQuietCommits(ctx context.Context) (int, error) {
 // side effects in one transaction.
 func (q Queries) MarkProcessed(ctx context.Context, consumer, eventID string) (bool, error) {
 	var first bool
-	err := q.q.QueryRowContext(ctx, "SELECT idempotency.process_once($1, $2::text)", consumer, eventID).Scan(&first)
-	return first, wrap(ctx, err)
+	err := q.row(ctx, "SELECT idempotency.process_once($1, $2::text)", []any{consumer, eventID}, &first)
+	return first, err
 }
 
 // MarkProcessedBatch calls idempotency.process_once(consumer, event_ids):
 // the ids seen for the first time, in order of first occurrence.
 func (q Queries) MarkProcessedBatch(ctx context.Context, consumer string, eventIDs []string) ([]string, error) {
-	rows, err := q.q.QueryContext(ctx, "SELECT * FROM idempotency.process_once($1, $2::text[])",
+	return column[string](ctx, q, "SELECT * FROM idempotency.process_once($1, $2::text[])",
 		consumer, pq.Array(eventIDs))
-	if err != nil {
-		return nil, wrap(ctx, err)
-	}
-	return scanColumn[string](ctx, rows)
 }
 
 // InTx runs fn in a transaction on c.DB and commits when it returns nil
 // (rolls back otherwise).
 func (c *Client) InTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	tx, err := c.DB.BeginTx(ctx, nil)
+	return inTx(ctx, c.DB, fn)
+}
+
+// inTx runs fn in a transaction on db and commits when it returns nil
+// (rolls back otherwise).
+func inTx(ctx context.Context, db *sql.DB, fn func(tx *sql.Tx) error) error {
+	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		return wrap(ctx, err)
 	}

@@ -28,7 +28,7 @@ func TestVersionChecked(t *testing.T) {
 		t.Fatal("versionLess")
 	}
 	// a database without the extension
-	other, err := sql.Open(driverName, "dbname=postgres")
+	other, err := open("dbname=postgres")
 	if err != nil {
 		t.Fatal(err)
 	}

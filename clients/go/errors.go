@@ -28,6 +28,14 @@ var (
 	ErrCheckViolation   = errors.New("idempotency: check violation, e.g. a state machine refused an update (23514)")
 	// ErrVersion: the extension is missing or older than MinVersion.
 	ErrVersion = errors.New("idempotency: extension missing or too old")
+	// ErrNamedStatements: the *sql.DB's driver prepares named statements
+	// (pgx's default statement cache), which live in one server session
+	// only, while a transaction pooler runs a client's next transaction on
+	// another (pooler.go). Add statement_cache_mode=describe (or
+	// prefer_simple_protocol=true) to pgx's DSN.
+	ErrNamedStatements = errors.New("idempotency: the database/sql driver prepares named statements, " +
+		"which a transaction pooler (PgBouncer, RDS Proxy, Supavisor) hands to other server sessions; " +
+		"with pgx add statement_cache_mode=describe to the DSN")
 )
 
 var sentinels = map[string]error{

@@ -72,6 +72,12 @@ type Options struct {
 	// Claim and Complete; zero is the server's setting (ResponseTTL and
 	// Wait are then not sent).
 	TTL, ResponseTTL, Lease, Wait time.Duration
+	// ServerConnections: behind a transaction pooler, the server
+	// connections it lends this service (its pool for the database and
+	// user), which claims sleeping with Wait keep: at most this minus one
+	// sleep at once, as SetMaxOpenConns bounds them without a pooler
+	// (0: SetMaxOpenConns alone).
+	ServerConnections int
 	// OneTransaction: the claim, the handler's queries on TxFrom(ctx) and
 	// the answer commit in one transaction; a 5xx or a panic rolls all
 	// of them back, the claim included.
@@ -404,11 +410,16 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // connection is always left for the holders (no bound when it is
 // unlimited). A duplicate past the bound claims without Wait: 409 with
 // Retry-After at once. The wait never outlasts the holder's lease: the
-// server wakes the waiter when the lease runs out.
+// server wakes the waiter when the lease runs out.  Behind a transaction
+// pooler the connections a sleeper keeps are the pooler's server
+// connections (servers, when set and fewer).
 var sleepers sync.Map // *sql.DB -> *int64
 
-func enterWait(db *sql.DB) bool {
+func enterWait(db *sql.DB, servers int) bool {
 	max := int64(db.Stats().MaxOpenConnections)
+	if servers > 0 && (max == 0 || int64(servers) < max) {
+		max = int64(servers)
+	}
 	v, _ := sleepers.LoadOrStore(db, new(int64))
 	n := v.(*int64)
 	if atomic.AddInt64(n, 1) > max-1 && max > 0 {
@@ -451,7 +462,7 @@ func (m *middleware) exchange(r *http.Request, key, scope string, fp any) (*answ
 		q = tx
 	}
 	var wait time.Duration
-	if m.Wait > 0 && enterWait(m.DB) {
+	if m.Wait > 0 && enterWait(m.DB, m.ServerConnections) {
 		wait = m.Wait
 	}
 	c, err := On(q).Claim(ctx, key, fp, ClaimOptions{Scope: scope, TTL: m.TTL, Lease: m.Lease, Wait: wait})
@@ -464,9 +475,7 @@ func (m *middleware) exchange(r *http.Request, key, scope string, fp any) (*answ
 		}
 		if errors.Is(err, ErrInvalidParameter) {
 			// the key is to blame only when it is longer than the database's max_key_length
-			var tooLong bool
-			if e := m.DB.QueryRowContext(ctx, `SELECT char_length($1) >
-			 coalesce(current_setting('idempotency.max_key_length', true)::int, 255)`, key).Scan(&tooLong); e == nil && tooLong {
+			if tooLong, e := On(m.DB).keyTooLong(ctx, key); e == nil && tooLong {
 				return problem(400, "Invalid Idempotency-Key",
 					"The key is longer than idempotency.max_key_length characters."), nil
 			}

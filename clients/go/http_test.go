@@ -174,13 +174,8 @@ func TestHTTPKeyRules(t *testing.T) {
 	}
 }
 
-func TestHTTPKeyOverTheSessionsMaxKeyLength(t *testing.T) {
-	db, err := openWith("idempotency.max_key_length=40")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	a := newApp(t, Options{DB: db})
+func TestHTTPKeyOverTheRolesMaxKeyLength(t *testing.T) {
+	a := newApp(t, Options{DB: openWith(t, "max_key_length", 40)})
 	key := newKey(t)
 	isProblem(t, a.do(t, "POST", "/payments", key+strings.Repeat("x", 41), `{}`), 400)
 	if r := a.do(t, "POST", "/payments", fmt.Sprintf("k%d", time.Now().UnixNano()), `{}`); r.status != 201 || a.runs.Load() != 1 {
@@ -423,12 +418,7 @@ func TestHTTPCheckpointThenResume(t *testing.T) {
 }
 
 func TestHTTPAnswerOverMaxResponseBytes500(t *testing.T) {
-	db, err := openWith("idempotency.max_response_bytes=200")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	a := newApp(t, Options{DB: db})
+	a := newApp(t, Options{DB: openWith(t, "max_response_bytes", 200)})
 	key := newKey(t)
 	for i := 1; i <= 2; i++ { // not kept, failed retryably: the retry runs again
 		r := a.do(t, "POST", "/big", key, `{}`)

@@ -1,6 +1,11 @@
 // main_test.go: the tests' database (PGHOST, PGPORT, PGUSER, PGDATABASE
 // as for psql; test/integration/go_package.sh runs them once per
-// edition) and the relay's helper process.
+// edition) and the relay's helper process.  PGIDEM_DSN is added to every
+// connection's DSN: the README's line for a transaction pooler
+// (binary_parameters=yes for lib/pq, statement_cache_mode=describe for
+// pgx; test/pooler/go.sh).  PGIDEM_LISTEN_DSN is the relays' LISTEN
+// connection (a direct one when PG* is a pooler), and PGIDEM_POOLER says
+// that PG* is a transaction pooler.
 
 package pgidempotency
 
@@ -9,6 +14,7 @@ import (
 	"database/sql"
 	"fmt"
 	"os"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -24,7 +30,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv("PGIDEM_RELAY_HELPER") != "" {
 		os.Exit(relayHelper())
 	}
-	db, err := sql.Open(driverName, "")
+	db, err := open("")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
@@ -56,8 +62,36 @@ func sqlExec(t *testing.T, query string, args ...any) {
 	}
 }
 
-// openWith opens the test database with extra connection settings
-// (lib/pq sends unknown keys as run-time parameters).
-func openWith(settings string) (*sql.DB, error) {
-	return sql.Open(driverName, settings)
+// open opens the test database with dsn and PGIDEM_DSN.
+func open(dsn string) (*sql.DB, error) {
+	return sql.Open(driverName, strings.TrimSpace(dsn+" "+os.Getenv("PGIDEM_DSN")))
+}
+
+// behindPooler: PG* is a transaction pooler (test/pooler/go.sh).
+var behindPooler = os.Getenv("PGIDEM_POOLER") != ""
+
+// openWith opens the test database as a role whose sessions have the
+// extension's setting name (idempotency.name) at value, by ALTER ROLE …
+// SET: a role's settings reach every server connection of its pool,
+// through a transaction pooler too, which refuses a setting sent as a
+// startup option (and where a session's SET would leak to the next
+// client of its server connection).  The role is a member of the
+// extension's owner, for its privileges.
+func openWith(t *testing.T, name string, value int) *sql.DB {
+	t.Helper()
+	role := fmt.Sprintf("idem_go_%s_%d", name, value)
+	sqlExec(t, fmt.Sprintf(`DO $$ BEGIN
+	 IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = '%[1]s') THEN
+	  CREATE ROLE %[1]s LOGIN;
+	 END IF;
+	 EXECUTE format('GRANT %%s TO %[1]s', (SELECT nspowner::regrole FROM pg_catalog.pg_namespace
+	                                       WHERE nspname = 'idempotency'));
+	 END $$`, role))
+	sqlExec(t, fmt.Sprintf("ALTER ROLE %s SET idempotency.%s = %d", role, name, value))
+	db, err := open("user=" + role)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	return db
 }

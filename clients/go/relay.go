@@ -1,6 +1,7 @@
 // relay.go: an outbox relay (doc/reference.md, "Waking relays" and
 // "Stale relays"; doc/clients.md, "The relay").  It LISTENs on
-// idempotency_outbox with lib/pq's Listener, claims batches with
+// idempotency_outbox with lib/pq's Listener (a connection of its own, to
+// Relay.DSN), claims batches with
 // claim_events (each call its own READ COMMITTED transaction on the
 // *sql.DB), publishes each event in id order through the user's
 // Publisher and marks the batch under its lease token.  After a failed
@@ -9,12 +10,23 @@
 // SIGINT with RunUntilSignal) it finishes the event in hand and hands the
 // rest of the batch back with mark_failed(..., "relay stopped").  A
 // database error is retried with exponential backoff.
+//
+// Behind a transaction pooler a LISTEN runs on whichever server connection
+// the pooler lends it and a notification reaches that connection when it
+// serves another client, or none (PgBouncer drops it): the relay is never
+// woken.  So once LISTENing, the relay LISTENs on a channel of its own too,
+// notifies it from another connection (its DB: a notification from its own
+// session would come back to it through the pooler as well) and waits up
+// to probeWait for it; when it does not come the relay logs so, once, and
+// polls at its interval.
 
 package pgidempotency
 
 import (
 	"context"
+	"crypto/rand"
 	"database/sql"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log"
@@ -33,6 +45,9 @@ const Channel = "idempotency_outbox"
 // secondLook is twice idempotency.outbox_notify_interval (10 ms).
 const secondLook = 20 * time.Millisecond
 
+// probeWait is how long the relay waits for its own notification.
+const probeWait = 2 * time.Second
+
 // Publisher sends one event to the broker; an error fails the event (the
 // extension retries it later with backoff).
 type Publisher interface {
@@ -47,8 +62,12 @@ func (f PublisherFunc) Publish(ctx context.Context, e OutboxEvent) error { retur
 
 // Relay is one relay worker; several may run at once, on any hosts.
 type Relay struct {
-	DB        *sql.DB       // claims and marks
-	DSN       string        // for the LISTEN connection (lib/pq's Listener)
+	DB *sql.DB // claims and marks
+	// DSN is the LISTEN connection's (lib/pq's Listener; "": the PG*
+	// variables). Behind a transaction pooler give it a direct or
+	// session-mode address: through the pooler notifications do not
+	// arrive, and the relay says so once and polls every Poll.
+	DSN       string
 	Publisher Publisher     // the user's sink
 	Batch     int           // claim_events' batch (default 100)
 	Lease     time.Duration // claim_events' lease (default 30s)
@@ -58,6 +77,7 @@ type Relay struct {
 	Logf       func(format string, args ...any) // default log.Printf
 
 	published, failed atomic.Int64
+	probed            atomic.Bool // the notification probe ran
 }
 
 // Published and Failed count the events marked so far.
@@ -113,6 +133,9 @@ func (r *Relay) Run(ctx context.Context) error {
 			backoff = r.sleep(ctx, backoff)
 		}
 	}
+	if ctx.Err() == nil && !r.probed.Swap(true) {
+		r.probe(ctx, listener)
+	}
 	backoff = 100 * time.Millisecond
 	for ctx.Err() == nil {
 		err := r.cycle(ctx, listener)
@@ -124,6 +147,39 @@ func (r *Relay) Run(ctx context.Context) error {
 		backoff = r.sleep(ctx, backoff)
 	}
 	return nil
+}
+
+// probe checks that a notification reaches the listener (see the top of
+// this file) and says once when none does.
+func (r *Relay) probe(ctx context.Context, l *pq.Listener) {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	channel := "idempotency_relay_" + hex.EncodeToString(b)
+	arrived := false
+	if err := l.Listen(channel); err != nil {
+		r.Logf("pgidempotency relay: LISTEN %s: %v", channel, err)
+		return
+	}
+	defer func() { _ = l.Unlisten(channel) }()
+	if err := On(r.DB).notify(ctx, channel); err != nil {
+		r.Logf("pgidempotency relay: pg_notify: %v", err)
+		return
+	}
+	t := time.NewTimer(probeWait)
+	defer t.Stop()
+	for !arrived {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			r.Logf("pgidempotency relay: notifications do not reach this connection (a transaction pooler?); "+
+				"polling every %v; give the relay a direct or session-mode connection for LISTEN", r.Poll)
+			return
+		case n := <-l.Notify:
+			// an outbox notification meanwhile is no loss: the first cycle claims anyway
+			arrived = n != nil && n.Channel == channel
+		}
+	}
 }
 
 func (r *Relay) sleep(ctx context.Context, d time.Duration) time.Duration {

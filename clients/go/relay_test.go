@@ -8,6 +8,8 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -35,18 +37,37 @@ func sinkPublisher(db *sql.DB, delay time.Duration) Publisher {
 // relayHelper is the relay of another process (PGIDEM_RELAY_HELPER=1):
 // it runs until SIGTERM, or until the test kills it.
 func relayHelper() int {
-	db, err := sql.Open(driverName, "")
+	db, err := open("")
 	if err != nil {
 		return 1
 	}
 	delay, _ := time.ParseDuration(os.Getenv("PGIDEM_RELAY_DELAY"))
-	r := &Relay{DB: db, Publisher: sinkPublisher(db, delay), Batch: 20, Lease: time.Minute, Poll: 200 * time.Millisecond}
+	r := &Relay{DB: db, DSN: listenDSN, Publisher: sinkPublisher(db, delay), Batch: 20, Lease: time.Minute,
+		Poll: 200 * time.Millisecond}
 	if err := r.RunUntilSignal(context.Background()); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	fmt.Printf("published %d\n", r.Published())
 	return 0
+}
+
+// listenDSN is the relays' LISTEN connection: a direct one when the
+// tests' connections go through a transaction pooler.
+var listenDSN = os.Getenv("PGIDEM_LISTEN_DSN")
+
+// probeLines counts the relay's line that notifications do not arrive.
+type probeLines struct {
+	t *testing.T
+	n atomic.Int64
+}
+
+func (p *probeLines) logf(format string, args ...any) {
+	line := fmt.Sprintf(format, args...)
+	if strings.Contains(line, "notifications do not reach this connection") {
+		p.n.Add(1)
+	}
+	p.t.Log(line)
 }
 
 func setupSink(t *testing.T) {
@@ -113,7 +134,9 @@ func runRelay(t *testing.T, r *Relay) (stop func()) {
 
 func TestRelayWakesAndPublishesInOrder(t *testing.T) {
 	setupSink(t)
-	r := &Relay{DB: testDB, Publisher: sinkPublisher(testDB, 0), Batch: 7, Poll: 10 * time.Second}
+	lines := &probeLines{t: t}
+	r := &Relay{DB: testDB, DSN: listenDSN, Publisher: sinkPublisher(testDB, 0), Batch: 7, Poll: 10 * time.Second,
+		Logf: lines.logf}
 	stop := runRelay(t, r)
 	time.Sleep(100 * time.Millisecond) // idle: only a notification wakes it before the 10 s poll
 	start := time.Now()
@@ -124,6 +147,36 @@ func TestRelayWakesAndPublishesInOrder(t *testing.T) {
 	}
 	stop()
 	checkOnceInOrder(t, 30)
+	if lines.n.Load() != 0 {
+		t.Fatal("the relay says that notifications do not arrive on its LISTEN connection, which has them")
+	}
+}
+
+// Through a transaction pooler, without a LISTEN connection of its own:
+// the relay says once (a second Run of it too) that notifications do not
+// arrive, and polling delivers every event once, each aggregate's in
+// order.  On a direct connection it says nothing.
+func TestRelayWithoutNotificationsPolls(t *testing.T) {
+	setupSink(t)
+	lines := &probeLines{t: t}
+	r := &Relay{DB: testDB, Publisher: sinkPublisher(testDB, 0), Batch: 7, Poll: 300 * time.Millisecond,
+		Logf: lines.logf}
+	for run, n := range []int{30, 60} {
+		stop := runRelay(t, r)
+		enqueue(t, 30, 3)
+		waitFor(t, fmt.Sprintf("%d events", n), 20*time.Second, func() bool {
+			return count(t, "SELECT count(*) FROM go_sink") == n
+		})
+		stop()
+		checkOnceInOrder(t, n)
+		want := int64(0)
+		if behindPooler {
+			want = 1
+		}
+		if got := lines.n.Load(); got != want {
+			t.Fatalf("run %d: the relay said %d times that notifications do not arrive, not %d", run+1, got, want)
+		}
+	}
 }
 
 func TestRelayFailureHoldsBackItsAggregate(t *testing.T) {
@@ -172,7 +225,7 @@ func TestRelayKilledMidBatchSecondFinishes(t *testing.T) {
 	before := count(t, "SELECT count(*) FROM go_sink")
 	unmarked := before - count(t, "SELECT count(*) FROM idempotency.outbox_events WHERE published_at IS NOT NULL")
 	sqlExec(t, "UPDATE idempotency.outbox_events SET locked_until = now() WHERE published_at IS NULL AND locked_until > now()")
-	r := &Relay{DB: testDB, Publisher: sinkPublisher(testDB, 0), Batch: 20, Poll: 100 * time.Millisecond}
+	r := &Relay{DB: testDB, DSN: listenDSN, Publisher: sinkPublisher(testDB, 0), Batch: 20, Poll: 100 * time.Millisecond}
 	stop := runRelay(t, r)
 	waitFor(t, "all 40 events", 20*time.Second, func() bool { return count(t, "SELECT count(*) FROM go_sink") == 40 })
 	stop()
@@ -206,7 +259,7 @@ func TestRelaySIGTERMHandsBack(t *testing.T) {
 	}
 	// the rest go out at once, without waiting for the minute's lease (retry backoff aside)
 	sqlExec(t, "UPDATE idempotency.outbox_events SET next_attempt_at = now() WHERE published_at IS NULL")
-	r := &Relay{DB: testDB, Publisher: sinkPublisher(testDB, 0), Poll: 100 * time.Millisecond}
+	r := &Relay{DB: testDB, DSN: listenDSN, Publisher: sinkPublisher(testDB, 0), Poll: 100 * time.Millisecond}
 	stop := runRelay(t, r)
 	waitFor(t, "all 20 events", 10*time.Second, func() bool { return count(t, "SELECT count(*) FROM go_sink") == 20 })
 	stop()

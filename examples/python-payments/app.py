@@ -54,4 +54,7 @@ def create_app(pool: ConnectionPool) -> flask.Flask:
 
 
 if __name__ == "__main__":
-    create_app(ConnectionPool("")).run("127.0.0.1", int(os.environ.get("PORT", "5000")))
+    # prepare_threshold None: the handlers' queries are never prepared, so
+    # the app also runs behind a transaction pooler (the package's README)
+    create_app(ConnectionPool("", kwargs={"prepare_threshold": None})).run(
+        "127.0.0.1", int(os.environ.get("PORT", "5000")))

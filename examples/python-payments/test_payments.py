@@ -18,7 +18,7 @@ from app import create_app
 
 @pytest.fixture(scope="module")
 def api():
-    pool = ConnectionPool("", min_size=1, max_size=4)
+    pool = ConnectionPool("", min_size=1, max_size=4, kwargs={"prepare_threshold": None})
     server = make_server("127.0.0.1", 0, create_app(pool), threaded=True)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()

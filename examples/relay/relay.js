@@ -12,6 +12,9 @@
  *   RELAY_BATCH             events per claim  (100)
  *   RELAY_LEASE             lease per claim   (30 seconds)
  *   RELAY_POLL_MS           poll this often without notifications (5000)
+ *   RELAY_LISTEN_URL        where to LISTEN when the PG* variables name a
+ *                           transaction pooler: a direct or session-mode
+ *                           connection string (default: the pool's)
  *   RELAY_PUBLISH_DELAY_MS  pretend a publish takes this long (0)
  */
 'use strict';
@@ -44,6 +47,8 @@ async function main() {
     lease: env('RELAY_LEASE', '30 seconds'),
     pollMs: Number(env('RELAY_POLL_MS', '5000')),
     onError: (err) => log(`error: ${err.message}`),
+    listenUrl: process.env.RELAY_LISTEN_URL || undefined,
+    log,
   });
   await relay.start();
   log('started');

@@ -10,20 +10,15 @@
 # SQL script and the docs must land.  Needs the repository's git history
 # (make dist is git archive), so it runs on the host, not in the 17/18
 # chroots, whose tree copy has none.
-set -euo pipefail
-TOP=${IDEM_TOP:-$(cd "$(dirname "$0")/../.." && pwd)}
-if ! git -C "$TOP" rev-parse HEAD >/dev/null 2>&1; then
-  echo "skipped: $TOP is not a git work tree (make dist needs git archive)"
-  exit 0
-fi
+. "$(dirname "$0")/lib.bash"
+git -C "$TOP" rev-parse HEAD >/dev/null 2>&1 ||
+  skip "$TOP is not a git work tree (make dist needs git archive)"
 PG_CONFIG=/usr/lib/postgresql/15/bin/pg_config
-[ -x "$PG_CONFIG" ] || { echo "skipped: no PostgreSQL 15 server headers on this system"; exit 0; }
+[ -x "$PG_CONFIG" ] || skip "no PostgreSQL 15 server headers on this system"
 command -v unzip >/dev/null || { apt-get install -y -q unzip >/dev/null 2>&1 || true; }
-command -v unzip >/dev/null || { echo "FAIL: unzip is missing"; exit 1; }
+command -v unzip >/dev/null || fail "unzip is missing"
 
-WORK=$(mktemp -d /tmp/idempotency-dist.XXXXXX)
-trap 'rm -rf "$WORK"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+work_dir dist
 
 version=$(sed -n 's/^DISTVERSION = //p' "$TOP/Makefile")
 extversion=$(sed -n "s/^default_version = '\(.*\)'/\1/p" "$TOP/idempotency.control")

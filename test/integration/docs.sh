@@ -32,8 +32,7 @@
 # point at the throwaway cluster.  By hand, against any server with the
 # extension installed: bash test/integration/docs.sh [FILE...]
 # DOCS_SHOW=1 prints what every block printed, to write ```output blocks.
-set -euo pipefail
-TOP=${IDEM_TOP:-$(cd "$(dirname "$0")/../.." && pwd)}
+. "$(dirname "$0")/lib.bash"
 cd "$TOP"
 export PSQL=${IDEM_TEST_BIN:+$IDEM_TEST_BIN/}psql
 export PGTZ=UTC PGDATESTYLE='ISO, MDY' PGCLIENTENCODING=UTF8 LC_ALL=C.UTF-8

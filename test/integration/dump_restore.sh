@@ -3,13 +3,9 @@
 # answers and fences), tokens, the fence sequence and the scope grants
 # (1.7), so that a restored database replays what it replayed before,
 # hands out larger fences and keeps its roles to their scopes.
-set -euo pipefail
-BIN=${IDEM_TEST_BIN:?}
-WORK=${IDEM_TEST_WORK:-/tmp}/dump_restore.$$
-mkdir -p "$WORK" && chown postgres: "$WORK"
-as_pg() { runuser -u postgres -- env PGHOST="$PGHOST" PGPORT="$PGPORT" PGUSER=postgres "$@"; }
-q() { as_pg "$BIN/psql" -X -q -At -v ON_ERROR_STOP=1 -d "$1" -c "$2"; }
-fail() { echo "FAIL: $*"; exit 1; }
+. "$(dirname "$0")/lib.bash"
+: "${BIN:?needs test/run.sh (IDEM_TEST_BIN)}"
+work_dir dump_restore
 
 q postgres 'DROP DATABASE IF EXISTS regress_dump_src' >/dev/null
 q postgres 'DROP DATABASE IF EXISTS regress_dump_dst' >/dev/null

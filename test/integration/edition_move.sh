@@ -27,17 +27,14 @@
 # rights are those of a fresh install of the target edition plus its grant,
 # and PUBLIC has none.  A view of the application on the old edition stops
 # an in-place move (2BP01) and leaves the database as it was.
-set -euo pipefail
-IDEM_TOP=${IDEM_TOP:-$(cd "$(dirname "$0")/../.." && pwd)}
-. "$IDEM_TOP/scripts/lib.sh"
+. "$(dirname "$0")/lib.bash"
 . "$IDEM_TOP/test/portable/lib.sh"
 CBIN=${IDEM_TEST_BIN:?}
 CHOST=${PGHOST:?} CPORT=${PGPORT:?}
-WORK=${IDEM_TEST_WORK:-/tmp}/edition_move.$$
+work_dir edition_move
 PPORT=${EDITION_MOVE_PORT:-5613}
 OWNER=regress_move_owner APP=regress_move_app
 export PGOPTIONS='-c client_min_messages=warning'
-fail() { echo "FAIL: $*"; exit 1; }
 started=$(date +%s)
 
 # sidepsql SIDE ROLE DB ARGS...: psql on the C (c) or portable (p) cluster
@@ -54,15 +51,10 @@ side_of() { case $1 in c) echo c ;; *) echo p ;; esac; }
 
 PBIN=
 c_dbs=()
-cleanup() {
-  for db in "${c_dbs[@]}"; do sidepsql c postgres postgres -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" || true; done
-  sidepsql c postgres postgres -c "DROP ROLE IF EXISTS $APP" -c "DROP ROLE IF EXISTS $OWNER" || true
-  [ -n "$PBIN" ] && idem_stop_cluster "$PBIN" "$WORK/portable"
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
+at_exit 'for db in "${c_dbs[@]}"; do sidepsql c postgres postgres -c "DROP DATABASE IF EXISTS $db WITH (FORCE)"; done
+  sidepsql c postgres postgres -c "DROP ROLE IF EXISTS $APP" -c "DROP ROLE IF EXISTS $OWNER"
+  [ -n "$PBIN" ] && idem_stop_cluster "$PBIN" "$WORK/portable"'
 
-mkdir -p "$WORK" && chmod 755 "$WORK"
 PBIN=$(portable_server_copy "$WORK")
 portable_build_tle "$WORK"
 portable_build_edition "$WORK"

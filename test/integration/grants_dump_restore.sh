@@ -13,18 +13,11 @@
 # with the role's grants made initial privileges first, as an older update
 # that granted in its course left them through pg_tle: the update to 1.8
 # moves them out (queue_pending_grants, sql/idempotency--1.7--1.8.sql).
-set -euo pipefail
-BIN=${IDEM_TEST_BIN:?}
-WORK=${IDEM_TEST_WORK:-/tmp}/grants_dump_restore.$$
-mkdir -p "$WORK" && chown postgres: "$WORK"
-as_pg() {
-  runuser -u postgres -- env PGHOST="$PGHOST" PGPORT="$PGPORT" PGUSER=postgres \
-    PGOPTIONS='-c client_min_messages=warning' "$@"
-}
-q() { as_pg "$BIN/psql" -X -q -At -v ON_ERROR_STOP=1 -d "$1" -c "$2"; }
+. "$(dirname "$0")/lib.bash"
+: "${BIN:?needs test/run.sh (IDEM_TEST_BIN)}"
+work_dir grants_dump_restore
 # qs DB [psql options]: a script on stdin (with \gset and variables)
-qs() { local db=$1; shift; as_pg "$BIN/psql" -X -q -At -v ON_ERROR_STOP=1 -d "$db" "$@"; }
-fail() { echo "FAIL: $*"; exit 1; }
+qs() { local db=$1; shift; psql_pg -d "$db" "$@"; }
 APP=regress_grants_app
 
 # What the role may do, by effective right, on every routine, table, view,
@@ -78,12 +71,8 @@ INIT="SELECT coalesce(string_agg(x, E'\n' ORDER BY x COLLATE \"C\"), '') FROM (
 rights() { qs "$1" -v r="$2" <<<"$RIGHTS"; }
 
 dbs=()
-cleanup() {
-  for db in "${dbs[@]}"; do q postgres "DROP DATABASE IF EXISTS $db"; done
-  q postgres "DROP ROLE IF EXISTS $APP"
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
+at_exit 'for db in "${dbs[@]}"; do q postgres "DROP DATABASE IF EXISTS $db"; done
+  q postgres "DROP ROLE IF EXISTS $APP"'
 q postgres "DROP ROLE IF EXISTS $APP"
 q postgres "CREATE ROLE $APP"
 

@@ -11,8 +11,7 @@
 # release: the version is default_version of idempotency.control (1.0 is
 # 1.0.0), DISTVERSION in the Makefile, a section of CHANGELOG.md; PostgreSQL
 # 15 is the runtime minimum; LICENSE is the PostgreSQL License.
-set -euo pipefail
-TOP=${IDEM_TOP:-$(cd "$(dirname "$0")/../.." && pwd)}
+. "$(dirname "$0")/lib.bash"
 cd "$TOP"
 python3 - <<'PY'
 import json, re, sys
@@ -201,11 +200,20 @@ else:
 mk = re.search(r"^DISTVERSION\s*=\s*(\S+)", open("Makefile", encoding="utf-8").read(), re.M)
 if not mk or mk.group(1) != meta.get("version"):
     err("DISTVERSION in the Makefile is not META.json's version")
+# CHANGELOG.md: a section per version, newest first, the first one the
+# control file's (the version being made or released); nothing below a
+# version that is not one
 changelog = open("CHANGELOG.md", encoding="utf-8").read()
-if not re.search(r"^## (\[)?" + re.escape(dv.group(1) if dv else "?") + r"\b", changelog, re.M):
-    err("CHANGELOG.md has no section for the released version")
-if not re.search(r"^## (\[)?Unreleased\b", changelog, re.M):
-    err("CHANGELOG.md has no Unreleased section")
+sections = re.findall(r"^## \[?([^\]\s(]+)", changelog, re.M)
+if not sections or sections[0] != (dv.group(1) if dv else "?"):
+    err(f"CHANGELOG.md's first section is {sections[:1]}, not the control file's version")
+def vkey(v):
+    return tuple(int(x) for x in v.split("."))
+bad = [v for v in sections if not re.fullmatch(r"\d+(\.\d+)*", v)]
+if bad:
+    err(f"CHANGELOG.md has sections that are no version: {bad}")
+elif [vkey(v) for v in sections] != sorted((vkey(v) for v in sections), reverse=True):
+    err(f"CHANGELOG.md's sections are not newest first: {sections}")
 pg = (((pre or {}).get("runtime") or {}).get("requires") or {}).get("PostgreSQL")
 if pg not in ("15.0.0", ">= 15.0.0"):
     err(f"prereqs.runtime.requires.PostgreSQL is {pg!r}, not 15.0.0 (at least 15)")

@@ -18,31 +18,18 @@
 # In make test (test/run.sh, integration group) PGHOST, PGPORT and PGUSER
 # point at the throwaway cluster, which preloads the library (the outcome
 # counts need it).
-set -euo pipefail
-TOP=${IDEM_TOP:-$(cd "$(dirname "$0")/../.." && pwd)}
-BIN=${IDEM_TEST_BIN:?}
+. "$(dirname "$0")/lib.bash"
+: "${BIN:?needs test/run.sh (IDEM_TEST_BIN)}"
 DB=regress_monitoring
 ROLE=regress_monitoring_exporter
-as_pg() {
-  runuser -u postgres -- env PGHOST="$PGHOST" PGPORT="$PGPORT" PGUSER=postgres \
-    PGOPTIONS='-c client_min_messages=warning' "$@"
-}
-q() { as_pg "$BIN/psql" -X -q -At -v ON_ERROR_STOP=1 "$@"; }
 
-if ! python3 -c 'import yaml' 2>/dev/null; then
-  echo "skipped: python3-yaml is not installed (apt-get install python3-yaml)"
-  exit 0
-fi
+python3 -c 'import yaml' 2>/dev/null ||
+  skip "python3-yaml is not installed (apt-get install python3-yaml)"
 
-q -d postgres -c "DROP DATABASE IF EXISTS $DB" -c "DROP ROLE IF EXISTS $ROLE" \
+psql_pg -d postgres -c "DROP DATABASE IF EXISTS $DB" -c "DROP ROLE IF EXISTS $ROLE" \
   -c "CREATE DATABASE $DB" -c "CREATE ROLE $ROLE LOGIN"
-SERVE=
-cleanup() {
-  [ -z "$SERVE" ] || { kill "$SERVE" && wait "$SERVE"; } 2>/dev/null || true
-  q -d postgres -c "DROP DATABASE IF EXISTS $DB" -c "DROP ROLE IF EXISTS $ROLE" || true
-}
-trap cleanup EXIT
-q -d "$DB" >/dev/null <<SQL
+at_exit 'psql_pg -d postgres -c "DROP DATABASE IF EXISTS $DB" -c "DROP ROLE IF EXISTS $ROLE"'
+psql_pg -d "$DB" >/dev/null <<SQL
 CREATE EXTENSION idempotency;
 GRANT USAGE ON SCHEMA idempotency TO $ROLE;
 GRANT EXECUTE ON FUNCTION idempotency.metrics() TO $ROLE;
@@ -161,22 +148,24 @@ if [ -f /etc/idempotency-chroot ]; then
   exit 0
 fi
 for c in prometheus prometheus-postgres-exporter gnuplot; do
-  command -v $c >/dev/null || { echo "FAIL: $c is not installed (test/run.sh installs it)"; exit 1; }
+  command -v $c >/dev/null || fail "$c is not installed (test/run.sh installs it)"
 done
-DIR=$(mktemp -d "${IDEM_TEST_WORK:-/tmp}/monitoring.XXXXXX")
+work_dir monitoring
+DIR=$WORK
 python3 "$TOP/bench/dashboard.py" serve "$DIR" \
   "host=$PGHOST port=$PGPORT user=$ROLE dbname=$DB sslmode=disable" --scrape 1 &
 SERVE=$!
+at_exit 'kill "$SERVE" 2>/dev/null && wait "$SERVE"'
 for _ in $(seq 120); do
   [ -s "$DIR/serve.json" ] && break
-  kill -0 "$SERVE" 2>/dev/null || { echo "FAIL: dashboard.py serve exited"; exit 1; }
+  kill -0 "$SERVE" 2>/dev/null || fail "dashboard.py serve exited"
   sleep 0.5
 done
-[ -s "$DIR/serve.json" ] || { echo "FAIL: dashboard.py serve did not start"; exit 1; }
+[ -s "$DIR/serve.json" ] || fail "dashboard.py serve did not start"
 # calls while it scrapes, so that the rates are not all zero: a replay and
 # a new key every second
 for i in $(seq 8); do
-  q -d "$DB" -c "SELECT idempotency.claim('k1', '{\"n\": 1}', 'shop')" \
+  psql_pg -d "$DB" -c "SELECT idempotency.claim('k1', '{\"n\": 1}', 'shop')" \
     -c "SELECT idempotency.claim('n$i', scope => 'shop')" >/dev/null
   sleep 1
 done

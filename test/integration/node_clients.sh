@@ -6,11 +6,8 @@
 # refused with 422, no key with 400, and one payments row is written.
 # The example does not depend on the server's major: the host's run
 # (PostgreSQL 15) tests it once.
-set -euo pipefail
-if [ -f /etc/idempotency-chroot ]; then
-  echo "skipped: inside the $(cat /etc/idempotency-chroot) chroot; the host's run (PostgreSQL 15) tests the Node example"
-  exit 0
-fi
+. "$(dirname "$0")/lib.bash"
+idem_host_only "tests the Node example"
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/fresh_db.bash"
 . "$here/node_example.bash"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # test/integration/node_new_user.sh: clients/node/README.md followed by a
-# new user (issue 45): from a fresh copy of clients/node (no node_modules,
+# new user: from a fresh copy of clients/node (no node_modules,
 # no dist), `make node-package` builds the tarball; an empty project
 # installs it (and express) with npm install, as the README's Install
 # says; the README's Express quick start, taken from the README as
@@ -8,72 +8,41 @@
 # 18000-18999). Over real HTTP: a payment answers 201, its retry replays
 # the same bytes with Idempotent-Replayed: true, no caller answers 401,
 # and 4 concurrent requests with distinct keys are answered 201.
-set -euo pipefail
+. "$(dirname "$0")/lib.bash"
 here=$(cd "$(dirname "$0")" && pwd)
-export IDEM_TOP=${IDEM_TOP:-$(cd "$here/../.." && pwd)}
-. "$IDEM_TOP/scripts/lib.sh"
 idem_host_only "tests the Node package's README"
 . "$here/fresh_db.bash"
 . "$here/readme_block.bash"
+. "$here/node_package.bash"
 fresh_db idem_node_new_user
 
-tmp=$(mktemp -d /tmp/idem-node-new-user.XXXXXX)
-server=
-cleanup() {
-  [ -z "$server" ] || kill "$server" 2>/dev/null || true
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
+work_dir node_new_user
 
 # a checkout as cloned: the package's sources without node_modules or dist
-mkdir -p "$tmp/clone/clients" "$tmp/clone/scripts"
+mkdir -p "$WORK/clone/clients" "$WORK/clone/scripts"
 tar -C "$IDEM_TOP/clients" --exclude=node_modules --exclude=dist -cf - node \
-  | tar -C "$tmp/clone/clients" -xf -
-cp "$IDEM_TOP/Makefile" "$IDEM_TOP/idempotency.control" "$IDEM_TOP/META.json" "$tmp/clone/"
-cp "$IDEM_TOP/scripts/node-package.sh" "$tmp/clone/scripts/"
-[ ! -e "$tmp/clone/clients/node/dist" ] && [ ! -e "$tmp/clone/clients/node/node_modules" ]
+  | tar -C "$WORK/clone/clients" -xf -
+cp "$IDEM_TOP/Makefile" "$IDEM_TOP/idempotency.control" "$IDEM_TOP/META.json" "$WORK/clone/"
+cp "$IDEM_TOP/scripts/node-package.sh" "$WORK/clone/scripts/"
+[ ! -e "$WORK/clone/clients/node/dist" ] && [ ! -e "$WORK/clone/clients/node/node_modules" ]
 
 
 
 idem_log "node_new_user: make node-package"
-make -s -C "$tmp/clone" node-package >"$tmp/pack.out"
-tarball=$(tail -1 "$tmp/pack.out")
+make -s -C "$WORK/clone" node-package >"$WORK/pack.out"
+tarball=$(tail -1 "$WORK/pack.out")
 [ -f "$tarball" ] || { echo "node_new_user: no tarball ($tarball)" >&2; exit 1; }
-case "$tarball" in "$tmp/clone/build/pg-idempotency-"*.tgz) ;; *) echo "unexpected tarball $tarball" >&2; exit 1 ;; esac
+case "$tarball" in "$WORK/clone/build/pg-idempotency-"*.tgz) ;; *) echo "unexpected tarball $tarball" >&2; exit 1 ;; esac
 
 # the README's Install: into an empty project
-mkdir "$tmp/my-app"
-cd "$tmp/my-app"
+mkdir "$WORK/my-app"
+cd "$WORK/my-app"
 echo '{"name": "my-app", "private": true}' > package.json
 idem_log "node_new_user: npm install of the tarball, pg and express"
 npm install --no-audit --no-fund --loglevel=error "$tarball" pg express@5.1.0
 
 # the README's Express quick start, as written
-readme_block "$IDEM_TOP/clients/node/README.md" "quick-start: express" js > app.js
-grep -q "idempotentExpress" app.js || { echo "node_new_user: no quick start in the README" >&2; exit 1; }
-
-port=$((18000 + RANDOM % 1000))
-PORT=$port node app.js >"$tmp/app.log" 2>&1 &
-server=$!
-for _ in $(seq 100); do
-  curl -s -o /dev/null "http://127.0.0.1:$port/" && break
-  sleep 0.1
-done
-
-post() {  # post KEY USER BODY: status line, then the body, then the replayed header
-  curl -s -D "$tmp/h" -o "$tmp/b" -w '%{http_code}' -X POST "http://127.0.0.1:$port/payments" \
-    -H 'content-type: application/json' ${1:+-H "Idempotency-Key: $1"} ${2:+-H "X-User: $2"} -d "$3"
-}
-key=new-user-$$-$RANDOM
-[ "$(post "$key" alice '{"amount": 5}')" = 201 ] || { cat "$tmp/b" "$tmp/app.log"; exit 1; }
-first=$(cat "$tmp/b")
-[ "$(post "$key" alice '{"amount": 5}')" = 201 ]
-grep -qi '^idempotent-replayed: true' "$tmp/h"
-[ "$(cat "$tmp/b")" = "$first" ] || { echo "replay differs: $first / $(cat "$tmp/b")" >&2; exit 1; }
-[ "$(post "$key-2" '' '{"amount": 5}')" = 401 ]
-grep -qi '^content-type: application/problem+json' "$tmp/h"
-pids=()
-for i in 1 2 3 4; do post "$key-c$i" bob "{\"amount\": $i}" > "$tmp/c$i" & pids+=($!); done
-wait "${pids[@]}"
-for i in 1 2 3 4; do [ "$(cat "$tmp/c$i")" = 201 ] || { echo "concurrent $i: $(cat "$tmp/c$i")" >&2; exit 1; }; done
+server=
+at_exit '[ -z "$server" ] || kill "$server" 2>/dev/null'
+node_package_quick_start "$WORK/my-app" "$WORK/app.log"
 echo "node_new_user: the README's install and Express quick start work as written"

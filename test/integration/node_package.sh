@@ -21,6 +21,7 @@ export IDEM_TOP=${IDEM_TOP:-$(cd "$here/../.." && pwd)}
 idem_host_only "tests the Node package"
 . "$here/fresh_db.bash"
 . "$here/wait_burst/wait_burst.bash"
+. "$here/node_package.bash"
 fresh_db idem_node_package
 
 NODE18_DIR=${IDEM_NODE18_DIR:-/opt/node18}
@@ -64,11 +65,8 @@ node18() {
       LD_LIBRARY_PATH=$lib exec "$dir/usr/bin/node" "$@"' node18 "$NODE18_DIR" "$lib" "$@"
 }
 
-pkg="$here/../../clients/node"
-cd "$pkg"
-npm ci --no-audit --no-fund --loglevel=error
-npm run --silent build
-node --test --test-concurrency=1 --test-timeout=60000 test/*.test.cjs
+node_package_build "$here/../../clients/node"
+node_package_suites
 
 if [ "${IDEM_NODE18:-1}" != 0 ]; then
   [ "$(id -u)" -eq 0 ] || { echo "node_package: Node 18 needs root (unshare, mount); IDEM_NODE18=0 leaves it out" >&2; exit 1; }

@@ -15,32 +15,13 @@
 # saw; both paths must report the same, but for a batch of marks, which
 # the direct path checks once (as the one INSERT it stands for) and the
 # statement path once per new mark.
-set -euo pipefail
-BIN=${IDEM_TEST_BIN:?}
-TOP=${IDEM_TOP:-$(cd "$(dirname "$0")/../.." && pwd)}
-. "$TOP/scripts/lib.sh"
-WORK=$(mktemp -d "${IDEM_TEST_WORK:-/tmp}/permission_hook.XXXXXX")
-chmod 755 "$WORK"
+. "$(dirname "$0")/lib.bash"
+: "${BIN:?needs test/run.sh (IDEM_TEST_BIN)}"
+work_dir permission_hook
 DB=regress_permission_hook
-fail() { echo "FAIL: $*"; exit 1; }
-as_pg() {
-  runuser -u postgres -- env PGHOST="$PGHOST" PGPORT="$PGPORT" PGUSER=postgres \
-    PGOPTIONS='-c client_min_messages=warning' "$@"
-}
-q() { as_pg "$BIN/psql" -X -q -At -v ON_ERROR_STOP=1 -d "$1" -c "$2"; }
-cleanup() {
-  q postgres "DROP DATABASE IF EXISTS $DB" || true
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
+at_exit 'q postgres "DROP DATABASE IF EXISTS $DB"'
 
-# built against the system's headers, installed into the private copy (as
-# idem_private_install does for the extension)
-cp -r "$TOP/test/modules/hook_counter" "$WORK/"
-make -s -C "$WORK/hook_counter" PG_CONFIG="$PG_BIN/pg_config" >/dev/null ||
-  fail "building test/modules/hook_counter"
-make -s -C "$WORK/hook_counter" PG_CONFIG="$BIN/pg_config" install >/dev/null ||
-  fail "installing test/modules/hook_counter"
+install_test_module hook_counter
 
 q postgres "DROP DATABASE IF EXISTS $DB"
 q postgres "CREATE DATABASE $DB"

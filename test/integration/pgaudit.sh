@@ -20,28 +20,19 @@
 #
 # Skips (exit 0, saying why) where pgaudit is not installed, as in a chroot
 # whose Debian suite has no pgaudit for that major.
-set -euo pipefail
-BIN=${IDEM_TEST_BIN:?}
-TOP=${IDEM_TOP:-$(cd "$(dirname "$0")/../.." && pwd)}
-. "$TOP/scripts/lib.sh"
-skip() { echo "SKIP pgaudit: $*"; exit 0; }
+. "$(dirname "$0")/lib.bash"
+: "${BIN:?needs test/run.sh (IDEM_TEST_BIN)}"
 [ -f "$("$BIN/pg_config" --pkglibdir)/pgaudit.so" ] ||
   skip "postgresql-$PG_MAJOR-pgaudit is not installed (Debian $(cat /etc/idempotency-chroot 2>/dev/null || echo "$(. /etc/os-release && echo "$VERSION_CODENAME")") may have no such package)"
 
-WORK=$(mktemp -d "${IDEM_TEST_WORK:-/tmp}/pgaudit.XXXXXX")
-chmod 755 "$WORK"
+work_dir pgaudit
 CLUSTER=$WORK/cluster
 LOG=$CLUSTER/server.log
 PORT=${PGPORT:-5432}	# its socket is in $CLUSTER: no clash with the test cluster's
-ok=0
-cleanup() {
-  idem_stop_cluster "$BIN" "$CLUSTER"
-  # a crashed apply worker's restarts can hold up a fast shutdown
+# a crashed apply worker's restarts can hold up a fast shutdown
+at_exit 'idem_stop_cluster "$BIN" "$CLUSTER"
   [ -f "$CLUSTER/data/postmaster.pid" ] &&
-    runuser -u postgres -- "$BIN/pg_ctl" -D "$CLUSTER/data" -m immediate -w -s stop
-  if [ "$ok" = 1 ]; then rm -rf "$WORK"; else echo "kept: $WORK"; fi
-}
-trap cleanup EXIT
+    runuser -u postgres -- "$BIN/pg_ctl" -D "$CLUSTER/data" -m immediate -w -s stop'
 fail() {
   echo "FAIL: $*"
   echo "---- server log (end)"
@@ -156,5 +147,4 @@ echo "apply worker: $(grep 'AUDIT: OBJECT,' <<<"$new")" >&2
 run audit "DROP SUBSCRIPTION orders"
 
 grep -qE 'terminated by signal|server process .* was terminated' "$LOG" && fail "a backend crashed"
-ok=1
 echo "pgaudit: every write audited once on both paths"

@@ -9,14 +9,9 @@
 # runs Debian's python3, whatever else is first on PATH.  The example does
 # not depend on the server's major: the host's run (PostgreSQL 15) tests it
 # once.
-set -euo pipefail
-if [ -f /etc/idempotency-chroot ]; then
-  echo "skipped: inside the $(cat /etc/idempotency-chroot) chroot; the host's run (PostgreSQL 15) tests the Python example"
-  exit 0
-fi
+. "$(dirname "$0")/lib.bash"
+idem_host_only "tests the Python example"
 here=$(cd "$(dirname "$0")" && pwd)
-export IDEM_TOP=${IDEM_TOP:-$(cd "$here/../.." && pwd)}
-. "$IDEM_TOP/scripts/lib.sh"
 idem_ensure_packages python3-psycopg python3-psycopg-pool python3-flask python3-pytest
 . "$here/fresh_db.bash"
 fresh_db idem_python_clients

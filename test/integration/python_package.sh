@@ -19,16 +19,12 @@ export IDEM_TOP=${IDEM_TOP:-$(cd "$here/../.." && pwd)}
 . "$IDEM_TOP/scripts/lib.sh"
 # The package does not depend on the server's major: the host's run tests it once.
 idem_host_only "tests the Python package"
-idem_ensure_packages python3-psycopg python3-psycopg-pool python3-starlette python3-fastapi \
-  python3-django python3-flask python3-pytest python3-pytest-asyncio python3-httpx python3-build \
-  python3-venv python3-setuptools python3-wheel python3-uvicorn python3-mypy
-. "$here/fresh_db.bash"
 . "$here/readme_block.bash"
 . "$here/wait_burst/wait_burst.bash"
+. "$here/python_package.bash"
+. "$here/fresh_db.bash"
 fresh_db idem_python_package
 
-PY=/usr/bin/python3
-export PYTHONDONTWRITEBYTECODE=1
 tmp=$(mktemp -d /tmp/idem-python-package.XXXXXX)
 server=
 cleanup() {
@@ -36,11 +32,10 @@ cleanup() {
   rm -rf "$tmp"
 }
 trap cleanup EXIT
-cp -r "$IDEM_TOP/clients/python" "$tmp/src"
-cd "$tmp/src"
+python_package_setup "$tmp"
 
 idem_log "python_package: pytest"
-PYTHONPATH=src:tests $PY -m pytest -q -p no:cacheprovider
+python_package_pytest
 
 idem_log "python_package: mypy --strict"
 $PY -m mypy --strict --ignore-missing-imports --no-incremental --cache-dir=/dev/null \
@@ -91,10 +86,11 @@ async def slow(request: Request):
     runs += 1
     return {"run": runs}
 PY
-port=$($PY -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+port=$(python_package_free_port)
 "$tmp/venv/bin/python" -m uvicorn app:app --host 127.0.0.1 --port "$port" --log-level warning \
   >"$tmp/uvicorn.log" 2>&1 &
 server=$!
+python_package_serving "$port" "$server" || { cat "$tmp/uvicorn.log"; exit 1; }
 
 idem_log "python_package: HTTP on 127.0.0.1:$port"
 "$tmp/venv/bin/python" - "$port" <<'PY' || { cat "$tmp/uvicorn.log"; exit 1; }
@@ -116,12 +112,6 @@ def post(body, key=None, url=base + "/payments"):
         return e.code, e.headers, json.loads(e.read())
 
 
-for _ in range(100):
-    try:
-        post({"amount": 1})
-        break
-    except OSError:
-        time.sleep(0.1)
 status, headers, body = post({"amount": 5})
 assert status == 400 and headers["Content-Type"] == "application/problem+json", (status, body)
 first = post({"amount": 5}, "wheel-1")
@@ -156,66 +146,12 @@ wait "$server" 2>/dev/null || true
 server=
 
 # bursts of duplicates with wait through small pools: one execution each
-cp "$IDEM_TOP/test/integration/wait_burst/app.py" wait_burst_app.py
-port=$($PY -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-wait_burst python "$tmp/wait-burst.log" sh -c 'echo "listening on 127.0.0.1:$1"
-  exec "$0" -m uvicorn wait_burst_app:app --host 127.0.0.1 --port "$1" --log-level warning' "$tmp/venv/bin/python" "$port"
+python_package_wait_burst "$tmp/wait-burst.log" "$tmp/venv/bin/python"
 
-# a new user (issue 45): the README's FastAPI quick start, as written, in
-# the empty project with the wheel installed as the README's Install says;
-# its handler takes its own connection from the quick start's pool (4):
-# 16 concurrent requests with distinct keys are all answered 201
+# a new user: the README's FastAPI quick start, as written, in the empty
+# project with the wheel installed as the README's Install says; its
+# handler takes its own connection from the quick start's pool (4): 16
+# concurrent requests with distinct keys are all answered 201
 idem_log "python_package: the README's FastAPI quick start"
-mkdir "$tmp/quick"
-cd "$tmp/quick"
-readme_block "$IDEM_TOP/clients/python/README.md" "quick-start: fastapi" python > app.py
-# the README's command line, with this run's address
-run=$(readme_block "$IDEM_TOP/clients/python/README.md" "quick-start: run" sh)
-[ "$run" = "python3 -m uvicorn app:app" ] || { echo "python_package: the README runs the app with: $run" >&2; exit 1; }
-port=$((18000 + RANDOM % 1000))
-PATH=$tmp/venv/bin:$PATH $run --host 127.0.0.1 --port "$port" --log-level warning >"$tmp/quick.log" 2>&1 &
-server=$!
-"$tmp/venv/bin/python" - "$port" <<'PY' || { cat "$tmp/quick.log"; exit 1; }
-import json, sys, time, urllib.error, urllib.request, uuid
-from concurrent.futures import ThreadPoolExecutor
-
-url = "http://127.0.0.1:%s/payments" % sys.argv[1]
-
-
-def post(body, key=None, user="alice"):
-    headers = {"Content-Type": "application/json"}
-    if key:
-        headers["Idempotency-Key"] = key
-    if user:
-        headers["X-User"] = user
-    req = urllib.request.Request(url, json.dumps(body).encode(), headers, method="POST")
-    try:
-        with urllib.request.urlopen(req, timeout=60) as r:
-            return r.status, r.headers, r.read()
-    except urllib.error.HTTPError as e:
-        return e.code, e.headers, e.read()
-
-
-for _ in range(100):
-    try:
-        post({"amount": 1})
-        break
-    except OSError:
-        time.sleep(0.1)
-key = "quick-" + uuid.uuid4().hex
-first, again = post({"amount": 5}, key), post({"amount": 5}, key)
-assert first[0] == 201 and json.loads(first[2])["paid"] == 5, first
-assert again[0] == 201 and again[1]["Idempotent-Replayed"] == "true" and again[2] == first[2], again
-nobody = post({"amount": 5}, key + "-x", user=None)
-assert nobody[0] == 401 and nobody[1]["Content-Type"] == "application/problem+json", nobody
-started = time.monotonic()
-with ThreadPoolExecutor(16) as ex:
-    burst = list(ex.map(lambda i: post({"amount": i}, "%s-%d" % (key, i)), range(16)))
-assert [r[0] for r in burst] == [201] * 16, [(r[0], r[2]) for r in burst]
-print("README quick start: 201, byte-identical replay, 401 without a caller, 16 concurrent 201 in %.1fs"
-      % (time.monotonic() - started))
-PY
-kill "$server"
-wait "$server" 2>/dev/null || true
-server=
+python_package_quick_start "$tmp/quick" "$tmp/venv/bin"
 echo "python_package: ok"

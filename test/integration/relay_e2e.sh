@@ -9,19 +9,19 @@
 # event ends up published; that the killed relay's leased events were
 # taken over under a new lease; that a redelivery applies nothing; and that
 # SIGTERM stops the relays and the consumer cleanly.
-set -euo pipefail
+. "$(dirname "$0")/lib.bash"
 : "${IDEM_TEST_WORK:?}"
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/fresh_db.bash"
 . "$here/node_example.bash"
-W=$IDEM_TEST_WORK/relay_e2e
-rm -rf "$W" && mkdir -p "$W"
+work_dir relay_e2e
+W=$WORK
 AGGREGATES=20 ROUNDS=60
 EVENTS=$((AGGREGATES * ROUNDS))
 pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; }
-trap cleanup EXIT
+at_exit 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done'
 fail() { echo "FAIL: $*"; for f in "$W"/*.log; do echo "--- $f"; tail -20 "$f"; done; exit 1; }
+# q SQL: in the database of fresh_db (PGDATABASE), as this user
 q() { psql -X -q -t -A -v ON_ERROR_STOP=1 -c "$1"; }
 stopped() {	# stopped PID: SIGTERM, then it must exit 0 within 10 s
   kill -TERM "$1"

@@ -9,33 +9,17 @@
 # their columns, execute, scopes, state machines and their trigger,
 # transition, the statement and direct write paths, purge_expired): the
 # session must live to answer, where the library used to ask for six.
-set -euo pipefail
-BIN=${IDEM_TEST_BIN:?}
-TOP=${IDEM_TOP:-$(cd "$(dirname "$0")/../.." && pwd)}
-. "$TOP/scripts/lib.sh"
-WORK=$(mktemp -d "${IDEM_TEST_WORK:-/tmp}/relcache_slots.XXXXXX")
-chmod 755 "$WORK"
+. "$(dirname "$0")/lib.bash"
+: "${BIN:?needs test/run.sh (IDEM_TEST_BIN)}"
+work_dir relcache_slots
 DB=regress_relcache_slots
-fail() { echo "FAIL: $*"; exit 1; }
-as_pg() {
-  runuser -u postgres -- env PGHOST="$PGHOST" PGPORT="$PGPORT" PGUSER=postgres \
-    PGOPTIONS='-c client_min_messages=warning' "$@"
-}
-q() { as_pg "$BIN/psql" -X -q -At -v ON_ERROR_STOP=1 -d "$DB" -c "$1"; }
-cleanup() {
-  as_pg "$BIN/psql" -X -q -d postgres -c "DROP DATABASE IF EXISTS $DB" || true
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
+at_exit 'q postgres "DROP DATABASE IF EXISTS $DB"; q postgres "DROP ROLE IF EXISTS regress_relcache_scoped"'
+install_test_module relcache_hog
 
-cp -r "$TOP/test/modules/relcache_hog" "$WORK/"
-make -s -C "$WORK/relcache_hog" PG_CONFIG="$PG_BIN/pg_config" >/dev/null ||
-  fail "building test/modules/relcache_hog"
-make -s -C "$WORK/relcache_hog" PG_CONFIG="$BIN/pg_config" install >/dev/null ||
-  fail "installing test/modules/relcache_hog"
-
-as_pg "$BIN/psql" -X -q -v ON_ERROR_STOP=1 -d postgres -c "DROP DATABASE IF EXISTS $DB" -c "CREATE DATABASE $DB"
-q "CREATE EXTENSION idempotency;
+q postgres "DROP DATABASE IF EXISTS $DB"
+q postgres "DROP ROLE IF EXISTS regress_relcache_scoped"
+q postgres "CREATE DATABASE $DB"
+q "$DB" "CREATE EXTENSION idempotency;
    CREATE FUNCTION relcache_hog_take(int) RETURNS int AS 'relcache_hog' LANGUAGE C STRICT;
    CREATE ROLE regress_relcache_scoped;
    SELECT idempotency.grant_usage('regress_relcache_scoped');
@@ -46,14 +30,13 @@ q "CREATE EXTENSION idempotency;
    INSERT INTO orders VALUES ('o1'), ('o2');
    CREATE TABLE payments (id text PRIMARY KEY);
    GRANT ALL ON orders, payments TO regress_relcache_scoped;" >/dev/null
-trap 'cleanup; as_pg "$BIN/psql" -X -q -d postgres -c "DROP ROLE IF EXISTS regress_relcache_scoped" >/dev/null 2>&1 || true' EXIT
 
 # the slots a session has free once core's own lazily registered
 # callbacks (the type cache's) are in: the most it can take and live
 warm="SELECT ROW(1, 'a') = ROW(1, 'a'), count(to_jsonb(o)) FROM orders o"
 free=0
 for n in 10 9 8 7 6 5 4 3 2 1; do
-  if q "$warm; SELECT relcache_hog_take($n)" >/dev/null 2>&1; then free=$n; break; fi
+  if q "$DB" "$warm; SELECT relcache_hog_take($n)" >/dev/null 2>&1; then free=$n; break; fi
 done
 [ "$free" -ge 2 ] || fail "a fresh session has $free relcache callback slots free"
 echo "a fresh session has $free relcache callback slots free; taking $((free - 1))"

@@ -29,10 +29,7 @@
 # only, in a work directory of their own; ROLE_BINDINGS_PORT (default
 # 5643) and the next port name their sockets.  Both are stopped by PID
 # (pg_ctl) at the end.
-set -euo pipefail
-TOP=${IDEM_TOP:-$(cd "$(dirname "$0")/../.." && pwd)}
-IDEM_TOP=$TOP
-. "$TOP/scripts/lib.sh"
+. "$(dirname "$0")/lib.bash"
 # both editions, each in a run of its own, unless one is named
 if [ -z "${ROLE_BINDINGS_EDITION:-}" ]; then
   ROLE_BINDINGS_EDITION=c bash "$0" && ROLE_BINDINGS_EDITION=portable bash "$0"
@@ -42,12 +39,9 @@ EDITION=$ROLE_BINDINGS_EDITION
 fail() { echo "FAIL ($EDITION): $*"; exit 1; }
 step() { echo "==> role bindings ($EDITION): $*"; }
 
-WORK=$(mktemp -d "${IDEM_TEST_WORK:-/tmp}/role_bindings.XXXXXX")
-chmod 755 "$WORK"
-chown postgres: "$WORK"
+work_dir role_bindings
 case $EDITION in
 c)
-  BIN=${IDEM_TEST_BIN:-}
   if [ -z "$BIN" ]; then
     idem_build || fail "build failed"
     BIN=$(idem_private_install "$WORK") || fail "install failed"
@@ -64,12 +58,7 @@ PA=${ROLE_BINDINGS_PORT:-5643}
 PB=$((PA + 1))
 A=$WORK/a
 B=$WORK/b
-cleanup() {
-  idem_stop_cluster "$BIN" "$A"
-  idem_stop_cluster "$BIN" "$B"
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
+at_exit 'idem_stop_cluster "$BIN" "$A"; idem_stop_cluster "$BIN" "$B"'
 idem_start_cluster "$BIN" "$A" "$PA" "" ""
 idem_start_cluster "$BIN" "$B" "$PB" "" ""
 

@@ -1,5 +1,5 @@
 -- Cases where the executor's row primitives once gave another outcome than
--- the statement (issue 44): the table's rules, not the path taken, decide.
+-- the statement: the table's rules, not the path taken, decide.
 -- make test runs this file a second time with idempotency.direct_writes
 -- off (every write through its statement) against the same expected
 -- output, and the portable edition (always the statement) passes it too.

@@ -1,4 +1,4 @@
--- Only the holder acts as the holder (issue 43, item 1).  Two application
+-- Only the holder acts as the holder.  Two application
 -- roles, each given grant_usage: a role that learns or guesses another
 -- role's fence cannot complete, fail, checkpoint or release that key
 -- (42501 whatever the fence, nothing written), nor mark another role's

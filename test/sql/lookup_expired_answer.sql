@@ -1,4 +1,4 @@
--- lookup() once an answer's response_ttl has passed (1.7, issue 43): from
+-- lookup() once an answer's response_ttl has passed (1.7): from
 -- the moment claims answer gone, lookup() returns the key's row without
 -- its response_body, to the application role and to the owner alike,
 -- whether or not purge_expired() has dropped the body yet; the status and

@@ -1,4 +1,4 @@
--- A database still at 1.2 served by this library (issue 44, item 12):
+-- A database still at 1.2 served by this library:
 -- 1.2 has no takeovers column and this library keeps no per-session lease
 -- map, so a mark without lease_token could clear the live lease of the
 -- relay that took the event over.  Such a mark is refused with 55000 and

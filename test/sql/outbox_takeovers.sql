@@ -1,4 +1,4 @@
--- A relay that never passes lease_token (issue 44, item 10): its marks of
+-- A relay that never passes lease_token: its marks of
 -- an event whose lease was taken over change nothing, and warn with the
 -- fix; takeovers count towards idempotency.outbox_max_attempts, so such
 -- an event goes dead; stats counts the events taken over.

@@ -4,6 +4,12 @@
 -- a claim that only reads (replay, in_progress, mismatch) still answers.
 \set VERBOSITY terse
 \i test/sql/include/error_of.sql
+-- it lists every key, event, mark and token below: start from none,
+-- whatever ran before it in this database
+DELETE FROM idempotency.idempotency_keys;
+DELETE FROM idempotency.outbox_events;
+DELETE FROM idempotency.processed_events;
+DELETE FROM idempotency.tokens;
 CREATE TABLE ro_orders (id text PRIMARY KEY, state text NOT NULL);
 INSERT INTO ro_orders VALUES ('o1', 'PENDING');
 SELECT idempotency.define_state_machine('ro_flow', '{"PENDING": ["PAID"]}');

@@ -24,6 +24,7 @@ use PostgreSQL::Test::Utils;
 use FindBin;
 use lib $FindBin::RealBin;
 use IdemEdition;
+use IdemClaimWait;
 use Test::More;
 use POSIX ();
 use Time::HiRes qw(usleep);
@@ -63,80 +64,9 @@ unless (idem_portable())
 # several waiters of one key sleep at once below (the default is one)
 $node->append_conf('postgresql.conf', 'idempotency.max_waiters_per_key = 4');
 $node->reload;
-$node->safe_psql('postgres', q{
-CREATE TABLE seen (waiter text, outcome text, fence bigint, body jsonb, at timestamptz);
-GRANT ALL ON seen TO PUBLIC;
-CREATE TABLE marks (what text, at timestamptz);
-});
 
 my $wait = '30s';
-
-# A waiter in its own session: its claim's answer and time go to "seen".
-sub start_waiter
-{
-	my ($name, $key, %opt) = @_;
-	my $psql = $node->background_psql('postgres', on_error_stop => 0,
-		extra_params => $opt{user} ? [ '-U', $opt{user} ] : []);
-	my $w = $opt{wait} // $wait;
-	$psql->query_safe($opt{setup}) if $opt{setup};
-	$psql->query_until(qr/started/, qq{
-\\echo started
-INSERT INTO seen SELECT '$name', outcome, fence, response_body, clock_timestamp()
-  FROM idempotency.claim('$key', '{"a": 1}', wait => '$w');
-});
-	return $psql;
-}
-
-# Wait until waiter $name has answered; its row as "outcome|fence set|body".
-sub answer_of
-{
-	my ($name) = @_;
-	$node->poll_query_until('postgres', qq{SELECT count(*) = 1 FROM seen WHERE waiter = '$name'})
-	  or die "waiter $name never answered";
-	return $node->safe_psql('postgres', qq{
-SELECT outcome || '|' || (fence IS NOT NULL) || '|' || coalesce(body::text, '')
-  FROM seen WHERE waiter = '$name'});
-}
-
-# Seconds from mark $what to waiter $name's answer.
-sub delay
-{
-	my ($name, $what) = @_;
-	return $node->safe_psql('postgres', qq{
-SELECT extract(epoch FROM s.at - m.at) FROM seen s, marks m
- WHERE s.waiter = '$name' AND m.what = '$what'});
-}
-
-# The backends of the waiting claims, once they sleep.
-sub wait_until_sleeping
-{
-	my ($count) = @_;
-	my $event = idem_portable() ? q{wait_event = 'PgSleep'} : q{wait_event_type = 'Extension'};
-	$node->poll_query_until('postgres', qq{
-SELECT count(*) >= $count FROM pg_stat_activity
- WHERE query LIKE '%INSERT INTO seen%' AND state = 'active' AND pid <> pg_backend_pid() AND $event})
-	  or die "the waiters never slept";
-	return;
-}
-
-sub hold
-{
-	my ($key, $lease) = @_;
-	$lease //= '1 hour';
-	return $node->safe_psql('postgres',
-		qq{SELECT fence FROM idempotency.claim('$key', '{"a": 1}', lease => '$lease')});
-}
-
-sub holder_call
-{
-	my ($what, $sql) = @_;
-	$node->safe_psql('postgres', qq{
-BEGIN;
-$sql;
-INSERT INTO marks VALUES ('$what', clock_timestamp());
-COMMIT;});
-	return;
-}
+my $w = IdemClaimWait->new(holder => $node, wait => $wait);
 
 my %cases = (
 	complete => ["SELECT idempotency.complete('%s', %d, '{\"paid\": 1}', 201)", 'replay|false|{"paid": 1}'],
@@ -148,28 +78,27 @@ for my $case (sort keys %cases)
 {
 	my ($sql, $want) = @{ $cases{$case} };
 	my $key = "w-$case";
-	my $fence = hold($key);
-	my $waiter = start_waiter($case, $key);
-	wait_until_sleeping(1);
-	holder_call($case, sprintf($sql, $key, $fence));
-	is(answer_of($case), $want, "the holder's $case: the waiter gets $want");
-	cmp_ok(delay($case, $case), '<', 5, "$case: the waiter answered at the holder's commit");
-	$waiter->quit;
+	my $fence = $w->hold($key);
+	my $waiter = $w->start_waiter($key);
+	$w->wait_until_sleeping(1);
+	$w->holder_call($case, sprintf($sql, $key, $fence));
+	my ($answer, $at, $err) = $w->answer_of($waiter);
+	is($answer, $want, "the holder's $case: the waiter gets $want") or diag($err);
+	cmp_ok($w->since_mark($case, $at), '<', 5, "$case: the waiter answered at the holder's commit");
 }
 
 # The holder crashed: its lease runs out, the waiter resumes the key.
-hold('w-crash', '2s');
-$node->safe_psql('postgres', q{INSERT INTO marks VALUES ('crash', clock_timestamp())});
-my $waiter = start_waiter('crash', 'w-crash');
-is(answer_of('crash'), 'resumed|true|', 'the holder crashed: resumed when its lease ran out');
-cmp_ok(delay('crash', 'crash'), '<', 10, 'crash: at the end of the lease, not of the wait');
-$waiter->quit;
+$w->hold('w-crash', '2s');
+$w->mark('crash');
+my ($answer, $at) = $w->answer_of($w->start_waiter('w-crash'));
+is($answer, 'resumed|true|', 'the holder crashed: resumed when its lease ran out');
+cmp_ok($w->since_mark('crash', $at), '<', 10, 'crash: at the end of the lease, not of the wait');
 
 # Many waiters of one key all replay the answer; a rolled back completion
 # wakes none of them for good.
-my $fence = hold('w-many');
-my @waiters = map { start_waiter("many$_", 'w-many') } 1 .. 3;
-wait_until_sleeping(3);
+my $fence = $w->hold('w-many');
+my @waiters = map { $w->start_waiter('w-many') } 1 .. 3;
+$w->wait_until_sleeping(3);
 $node->safe_psql('postgres', qq{
 BEGIN;
 SELECT idempotency.complete('w-many', $fence, '{"paid": 0}');
@@ -177,21 +106,19 @@ ROLLBACK;});
 # (a session that blocks no other key: another key is claimed meanwhile)
 is($node->safe_psql('postgres', q{SELECT outcome FROM idempotency.claim('w-other')}),
 	'claimed', 'the waiters block no other key');
-wait_until_sleeping(3);
-is($node->safe_psql('postgres', q{SELECT count(*) FROM seen WHERE waiter LIKE 'many%'}),
-	'0', 'a rolled back completion leaves the waiters waiting');
-holder_call('many', "SELECT idempotency.complete('w-many', $fence, '{\"paid\": 3}')");
-is(answer_of("many$_"), 'replay|false|{"paid": 3}', "waiter $_ of 3 replays the answer")
+$w->wait_until_sleeping(3);
+is(scalar($w->waiter_pids), 3, 'a rolled back completion leaves the waiters waiting');
+$w->holder_call('many', "SELECT idempotency.complete('w-many', $fence, '{\"paid\": 3}')");
+is(($w->answer_of($waiters[$_ - 1]))[0], 'replay|false|{"paid": 3}', "waiter $_ of 3 replays the answer")
   for 1 .. 3;
-$_->quit for @waiters;
 
 # At most idempotency.max_waiters_per_key claims sleep for a key at a time,
 # so that sleeping duplicates cannot take every connection of a pool the
 # holder needs to finish: a further one answers in_progress at once, with
 # the time left on the lease, and the one that sleeps still gets the answer.
-$fence = hold('w-bound');
-$waiter = start_waiter('bound', 'w-bound', setup => 'SET idempotency.max_waiters_per_key = 1');
-wait_until_sleeping(1);
+$fence = $w->hold('w-bound');
+my $waiter = $w->start_waiter('w-bound', setup => 'SET idempotency.max_waiters_per_key = 1');
+$w->wait_until_sleeping(1);
 my $started = Time::HiRes::time();
 is($node->safe_psql('postgres', q{
 SET idempotency.max_waiters_per_key = 1;
@@ -203,9 +130,8 @@ is($node->safe_psql('postgres', q{
 SET idempotency.max_waiters_per_key = 0;
 SELECT outcome FROM idempotency.claim('w-bound', '{"a": 1}', wait => '30s')}),
 	'in_progress', 'max_waiters_per_key = 0: no claim sleeps');
-holder_call('bound', "SELECT idempotency.complete('w-bound', $fence, '{\"paid\": 4}')");
-is(answer_of('bound'), 'replay|false|{"paid": 4}', 'the claim that slept replays the answer');
-$waiter->quit;
+$w->holder_call('bound', "SELECT idempotency.complete('w-bound', $fence, '{\"paid\": 4}')");
+is(($w->answer_of($waiter))[0], 'replay|false|{"paid": 4}', 'the claim that slept replays the answer');
 # An application role cannot raise it for itself: behind a transaction
 # pooler its session's value would reach other clients of the connection.
 # The C refuses the SET (superuser-only); the portable edition cannot, and
@@ -215,9 +141,9 @@ CREATE ROLE wait_app LOGIN;
 SELECT idempotency.grant_usage('wait_app');
 ALTER ROLE wait_app SET idempotency.max_waiters_per_key = 1;
 });
-$fence = hold('w-role');
-$waiter = start_waiter('role', 'w-role', user => 'wait_app');
-wait_until_sleeping(1);
+$fence = $w->hold('w-role');
+$waiter = $w->start_waiter('w-role', user => 'wait_app');
+$w->wait_until_sleeping(1);
 ($ret, $out, $err) = $node->psql('postgres', q{
 \set VERBOSITY verbose
 SET idempotency.max_waiters_per_key = 100;
@@ -227,36 +153,29 @@ is($out, 'in_progress', 'a role\'s own SET does not raise its max_waiters_per_ke
 like($err, qr/ERROR:\s+42501: permission denied to set parameter "idempotency.max_waiters_per_key"/,
 	'C: the SET is refused (42501)')
   unless idem_portable();
-holder_call('role', "SELECT idempotency.complete('w-role', $fence, '{\"paid\": 5}')");
-is(answer_of('role'), 'replay|false|{"paid": 5}', 'the role\'s one waiter replays the answer');
-$waiter->quit;
+$w->holder_call('role', "SELECT idempotency.complete('w-role', $fence, '{\"paid\": 5}')");
+is(($w->answer_of($waiter))[0], 'replay|false|{"paid": 5}', 'the role\'s one waiter replays the answer');
 
 # The wait runs out: in_progress, with the time left on the lease.
-hold('w-short');
+$w->hold('w-short');
 is($node->safe_psql('postgres', q{
 SELECT outcome || ' ' || (retry_after > '50 minutes')
   FROM idempotency.claim('w-short', '{"a": 1}', wait => '300ms')}),
 	'in_progress true', 'the wait runs out: in_progress with Retry-After');
 
 # statement_timeout and cancel end a wait.
-hold('w-cancel');
+$w->hold('w-cancel');
 ($ret, $out, $err) = $node->psql('postgres', qq{
 \\set VERBOSITY verbose
 SET statement_timeout = '500ms';
 SELECT outcome FROM idempotency.claim('w-cancel', '{"a": 1}', wait => '$wait')});
 like($err, qr/ERROR:\s+57014/, 'statement_timeout ends a wait (57014)');
-$waiter = start_waiter('cancel', 'w-cancel');
-wait_until_sleeping(1);
-$node->safe_psql('postgres', q{
-SELECT pg_cancel_backend(pid) FROM pg_stat_activity
- WHERE query LIKE '%INSERT INTO seen%' AND state = 'active' AND pid <> pg_backend_pid()});
-$node->poll_query_until('postgres', q{
-SELECT count(*) = 0 FROM pg_stat_activity
- WHERE query LIKE '%INSERT INTO seen%' AND state = 'active' AND pid <> pg_backend_pid()})
-  or die 'the cancelled waiter still runs';
-is($node->safe_psql('postgres', q{SELECT count(*) FROM seen WHERE waiter = 'cancel'}),
-	'0', 'a cancelled wait answers nothing');
-$waiter->quit;
+$waiter = $w->start_waiter('w-cancel');
+$w->wait_until_sleeping(1);
+$node->safe_psql('postgres', "SELECT pg_cancel_backend($_)") for $w->waiter_pids;
+($answer, $at, $err) = $w->answer_of($waiter);
+like($err, qr/ERROR:\s+57014/, 'cancel ends a wait (57014)');
+is($answer, '', 'a cancelled wait answers nothing');
 
 # REPEATABLE READ cannot see the holder's commit: a claim that would wait
 # is refused.
@@ -268,21 +187,15 @@ like($err, qr/ERROR:\s+0A000: idempotency claims can wait only under READ COMMIT
 	'REPEATABLE READ: a claim that would wait raises 0A000');
 
 # execute() waits the same way.
-$fence = hold('w-exec');
+$fence = $w->hold('w-exec');
 $node->safe_psql('postgres', q{CREATE TABLE paid (n int)});
-my $exec = $node->background_psql('postgres', on_error_stop => 0);
-$exec->query_until(qr/started/, qq{
-\\echo started
-INSERT INTO seen SELECT 'exec', outcome, fence, response_body, clock_timestamp()
-  FROM idempotency.execute('w-exec', '{"a": 1}', 'INSERT INTO paid VALUES (1) RETURNING n',
-                           wait => '$wait');
-});
-wait_until_sleeping(1);
-holder_call('exec', "SELECT idempotency.complete('w-exec', $fence, '7')");
-is(answer_of('exec'), 'replay|false|7', 'execute() waits and replays the answer');
+$waiter = $w->start_waiter('w-exec', call => qq{idempotency.execute('w-exec', '{"a": 1}',
+  'INSERT INTO paid VALUES (1) RETURNING n', wait => '$wait')});
+$w->wait_until_sleeping(1);
+$w->holder_call('exec', "SELECT idempotency.complete('w-exec', $fence, '7')");
+is(($w->answer_of($waiter))[0], 'replay|false|7', 'execute() waits and replays the answer');
 is($node->safe_psql('postgres', 'SELECT count(*) FROM paid'), '0',
 	'and runs nothing');
-$exec->quit;
 
 # Waits longer than an int of milliseconds (about 24.8 days).  A latch
 # sleep takes its timeout as an int: 30 days of it wrapped around to a
@@ -293,14 +206,13 @@ $exec->quit;
 # it sleeps, is finite (the C edition sleeps an hour at most at a go, and
 # reads the clock again; the portable edition naps 200 ms at most); the
 # holder's completion then wakes it.
-hold('w-long-crash', '2s');
-$node->safe_psql('postgres', q{INSERT INTO marks VALUES ('long-crash', clock_timestamp())});
-$waiter = start_waiter('long-crash', 'w-long-crash', wait => '30 days');
-is(answer_of('long-crash'), 'resumed|true|',
+$w->hold('w-long-crash', '2s');
+$w->mark('long-crash');
+($answer, $at) = $w->answer_of($w->start_waiter('w-long-crash', wait => '30 days'));
+is($answer, 'resumed|true|',
 	"wait => '30 days', the holder crashed: resumed when its lease ran out");
-cmp_ok(delay('long-crash', 'long-crash'), '<', 10,
+cmp_ok($w->since_mark('long-crash', $at), '<', 10,
 	"wait => '30 days': at the end of the lease, as with a short wait");
-$waiter->quit;
 
 # The timeout of the latch sleep (epoll_wait) that process $pid is in, as
 # the int the kernel takes; undef when /proc does not say.
@@ -327,11 +239,9 @@ sub sleep_timeout_ms
 
 $fence = $node->safe_psql('postgres',
 	q{SELECT fence FROM idempotency.claim('w-long', '{"a": 1}', lease => '30 days', ttl => '60 days')});
-$waiter = start_waiter('long', 'w-long', wait => '30 days');
-wait_until_sleeping(1);
-my $pid = $node->safe_psql('postgres', q{
-SELECT pid FROM pg_stat_activity
- WHERE query LIKE '%INSERT INTO seen%' AND state = 'active' AND pid <> pg_backend_pid()});
+$waiter = $w->start_waiter('w-long', wait => '30 days');
+$w->wait_until_sleeping(1);
+my ($pid) = $w->waiter_pids;
 SKIP:
 {
 	my $ms = sleep_timeout_ms($pid);
@@ -339,17 +249,17 @@ SKIP:
 	ok($ms >= 0 && $ms <= 3600 * 1000,
 		"a wait and a lease of 30 days: the waiter sleeps a finite time at a go ($ms ms)");
 }
-holder_call('long', "SELECT idempotency.complete('w-long', $fence, '{\"paid\": 30}')");
-is(answer_of('long'), 'replay|false|{"paid": 30}',
+$w->holder_call('long', "SELECT idempotency.complete('w-long', $fence, '{\"paid\": 30}')");
+($answer, $at) = $w->answer_of($waiter);
+is($answer, 'replay|false|{"paid": 30}',
 	"a wait and a lease of 30 days: the holder's completion wakes the waiter");
-cmp_ok(delay('long', 'long'), '<', 5, '30 days: at the holder\'s commit');
-$waiter->quit;
+cmp_ok($w->since_mark('long', $at), '<', 5, '30 days: at the holder\'s commit');
 
 # A claim never sleeps while another transaction may wait for its own
 # (test/specs/claim_wait_deadlock.spec has the deadlocks): in a
 # transaction that has written, or in execute()'s statement, a claim that
 # would wait answers in_progress at once.
-hold('w-tx');
+$w->hold('w-tx');
 is($node->safe_psql('postgres', qq{
 BEGIN;
 INSERT INTO marks VALUES ('tx', clock_timestamp());
@@ -389,24 +299,22 @@ SELECT current_setting('max_connections')::int + current_setting('max_worker_pro
 SELECT 'w-slot-' || i FROM generate_series(1, 200000) i
  WHERE wait_slot('w-slot-' || i) = wait_slot('w-slot') LIMIT 1});
 	ok($other ne '', "a key of the same wait slot as w-slot: $other");
-	my $f1 = hold('w-slot');
-	my $f2 = hold($other);
+	my $f1 = $w->hold('w-slot');
+	my $f2 = $w->hold($other);
 	my $before = $node->safe_psql('postgres', q{SELECT commits || ' ' || woken || ' ' || unchanged FROM wait_counts()});
 	my ($c0, $w0, $u0) = split ' ', $before;
-	$waiter = start_waiter('slot', 'w-slot');
-	wait_until_sleeping(1);
-	holder_call('slot-other', "SELECT idempotency.complete('$other', $f2, '1')");
+	$waiter = $w->start_waiter('w-slot');
+	$w->wait_until_sleeping(1);
+	$w->holder_call('slot-other', "SELECT idempotency.complete('$other', $f2, '1')");
 	$node->poll_query_until('postgres', qq{SELECT unchanged > $u0 FROM wait_counts()})
 	  or die 'the waiter was not woken for the other key';
-	wait_until_sleeping(1);
-	is($node->safe_psql('postgres', q{SELECT count(*) FROM seen WHERE waiter = 'slot'}),
-		'0', "another key of the slot commits: the waiter sleeps again");
-	holder_call('slot', "SELECT idempotency.complete('w-slot', $f1, '2')");
-	is(answer_of('slot'), 'replay|false|2', "its own key's commit: the waiter replays");
+	$w->wait_until_sleeping(1);
+	is(scalar($w->waiter_pids), 1, "another key of the slot commits: the waiter sleeps again");
+	$w->holder_call('slot', "SELECT idempotency.complete('w-slot', $f1, '2')");
+	is(($w->answer_of($waiter))[0], 'replay|false|2', "its own key's commit: the waiter replays");
 	is($node->safe_psql('postgres', qq{
 SELECT (commits - $c0) || ' ' || (woken - $w0) || ' ' || (unchanged - $u0) FROM wait_counts()}),
 		'2 2 1', 'counts: 2 commits woke the slot, 2 wake-ups, 1 of them for the other key');
-	$waiter->quit;
 }
 
 $node->stop;

@@ -25,6 +25,7 @@ use PostgreSQL::Test::Utils;
 use FindBin;
 use lib $FindBin::RealBin;
 use IdemEdition;
+use IdemClaimWait;
 use Test::More;
 use Time::HiRes qw(time usleep);
 
@@ -35,7 +36,6 @@ $primary->append_conf('postgresql.conf',
   unless idem_portable();
 $primary->start;
 idem_install($primary, 'postgres');
-$primary->safe_psql('postgres', q{CREATE TABLE marks (what text PRIMARY KEY, at timestamptz)});
 $primary->backup('base');
 
 my $standby = PostgreSQL::Test::Cluster->new('standby');
@@ -45,80 +45,7 @@ $primary->wait_for_catchup($standby);
 is($standby->safe_psql('postgres', 'SELECT pg_is_in_recovery()'), 't', 'the standby is in recovery');
 
 my $lease = '15s';
-
-# A holder on the primary: its fence.
-sub hold
-{
-	my ($key, $lease_of) = @_;
-	my $fence = $primary->safe_psql('postgres', qq{
-SELECT fence FROM idempotency.claim('$key', '{"a": 1}', lease => '@{[ $lease_of // $lease ]}')});
-	$primary->wait_for_catchup($standby);
-	return $fence;
-}
-
-# A holder call on the primary, with the time of its commit's transaction
-# in "marks" as $what.
-sub holder_call
-{
-	my ($what, $sql) = @_;
-	$primary->safe_psql('postgres', qq{
-BEGIN;
-$sql;
-INSERT INTO marks VALUES ('$what', clock_timestamp());
-COMMIT;});
-	return;
-}
-
-# A waiter on the standby, in a session of its own; it prints its answer
-# as "outcome|fence set|body|time" and then "done".
-sub start_waiter
-{
-	my ($key, $wait) = @_;
-	my $psql = $standby->background_psql('postgres', on_error_stop => 0);
-	$psql->query_until(qr/started/, qq{
-\\set VERBOSITY verbose
-\\echo started
-SELECT outcome || '|' || (fence IS NOT NULL) || '|' || coalesce(response_body::text, '') || '|' || clock_timestamp()
-  FROM idempotency.claim('$key', '{"a": 1}', wait => '@{[ $wait // '60s' ]}');
-\\echo done
-});
-	return $psql;
-}
-
-# Wait until $count waiters sleep on the standby.
-sub wait_until_sleeping
-{
-	my ($count) = @_;
-	my $event = idem_portable() ? q{wait_event = 'PgSleep'} : q{wait_event_type = 'Extension'};
-	$standby->poll_query_until('postgres', qq{
-SELECT count(*) >= $count FROM pg_stat_activity
- WHERE query LIKE '%idempotency.claim%' AND state = 'active' AND pid <> pg_backend_pid() AND $event})
-	  or die 'the waiters never slept';
-	return;
-}
-
-# The waiter's answer, once it has one: (its line without the time, the
-# time, stderr).
-sub answer_of
-{
-	my ($psql) = @_;
-	my $out = $psql->query_until(qr/done\r?\n/, '');
-	my $err = $psql->{stderr};
-	$psql->quit;
-	my ($line) = $out =~ /^(.*\|.*)$/m;
-	return ('', undef, $err) unless defined $line;
-	my ($answer, $at) = $line =~ /^(.*)\|([^|]*)$/;
-	return ($answer, $at, $err);
-}
-
-# Seconds from the mark $what to the time $at, by the primary's clock
-# (primary and standby share one here).
-sub since_mark
-{
-	my ($what, $at) = @_;
-	return $primary->safe_psql('postgres', qq{
-SELECT extract(epoch FROM '$at'::timestamptz - at) FROM marks WHERE what = '$what'});
-}
+my $w = IdemClaimWait->new(holder => $primary, waiter => $standby, lease => $lease, wait => '60s');
 
 # 1. The holder completes: the standby's waiter replays the answer at the
 # replay of the commit, far sooner than the lease of 15 s; measured over
@@ -128,15 +55,15 @@ my $rounds = 10;
 for my $round (1 .. $rounds)
 {
 	my $key = "s-complete-$round";
-	my $fence = hold($key);
-	my $waiter = start_waiter($key);
-	wait_until_sleeping(1);
+	my $fence = $w->hold($key);
+	my $waiter = $w->start_waiter($key);
+	$w->wait_until_sleeping(1);
 	usleep(200_000);    # asleep for a while, past any first short nap
-	holder_call($key, "SELECT idempotency.complete('$key', $fence, '{\"paid\": $round}', 201)");
-	my ($answer, $at, $err) = answer_of($waiter);
+	$w->holder_call($key, "SELECT idempotency.complete('$key', $fence, '{\"paid\": $round}', 201)");
+	my ($answer, $at, $err) = $w->answer_of($waiter);
 	is($answer, qq{replay|false|{"paid": $round}}, "round $round: the standby's waiter replays the answer")
 	  or diag($err);
-	push @delays, since_mark($key, $at) if defined $at;
+	push @delays, $w->since_mark($key, $at) if defined $at;
 }
 @delays = sort { $a <=> $b } @delays;
 cmp_ok($delays[-1], '<', 2, "the waiter answered within 2 s of the primary's commit, with a lease of $lease");
@@ -156,12 +83,12 @@ for my $case (sort keys %cases)
 {
 	my ($sql, $want) = @{ $cases{$case} };
 	my $key = "s-$case";
-	my $fence = hold($key);
-	my $waiter = start_waiter($key);
-	wait_until_sleeping(1);
-	holder_call($key, sprintf($sql, $key, $fence));
+	my $fence = $w->hold($key);
+	my $waiter = $w->start_waiter($key);
+	$w->wait_until_sleeping(1);
+	$w->holder_call($key, sprintf($sql, $key, $fence));
 	my $started = time;
-	my ($answer, $at, $err) = answer_of($waiter);
+	my ($answer, $at, $err) = $w->answer_of($waiter);
 	if (defined $want)
 	{
 		is($answer, $want, "the holder's $case: the standby's waiter gets $want");
@@ -177,11 +104,11 @@ for my $case (sort keys %cases)
 
 # 3. The holder's lease runs out without a completion (it crashed): the
 # waiter raises 25006 when the lease ends, not when its wait of 60 s does.
-hold('s-crash', '3s');
-$primary->safe_psql('postgres', q{INSERT INTO marks VALUES ('s-crash', clock_timestamp())});
+$w->hold('s-crash', '3s');
+$w->mark('s-crash');
 my $started = time;
-my $waiter = start_waiter('s-crash');
-my ($answer, $at, $err) = answer_of($waiter);
+my $waiter = $w->start_waiter('s-crash');
+my ($answer, $at, $err) = $w->answer_of($waiter);
 like($err, qr/ERROR:\s+25006: cannot execute idempotency\.claim\(\) in a read-only transaction/,
 	'the lease runs out on the standby: 25006, the key needs a claim on the primary');
 cmp_ok(time - $started, '<', 10, 'at the end of the lease, not of the wait');
@@ -191,26 +118,23 @@ unlike(slurp_file($standby->logfile), qr/TRAP|PANIC|server process .* was termin
 # 4. The holder extends its lease on the primary: the replayed extension
 # keeps the waiter waiting past the lease it first saw, until the
 # completion.
-my $fence = hold('s-extend', '3s');
-$waiter = start_waiter('s-extend');
-wait_until_sleeping(1);
+my $fence = $w->hold('s-extend', '3s');
+$waiter = $w->start_waiter('s-extend');
+$w->wait_until_sleeping(1);
 $primary->safe_psql('postgres',
 	qq{SELECT idempotency.checkpoint('s-extend', $fence, 'step', lease => '1 hour')});
 sleep 4;
-is( $standby->safe_psql('postgres', q{
-SELECT count(*) FROM pg_stat_activity
- WHERE query LIKE '%idempotency.claim%' AND state = 'active' AND pid <> pg_backend_pid()}),
-	'1', 'past the first lease, the waiter still waits');
-holder_call('s-extend', "SELECT idempotency.complete('s-extend', $fence, '{\"paid\": 4}')");
-($answer, $at, $err) = answer_of($waiter);
+is(scalar($w->waiter_pids), 1, 'past the first lease, the waiter still waits');
+$w->holder_call('s-extend', "SELECT idempotency.complete('s-extend', $fence, '{\"paid\": 4}')");
+($answer, $at, $err) = $w->answer_of($waiter);
 is($answer, 'replay|false|{"paid": 4}',
 	'a lease extended on the primary keeps the waiter waiting; it replays the completion')
   or diag($err);
-cmp_ok(since_mark('s-extend', $at), '<', 2, 'extended lease: at the completion');
+cmp_ok($w->since_mark('s-extend', $at), '<', 2, 'extended lease: at the completion');
 
 # 5. The wait runs out while the holder works: in_progress, with the time
 # left on its lease.
-hold('s-short', '1 hour');
+$w->hold('s-short', '1 hour');
 is( $standby->safe_psql('postgres', q{
 SELECT outcome || ' ' || (retry_after > '50 minutes')
   FROM idempotency.claim('s-short', '{"a": 1}', wait => '300ms')}),
@@ -220,7 +144,7 @@ is($standby->safe_psql('postgres', 'SELECT pg_is_in_recovery()'), 't', 'the stan
 
 # 6. The same rule in a read-only transaction on the primary: the lease
 # runs out, and taking the key over would write.
-hold('s-read-only', '2s');
+$w->hold('s-read-only', '2s');
 $started = time;
 my ($ret, $out);
 ($ret, $out, $err) = $primary->psql('postgres', q{
@@ -234,23 +158,20 @@ cmp_ok(time - $started, '<', 10, 'read-only transaction: at the end of the lease
 # 7. The standby is promoted while a claim waits there: the waiter claims
 # again and from then on waits for the new primary's commits; the holder
 # completes there with its fence, and the waiter replays the answer.
-$fence = hold('s-promote', '1 hour');
-$waiter = start_waiter('s-promote');
-wait_until_sleeping(1);
+$fence = $w->hold('s-promote', '1 hour');
+$waiter = $w->start_waiter('s-promote');
+$w->wait_until_sleeping(1);
 $primary->stop;
 $standby->promote;
 is($standby->safe_psql('postgres', 'SELECT pg_is_in_recovery()'), 'f', 'the standby is promoted');
 usleep(200_000);
-is( $standby->safe_psql('postgres', q{
-SELECT count(*) FROM pg_stat_activity
- WHERE query LIKE '%idempotency.claim%' AND state = 'active' AND pid <> pg_backend_pid()}),
-	'1', 'promoted: the waiter still waits');
+is(scalar($w->waiter_pids), 1, 'promoted: the waiter still waits');
 $standby->safe_psql('postgres', qq{
 BEGIN;
 SELECT idempotency.complete('s-promote', $fence, '{"paid": 6}');
 INSERT INTO marks VALUES ('s-promote', clock_timestamp());
 COMMIT;});
-($answer, $at, $err) = answer_of($waiter);
+($answer, $at, $err) = $w->answer_of($waiter);
 is($answer, 'replay|false|{"paid": 6}', 'promoted: the new primary\'s completion wakes the waiter')
   or diag($err);
 cmp_ok($standby->safe_psql('postgres', qq{

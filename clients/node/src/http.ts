@@ -118,6 +118,13 @@ export interface IdempotencyOptions<Req> {
    */
   wait?: Interval;
   /**
+   * Behind a transaction pooler: the server connections it lends this
+   * service (its pool for the database and user), which sleeping claims
+   * keep: at most this minus one sleep at once, as the pool's max bounds
+   * them without a pooler (default: the pool's max alone).
+   */
+  serverConnections?: number;
+  /**
    * The header with the key's expiry (default Idempotency-Key-Expires);
    * null leaves it out.
    */
@@ -252,12 +259,14 @@ function errorAnswer(e: unknown): { answer: HttpAnswer; retryable: boolean } {
  * keys to the pool's max minus one, so a connection is always left for
  * the holders. A duplicate past the bound claims without wait: 409 with
  * Retry-After at once. The wait itself never outlasts the holder's lease:
- * the server wakes the waiter when the lease runs out.
+ * the server wakes the waiter when the lease runs out. Behind a
+ * transaction pooler the connections a sleeper keeps are the pooler's
+ * server connections (serverConnections, when fewer).
  */
 const sleepers = new WeakMap<object, number>();
 
-function enterWait(pool: Pool): boolean {
-  const max = (pool as unknown as { options?: { max?: number } }).options?.max ?? 10;
+function enterWait(pool: Pool, servers?: number): boolean {
+  const max = Math.min((pool as unknown as { options?: { max?: number } }).options?.max ?? 10, servers ?? Infinity);
   const n = sleepers.get(pool) ?? 0;
   if (n >= max - 1) return false;
   sleepers.set(pool, n + 1);
@@ -344,7 +353,7 @@ export function createIdempotency<Req>(opts: IdempotencyOptions<Req>) {
     const db: Queryable = client ?? pool;
     const on = api.on(db);
     let claim;
-    const waiting = wait !== null && enterWait(pool);
+    const waiting = wait !== null && enterWait(pool, opts.serverConnections);
     try {
       claim = await on.claim(key, { request, scope, ttl, lease, wait: waiting ? wait : null });
     } catch (e) {

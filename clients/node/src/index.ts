@@ -4,7 +4,7 @@
 export * from './errors';
 export * from './client';
 export { withTransaction } from './tx';
-export { OutboxRelay, RelayOptions } from './relay';
+export { OutboxRelay, RelayOptions, relayPollingLine } from './relay';
 export { createIdempotency, problem, keyProblem, KEY_MAX_CHARS, HttpAnswer, HandlerResult, HandlerContext, RequestInfo, IdempotencyOptions, Handler } from './http';
 export { idempotentExpress, ExpressRequest, ExpressResponse } from './express';
 export { idempotentFastify, FastifyRequestLike, FastifyReplyLike } from './fastify';

@@ -11,9 +11,25 @@
  * and SIGINT) ends the loop after the event being published, and hands the
  * lease of the batch's unpublished events back with mark_failed (which
  * counts an attempt: the next relay gets them after the first backoff).
+ *
+ * Behind a transaction pooler (PgBouncer in transaction mode, RDS Proxy,
+ * Supavisor) notifications do not reach a LISTEN: listenUrl names a direct
+ * or session-mode address for the listener (claims and marks stay on the
+ * pool). Each listener is probed: it LISTENs on a channel of its own too,
+ * and pg_notify is sent there; when that does not arrive within 2 s, the
+ * relay says so once in its log and polls every pollMs.
  */
-import type { Pool, PoolClient } from 'pg';
+import { randomBytes } from 'node:crypto';
+import { Client } from 'pg';
+import type { ClientBase, Notification, Pool } from 'pg';
 import { IdempotencyClient, Interval, OutboxEvent } from './client';
+
+const PROBE_WAIT_MS = 2000;
+
+/** The line a relay logs once where notifications do not reach its listener. */
+export const relayPollingLine = (pollMs: number): string =>
+  `notifications do not reach this connection (a transaction pooler?); polling every ${pollMs / 1000}s; ` +
+  'give the relay a direct or session-mode connection for LISTEN';
 
 export interface RelayOptions {
   pool: Pool;
@@ -26,12 +42,27 @@ export interface RelayOptions {
   /** stop() on SIGTERM and SIGINT (default false). */
   handleSignals?: boolean;
   onError?: (err: unknown) => void;
+  /**
+   * Where to LISTEN when the pool reaches the database through a
+   * transaction pooler: a direct or session-mode connection string.
+   * Default: a client of the pool.
+   */
+  listenUrl?: string;
+  /** Where the relay says that notifications do not arrive (default console.warn). */
+  log?: (line: string) => void;
+}
+
+interface Listener {
+  client: ClientBase;
+  close: (err?: Error) => Promise<void>;
 }
 
 export class OutboxRelay {
-  private readonly o: Required<Omit<RelayOptions, 'onError'>> & Pick<RelayOptions, 'onError'>;
+  private readonly o: Required<Omit<RelayOptions, 'onError' | 'listenUrl'>> & Pick<RelayOptions, 'onError' | 'listenUrl'>;
   private readonly api: IdempotencyClient;
-  private listener: PoolClient | null = null;
+  private listener: Listener | null = null;
+  private saidPolling = false;
+  private listenAgainAt = 0;
   private stopping = false;
   private wake: (() => void) | null = null;
   private notified = false;
@@ -40,17 +71,20 @@ export class OutboxRelay {
   published = 0;
   failed = 0;
   handedBack = 0;
+  /** Whether notifications reach the listener (else the relay polls every pollMs). */
+  listening = false;
 
   constructor(opts: RelayOptions) {
-    this.o = { batch: 100, lease: 30000, pollMs: 1000, secondLookMs: 20, handleSignals: false, ...opts };
+    this.o = {
+      batch: 100, lease: 30000, pollMs: 1000, secondLookMs: 20, handleSignals: false,
+      log: (line) => console.warn(line), ...opts,
+    };
     this.api = new IdempotencyClient(opts.pool);
   }
 
   async start(): Promise<void> {
     if (this.loop) throw new Error('OutboxRelay: already started');
-    this.listener = await this.o.pool.connect();
-    this.listener.on('notification', () => this.poke());
-    await this.listener.query('LISTEN idempotency_outbox');
+    await this.listen();
     if (this.o.handleSignals) {
       process.on('SIGTERM', this.onSignal);
       process.on('SIGINT', this.onSignal);
@@ -67,6 +101,58 @@ export class OutboxRelay {
       process.off('SIGINT', this.onSignal);
     }
     await this.loop;
+  }
+
+  /** A listener on listenUrl or a client of the pool: LISTEN, then the probe. */
+  private async listen(): Promise<void> {
+    let listener: Listener;
+    if (this.o.listenUrl) {
+      const client = new Client({ connectionString: this.o.listenUrl });
+      listener = { client, close: async () => { await client.end(); } };
+      client.on('error', (err) => this.lost(listener, err));
+      await client.connect();
+    } else {
+      const client = await this.o.pool.connect();
+      listener = { client, close: async (err) => { client.release(err ?? true); } };
+      client.on('error', (err) => this.lost(listener, err));
+    }
+    try {
+      const channel = `idempotency_relay_${randomBytes(8).toString('hex')}`;
+      let heard = (): void => {};
+      const arrived = new Promise<boolean>((resolve) => {
+        const timer = setTimeout(() => resolve(false), PROBE_WAIT_MS);
+        heard = () => { clearTimeout(timer); resolve(true); };
+      });
+      listener.client.on('notification', (n: Notification) => (n.channel === channel ? heard() : this.poke()));
+      await listener.client.query('LISTEN idempotency_outbox');
+      await listener.client.query(`LISTEN ${channel}`);
+      // The probe is sent from another client of the pool: through a
+      // transaction pooler the listener's next statement may run on the
+      // very server connection that LISTENs, and a session's own
+      // notification reaches it with the statement's answer, proving nothing.
+      await this.o.pool.query("SELECT pg_notify($1, '')", [channel]);
+      this.listening = await arrived;
+      // where notifications do not arrive, nothing stays listening: a pooled
+      // server connection would pass them to the other clients it serves
+      await listener.client.query(this.listening ? `UNLISTEN ${channel}` : 'UNLISTEN *');
+    } catch (err) {
+      await listener.close(err as Error).catch(() => {});
+      throw err;
+    }
+    this.listener = listener;
+    if (!this.listening && !this.saidPolling) {
+      this.saidPolling = true;
+      this.o.log(relayPollingLine(this.o.pollMs));
+    }
+  }
+
+  /** The listener's connection failed: the loop polls, and listens again at its next turn. */
+  private lost(listener: Listener, err: Error): void {
+    if (this.listener !== listener) return;
+    this.listener = null;
+    this.listening = false;
+    void listener.close(err).catch(() => {});
+    if (this.o.onError) this.o.onError(err);
   }
 
   private poke(): void {
@@ -92,6 +178,11 @@ export class OutboxRelay {
       while (!this.stopping) {
         this.notified = false;
         try {
+          if (!this.listener && Date.now() >= this.listenAgainAt) {
+            // a lost listener is replaced at most once a poll; meanwhile the loop polls
+            this.listenAgainAt = Date.now() + this.o.pollMs;
+            await this.listen().catch((err) => { if (this.o.onError) this.o.onError(err); });
+          }
           const quiet: number = looking ? await this.api.outboxQuietCommits() : 0;
           const events = await this.api.claimEvents({ batch: this.o.batch, lease: this.o.lease });
           if (events.length) {
@@ -111,8 +202,8 @@ export class OutboxRelay {
       const l = this.listener;
       this.listener = null;
       if (l) {
-        await l.query('UNLISTEN idempotency_outbox').catch(() => {});
-        l.release();
+        await l.client.query('UNLISTEN *').catch(() => {});
+        await l.close().catch(() => {});
       }
     }
   }

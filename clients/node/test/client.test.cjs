@@ -3,7 +3,7 @@
 const { test, after } = require('node:test');
 const assert = require('node:assert/strict');
 const { Pool } = require('pg');
-const { pool, fresh, sleep, expiryOf } = require('./helpers.cjs');
+const { pool, fresh, sleep, expiryOf, settingsRole } = require('./helpers.cjs');
 const {
   IdempotencyClient, ExtensionVersionError, compareVersions, interval, isLeaseLost, sqlState, withTransaction,
   keyProblem, KEY_MAX_CHARS, isAnswerGone, createIdempotency,
@@ -232,7 +232,8 @@ test('keyExpiry: the key\'s expires_at and the answer\'s response_expires_at, ro
 
 test('extension 1.5: the calls without the 1.6 options, keyExpiry and the HTTP engine work', async () => {
   const db = `${(await pool.query('SELECT current_database() AS d')).rows[0].d}_v1_5`;
-  await pool.query(`DROP DATABASE IF EXISTS ${db}`);
+  // WITH (FORCE): a pooler keeps server connections to it after "old" ends
+  await pool.query(`DROP DATABASE IF EXISTS ${db} WITH (FORCE)`);
   await pool.query(`CREATE DATABASE ${db}`);
   const old = new Pool({ database: db, max: 2 });
   try {
@@ -259,12 +260,13 @@ test('extension 1.5: the calls without the 1.6 options, keyExpiry and the HTTP e
     assert.equal(a.headers['idempotency-replay-expires'], undefined);
   } finally {
     await old.end();
-    await pool.query(`DROP DATABASE IF EXISTS ${db}`);
+    await pool.query(`DROP DATABASE IF EXISTS ${db} WITH (FORCE)`);
   }
 });
 
 test('HTTP engine: a claim that cannot wait (0A000 under REPEATABLE READ) is thrown, not answered 409', async () => {
-  const rr = new Pool({ max: 2, options: '-c default_transaction_isolation=repeatable\\ read' });
+  const user = await settingsRole('regress_idem_repeatable_read', { default_transaction_isolation: 'repeatable read' });
+  const rr = new Pool({ max: 2, user });
   try {
     const key = fresh('rr');
     const info = { req: {}, key, method: 'POST', path: '/rr', body: {} };
@@ -278,6 +280,26 @@ test('HTTP engine: a claim that cannot wait (0A000 under REPEATABLE READ) is thr
     assert.equal(plain.status, 409);
   } finally {
     await rr.end();
+  }
+});
+
+test('HTTP engine: serverConnections bounds the sleeping claims below the pool\'s max (a transaction pooler\'s server connections)', async () => {
+  // two keys in flight, a duplicate of each: with serverConnections 2 one
+  // sleeps and the other is answered 409 at once; without it, both sleep
+  const held = [fresh('servers'), fresh('servers')];
+  const info = (key) => ({ req: {}, key, method: 'POST', path: '/s', body: {} });
+  for (const key of held) await api.claim(key, { request: { method: 'POST', path: '/s', body: {} }, lease: 30000 });
+  const wide = new Pool({ max: 10 });
+  try {
+    for (const [serverConnections, sleeping] of [[2, 1], [undefined, 2]]) {
+      const engine = createIdempotency({ pool: wide, wait: '1 second', serverConnections });
+      const started = Date.now();
+      const took = await Promise.all(held.map((key) => engine.handle(info(key), async () => ({ body: 1 }))
+        .then((a) => { assert.equal(a.status, 409); return Date.now() - started; })));
+      assert.equal(took.filter((ms) => ms >= 900).length, sleeping, `${serverConnections}: ${took}`);
+    }
+  } finally {
+    await wide.end();
   }
 });
 

@@ -2,6 +2,12 @@
 // and httpBehaviour(): the HTTP table of README.md as one set of routes and
 // tests, run against each framework binding (express, fastify and nestjs
 // .test.cjs give it a way to mount the routes and read a header).
+// test/pooler/node.sh runs the suites through a transaction pooler: the PG*
+// variables name PgBouncer, and IDEM_DIRECT_URL the database itself (where
+// a relay LISTENs, as the README's "Behind a transaction pooler" says).
+// Nothing here may depend on an earlier transaction's server session:
+// settings are a role's (settingsRole), never a session SET or startup
+// options.
 const { test, before, after } = require('node:test');
 const assert = require('node:assert/strict');
 const { Pool } = require('pg');
@@ -9,6 +15,14 @@ const { Pool } = require('pg');
 const pool = new Pool({ max: 10 });
 /** 4 clients, waits for one at most 8 s: the /burst route's pool (issue 45). */
 const small = new Pool({ max: 4, connectionTimeoutMillis: 8000 });
+/** True when the suites run through a transaction pooler. */
+const POOLED = Boolean(process.env.IDEM_DIRECT_URL);
+/** The database's own address (a pooler's clients LISTEN there). */
+const DIRECT_URL = process.env.IDEM_DIRECT_URL
+  || `postgresql://${encodeURIComponent(process.env.PGUSER || 'postgres')}@/${encodeURIComponent(process.env.PGDATABASE || '')}`
+     + `?host=${encodeURIComponent(process.env.PGHOST || '')}&port=${process.env.PGPORT || 5432}`;
+/** A relay's listenUrl as the README configures it. */
+const LISTEN_URL = POOLED ? DIRECT_URL : undefined;
 let n = 0;
 /** A key no other test uses. */
 const fresh = (prefix) => `${prefix}-${process.pid}-${Date.now()}-${++n}`;
@@ -384,4 +398,19 @@ function httpBehaviour(name, fw) {
   });
 }
 
-module.exports = { pool, fresh, sleep, httpBehaviour, expiryOf };
+/**
+ * A role of the extension whose sessions have the given settings (ALTER
+ * ROLE ... SET: pooled or not, every session of the role has them; a
+ * session SET would stay on the pooler's server connection and reach its
+ * next clients, and a pooler drops or refuses startup options).
+ */
+async function settingsRole(name, settings) {
+  await pool.query(`DO $$ BEGIN CREATE ROLE ${name} LOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$`);
+  for (const [setting, value] of Object.entries(settings)) {
+    await pool.query(`ALTER ROLE ${name} SET ${setting} = '${value}'`);
+  }
+  await pool.query('SELECT idempotency.grant_usage($1)', [name]);
+  return name;
+}
+
+module.exports = { pool, fresh, sleep, httpBehaviour, expiryOf, settingsRole, POOLED, DIRECT_URL, LISTEN_URL };

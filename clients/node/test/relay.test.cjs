@@ -1,11 +1,14 @@
 // test/relay.test.cjs: OutboxRelay: woken by NOTIFY, publishes in order per
 // aggregate, retries a failed event after the extension's backoff without
 // letting later events of its aggregate overtake it, and on stop() hands the
-// unpublished part of its batch back.
+// unpublished part of its batch back. Where notifications do not reach its
+// listener (a transaction pooler) it says so once and polls; listenUrl
+// gives it a connection where they do.
 const { test, after } = require('node:test');
 const assert = require('node:assert/strict');
-const { pool, fresh, sleep } = require('./helpers.cjs');
-const { OutboxRelay, IdempotencyClient } = require('../dist/cjs/index.js');
+const { Pool } = require('pg');
+const { pool, fresh, sleep, POOLED, DIRECT_URL } = require('./helpers.cjs');
+const { OutboxRelay, IdempotencyClient, relayPollingLine } = require('../dist/cjs/index.js');
 
 const api = new IdempotencyClient(pool);
 after(() => pool.end());
@@ -85,4 +88,80 @@ test('SIGTERM with handleSignals stops the relay', async () => {
   process.emit('SIGTERM');
   await stopped;
   assert.equal(process.listenerCount('SIGTERM'), 0);
+});
+
+for (const listen of ['own', 'listenUrl']) {
+  test(`woken by NOTIFY (listening on ${listen === 'own' ? 'a client of the pool' : 'listenUrl'}), well before the poll`,
+    { skip: listen === 'own' && POOLED && 'notifications do not reach a client of a transaction pooler' }, async () => {
+      const agg = fresh('woken');
+      const seen = [];
+      const lines = [];
+      const relay = new OutboxRelay({
+        pool, pollMs: 30000, listenUrl: listen === 'own' ? undefined : DIRECT_URL, log: (l) => lines.push(l),
+        publish: async (e) => { if (e.aggregateId === agg) seen.push(e.payload.i); },
+      });
+      await relay.start();
+      try {
+        assert.equal(relay.listening, true);
+        await sleep(100); // idle: only a notification wakes it
+        const started = Date.now();
+        await enqueue(agg, 2);
+        await until(() => seen.length === 2, 5000);
+        assert.ok(Date.now() - started < 5000);
+      } finally {
+        await relay.stop();
+      }
+      assert.deepEqual(seen, [0, 1]);
+      assert.deepEqual(lines, []);
+    });
+}
+
+test('where notifications do not arrive: one line in the log, every event once and in order per aggregate, at the poll', async () => {
+  // Through a transaction pooler the probe never arrives. On a direct
+  // connection the same is seen with the probe dropped; there the
+  // listener's connection is also cut, and the relay, listening again,
+  // does not say it again.
+  const relayPool = new Pool({ max: 3, application_name: 'relay-polling-test' });
+  relayPool.on('error', () => {}); // its idle clients, cut below
+  let probes = 0;
+  const quiet = {
+    connect: () => relayPool.connect(),
+    query: (text, values) => {
+      if (/pg_notify/.test(text)) { probes++; if (!POOLED) return Promise.resolve({ rows: [] }); }
+      return relayPool.query(text, values);
+    },
+  };
+  const aggs = [fresh('p0'), fresh('p1'), fresh('p2')];
+  const seen = [];
+  const lines = [];
+  const errors = [];
+  const relay = new OutboxRelay({
+    pool: quiet, pollMs: 300, log: (l) => lines.push(l), onError: (e) => errors.push(e),
+    publish: async (e) => { if (aggs.includes(e.aggregateId)) seen.push([aggs.indexOf(e.aggregateId), e.payload.n]); },
+  });
+  await relay.start();
+  try {
+    assert.equal(relay.listening, false);
+    assert.deepEqual(lines, [relayPollingLine(300)]);
+    for (let n = 0; n < 4; n++) { // four transactions, each an event of each aggregate
+      await api.enqueueEvents(aggs.map((a) => ({ aggregateType: 'relay-test', aggregateId: a, eventType: 'e', payload: { n } })));
+    }
+    await until(() => seen.length === 12, 15000);
+    if (!POOLED) {
+      await pool.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'relay-polling-test'");
+      await until(() => probes === 2, 15000);
+      await api.enqueueEvents(aggs.map((a) => ({ aggregateType: 'relay-test', aggregateId: a, eventType: 'e', payload: { n: 4 } })));
+      await until(() => seen.length === 15, 15000);
+    }
+    await sleep(600); // nothing more comes
+  } finally {
+    await relay.stop();
+    await relayPool.end();
+  }
+  const last = POOLED ? 3 : 4;
+  for (let a = 0; a < 3; a++) {
+    assert.deepEqual(seen.filter(([x]) => x === a).map(([, n]) => n), Array.from({ length: last + 1 }, (_, n) => n));
+  }
+  assert.equal(seen.length, 3 * (last + 1)); // each once
+  assert.deepEqual(lines, [relayPollingLine(300)]);
 });

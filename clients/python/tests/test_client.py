@@ -257,7 +257,8 @@ def test_extension_1_5_without_the_1_6_arguments(conn, key):
     name = conn.execute("SELECT current_database() || '_v1_5'").fetchone()[0]
     conn.rollback()
     conn.autocommit = True
-    conn.execute('DROP DATABASE IF EXISTS "%s"' % name)
+    # WITH (FORCE): a pooler keeps server connections to it after "old" closes
+    conn.execute('DROP DATABASE IF EXISTS "%s" WITH (FORCE)' % name)
     conn.execute('CREATE DATABASE "%s"' % name)
     try:
         with psycopg.connect(dbname=name) as old:
@@ -284,7 +285,7 @@ def test_extension_1_5_without_the_1_6_arguments(conn, key):
             assert headers[0]["idempotency-key-expires"] == headers[1]["idempotency-key-expires"]
             assert "idempotency-replay-expires" not in headers[0]
     finally:
-        conn.execute('DROP DATABASE IF EXISTS "%s"' % name)
+        conn.execute('DROP DATABASE IF EXISTS "%s" WITH (FORCE)' % name)
 
 
 async def test_async_claim_wait(aconn, key):
@@ -306,3 +307,27 @@ async def test_async_claim_wait(aconn, key):
         assert expiry is not None and expiry.response_expires_at is None
     finally:
         await holder.close()
+
+
+def test_calls_are_never_prepared(key):
+    # psycopg prepares a statement run 5 times on a connection (its
+    # prepare_threshold) under a name that only that server session knows;
+    # behind a transaction pooler the next transaction may run on another.
+    # The package's statements are never prepared, on a connection left at
+    # psycopg's defaults.
+    import asyncio
+    with psycopg.connect() as plain:
+        for i in range(8):
+            client.claim(plain, "%s-%d" % (key, i))
+            client.lookup(plain, key)
+            plain.commit()
+        assert plain.execute("SELECT count(*) FROM pg_prepared_statements").fetchone()[0] == 0
+
+    async def run():
+        async with await psycopg.AsyncConnection.connect() as plain:
+            for i in range(8):
+                await aio.claim(plain, "%s-a%d" % (key, i))
+                await plain.commit()
+            cur = await plain.execute("SELECT count(*) FROM pg_prepared_statements")
+            assert (await cur.fetchone())[0] == 0
+    asyncio.run(run())

@@ -62,14 +62,13 @@ def test_a_bad_policy_is_not_blamed_on_the_client(conn):
     assert e.value.sqlstate == "22023"
 
 
-def test_answer_too_large_to_store_is_a_retryable_500(conn, key):
+def test_answer_too_large_to_store_is_a_retryable_500(limited, key):
+    # the role's max_response_bytes is 100
     from pg_idempotency import client
-    conn.execute("SET idempotency.max_response_bytes = 100")
-    conn.commit()
     steps = http.exchange(http.Policy(), http.Request("POST", "/", b"", "", key, ""))
-    answer = http.drive(steps, conn, lambda h: http.Answer(200, [], b"x" * 500))
+    answer = http.drive(steps, limited, lambda h: http.Answer(200, [], b"x" * 500))
     assert answer.status == 500
-    row = client.lookup(conn, key)
+    row = client.lookup(limited, key)
     assert (row["status"], row["retryable"]) == ("failed", True)
 
 
@@ -149,3 +148,22 @@ def test_expiry_read_that_fails_leaves_the_headers_out():
     with pytest.raises(StopIteration) as stop:
         next(steps)
     assert stop.value.value == []
+
+
+def test_server_connections_bound_the_sleeping_claims():
+    # behind a transaction pooler a sleeping claim keeps one of its server
+    # connections: at most server_connections minus one sleep, whatever the
+    # pool's max_size (which bounds them alone without it)
+    class Pool:
+        max_size = 10
+
+    pools = []                      # alive: the places are counted by the pool's id
+    for servers, sleepers in ((2, 1), (4, 3), (None, 9), (20, 9)):
+        pool, policy = Pool(), http.Policy(wait="1 second", server_connections=servers)
+        pools.append(pool)
+        places = [http._waiting_policy(policy, pool) for _ in range(12)]
+        assert [sleeping for _, sleeping in places].count(True) == sleepers, servers
+        assert all(p.wait == ("1 second" if sleeping else None) for p, sleeping in places)
+    unbounded = http.Connect()      # a connection per request: only server_connections bounds it
+    assert [http._waiting_policy(http.Policy(wait="1 second", server_connections=3), unbounded)[1]
+            for _ in range(4)] == [True, True, False, False]

@@ -112,9 +112,8 @@ def test_key_rule_needs_no_query():
         assert http.key_problem(good) is None
 
 
-def test_key_over_the_sessions_max_key_length_400(conn, key):
-    conn.execute("SET idempotency.max_key_length = 40")
-    conn.commit()
+def test_key_over_the_roles_max_key_length_400(limited, key):
+    # the role's max_key_length is 40
     ran = []
 
     def handler(_holding):
@@ -123,7 +122,7 @@ def test_key_over_the_sessions_max_key_length_400(conn, key):
 
     def send(k):
         req = http.Request("POST", "/pay", b"{}", "application/json", k, "")
-        return http.drive(http.exchange(http.Policy(), req), conn, handler).status
+        return http.drive(http.exchange(http.Policy(), req), limited, handler).status
 
     assert send(key + "x" * (41 - len(key))) == 400
     assert send(key) == 201 and ran == [1]

@@ -18,6 +18,8 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 import pytest
 
+from conftest import NO_PREPARE
+
 POOL_TIMEOUT = 8.0          # seconds a view waits for a connection
 BURST = 4 * 4               # 4x the quick start's pool (psycopg_pool's default size)
 PORTS = iter(range(18460, 18480))
@@ -64,7 +66,7 @@ def test_flask_burst_does_not_starve_the_pool():
 
     from pg_idempotency.flask import Idempotency
 
-    pool = ConnectionPool("", timeout=POOL_TIMEOUT)        # the quick start's pool
+    pool = ConnectionPool("", timeout=POOL_TIMEOUT, kwargs=NO_PREPARE)        # the quick start's pool
     app = flask.Flask("burst")
     Idempotency(app, pool)
 
@@ -93,7 +95,7 @@ def test_django_burst_does_not_starve_the_pool():
     from pg_idempotency import http
 
     apps.django_app(http.Policy())                          # configures Django once
-    pool = ConnectionPool("", timeout=POOL_TIMEOUT)
+    pool = ConnectionPool("", timeout=POOL_TIMEOUT, kwargs=NO_PREPARE)
 
     def pay(request):
         with pool.connection() as conn:
@@ -120,7 +122,7 @@ def test_starlette_burst_does_not_starve_the_pool():
 
     from pg_idempotency.asgi import IdempotencyMiddleware
 
-    pool = AsyncConnectionPool("", timeout=POOL_TIMEOUT, open=False)   # the quick start's pool
+    pool = AsyncConnectionPool("", timeout=POOL_TIMEOUT, kwargs=NO_PREPARE, open=False)   # the quick start's pool
 
     async def pay(request):
         async with pool.connection() as conn:               # the view's own connection

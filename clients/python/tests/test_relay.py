@@ -1,6 +1,8 @@
 """The relay worker: LISTEN wakes it, events go out in order and are
 marked under the batch's lease token, a failing sink backs off and holds
-back the aggregate's later events, SIGTERM hands the lease back."""
+back the aggregate's later events, SIGTERM hands the lease back.  Where
+notifications do not reach its listener (a transaction pooler) it says so
+once and polls; listen_dsn gives it a connection where they do."""
 import asyncio
 import os
 import signal
@@ -9,8 +11,9 @@ import time
 
 import pytest
 
+from conftest import DIRECT_DSN, LISTEN_DSN, POOLED
 from pg_idempotency import client
-from pg_idempotency.relay import AsyncRelay, Relay
+from pg_idempotency.relay import POLLING, AsyncRelay, Relay
 
 
 @pytest.fixture
@@ -44,19 +47,106 @@ def until(cond, timeout=10.0):
         time.sleep(0.02)
 
 
-def test_publishes_in_order_after_notification(outbox):
+def polling_lines(caplog):
+    return [r for r in caplog.records if r.getMessage().startswith(POLLING.split(";")[0])]
+
+
+@pytest.mark.parametrize("listen", ["own", "listen_dsn"])
+def test_publishes_in_order_after_notification(outbox, caplog, listen):
+    # own: LISTEN on the relay's connection; listen_dsn: on a connection
+    # of its own, to the database itself (through a pooler, the only one
+    # that notifications reach)
+    if listen == "own" and POOLED:
+        pytest.skip("notifications do not reach a connection through a transaction pooler")
     enqueue, row = outbox
     seen = []
-    relay = Relay("", lambda e: seen.append((e.aggregate_id, e.event_type)), poll=30.0)
+    relay = Relay("", lambda e: seen.append((e.aggregate_id, e.event_type)), poll=30.0,
+                  listen_dsn=None if listen == "own" else DIRECT_DSN)
     t = start(relay)
-    time.sleep(0.3)                 # idle, listening: only a notification wakes it
+    until(lambda: relay.listening)  # idle, listening: only a notification wakes it
+    time.sleep(0.1)
+    started = time.monotonic()
     ids = enqueue(("order", "1", "created", {"n": 1}), ("order", "1", "paid", {"n": 2}))
     until(lambda: relay.published == 2)
+    assert time.monotonic() - started < 5        # well before the poll (30 s)
     assert seen == [("1", "created"), ("1", "paid")]
     assert all(row(i)[0] for i in ids)
     relay.stop()
     t.join(5)
     assert not t.is_alive()
+    assert polling_lines(caplog) == []
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_polls_where_notifications_do_not_arrive(outbox, caplog, monkeypatch, kind):
+    # Through a transaction pooler without listen_dsn the probe never
+    # arrives: one line in the log, and every event goes out once, in
+    # order per aggregate, at the poll.  On a direct connection the same
+    # is seen with notifications dropped.
+    import pg_idempotency.relay as relay_module
+
+    def dropped(conn, channel):
+        relay_module._heard_before(conn, channel)
+        return False
+    if not POOLED:
+        monkeypatch.setattr(relay_module, "_heard_before", relay_module._heard, raising=False)
+        monkeypatch.setattr(relay_module, "_heard", dropped)
+    caplog.set_level("WARNING", logger="pg_idempotency.relay")
+    enqueue, row = outbox
+    seen = []
+    poll = 0.5
+    publish = lambda e: seen.append((e.aggregate_id, e.payload["n"]))   # noqa: E731
+    if kind == "sync":
+        relay = Relay("", publish, poll=poll)
+        runner = start(relay)
+        stop = relay.stop
+    else:                           # on an event loop of its own, in a thread
+        relay = AsyncRelay("", publish, poll=poll)
+        loop = asyncio.new_event_loop()
+        runner = threading.Thread(target=loop.run_until_complete, args=(relay.run(),), daemon=True)
+        runner.start()
+
+        def stop():
+            loop.call_soon_threadsafe(relay.stop)
+    try:
+        until(lambda: polling_lines(caplog))
+        assert relay.listening is False
+        ids = []
+        for n in range(4):          # four transactions, each an event of each aggregate
+            ids += enqueue(*[("order", "p%d" % a, "step", {"n": n}) for a in range(3)])
+        until(lambda: relay.published == len(ids), 15)
+        time.sleep(poll * 2)        # nothing more comes
+    finally:
+        stop()
+        runner.join(5)
+    assert not runner.is_alive()
+    assert sorted(seen) == sorted(("p%d" % a, n) for a in range(3) for n in range(4))   # each once
+    for a in range(3):
+        assert [n for agg, n in seen if agg == "p%d" % a] == [0, 1, 2, 3]
+    assert all(row(i)[0] for i in ids)
+    lines = polling_lines(caplog)
+    assert len(lines) == 1, lines
+    assert lines[0].getMessage() == POLLING % "0.5s"
+
+
+def test_the_polling_line_is_said_once_per_relay():
+    # a reconnect probes again, and says nothing again
+    import logging
+    records = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            records.append(record.getMessage())
+    handler = Keep()
+    logging.getLogger("pg_idempotency.relay").addHandler(handler)
+    try:
+        relay = Relay("", lambda e: None, poll=2.0)
+        assert [relay._probed("c", False) for _ in range(3)] == ["UNLISTEN *"] * 3
+        assert relay._probed("c", True) == "UNLISTEN c" and relay.listening
+        assert Relay("", lambda e: None)._probed("c", False) == "UNLISTEN *"
+    finally:
+        logging.getLogger("pg_idempotency.relay").removeHandler(handler)
+    assert records == [POLLING % "2s", POLLING % "1s"]
 
 
 def test_enqueue_events_in_order(outbox, conn):
@@ -128,9 +218,12 @@ async def test_async_relay(outbox):
             raise ConnectionError("broker down")
         seen.append(e.id)
 
-    relay = AsyncRelay("", publish, poll=30.0)
+    relay = AsyncRelay("", publish, poll=30.0, listen_dsn=LISTEN_DSN)
     task = asyncio.ensure_future(relay.run())
-    await asyncio.sleep(0.3)                # listening: the notification wakes it
+    for _ in range(250):                    # listening: the notification wakes it
+        if relay.listening:
+            break
+        await asyncio.sleep(0.02)
     good, bad = enqueue(("order", "20", "created", {}), ("order", "21", "bad", {}))
     for _ in range(500):
         if relay.published == 1 and relay.failed == 1:

@@ -17,7 +17,8 @@ import org.pgidempotency.http.Policy;
  * app for check.py, compiled with the test sources. POST /wait-burst/n: the
  * filter with wait on a pool of n connections (BoundedDataSource: 2, 4,
  * 10), scoped by X-User; the handler sleeps 0.35 s and records its run on
- * the same pool. Registered through the Servlet API, as the README's quick
+ * the same pool (PGIDEM_SERVER_CONNECTIONS: the pooler's pool, the policy's
+ * serverConnections). Registered through the Servlet API, as the README's quick
  * start does (Tomcat's own registration reads annotations whose API Debian
  * does not ship).
  */
@@ -31,6 +32,7 @@ public final class WaitBurstApp {
         tomcat.setConnector(http);
         Context ctx = tomcat.addContext("", null);
         ctx.setIgnoreAnnotations(true);
+        int servers = Integer.parseInt(Db.env("PGIDEM_SERVER_CONNECTIONS", "0"));
         for (int size : new int[] {2, 4, 10}) {
             BoundedDataSource pool = new BoundedDataSource(Db.dataSource(), size);
             HttpServlet pay = new HttpServlet() {
@@ -50,7 +52,7 @@ public final class WaitBurstApp {
             };
             IdempotencyFilter filter = IdempotencyFilter.builder(pool)
                 .scope(req -> req.getHeader("X-User"))
-                .policy(Policy.defaults().withWait(Duration.ofSeconds(5)))
+                .policy(Policy.defaults().withWait(Duration.ofSeconds(5)).withServerConnections(servers))
                 .build();
             String path = "/wait-burst/" + size;
             ctx.addServletContainerInitializer((classes, servletContext) -> {

@@ -3,9 +3,11 @@ check.py, under uvicorn (python3 -m uvicorn app:app).  POST
 /wait-burst/<n>: IdempotencyMiddleware with wait on an AsyncConnectionPool
 of n (2, 4, 10), scoped by X-User; the handler sleeps 0.35 s and records
 its run on the same pool.  Each pool has its own Starlette app, chosen
-by the request's path."""
+by the request's path.  PGIDEM_SERVER_CONNECTIONS: a transaction pooler's
+pool, the middleware's server_connections."""
 import asyncio
 import datetime
+import os
 
 from psycopg_pool import AsyncConnectionPool
 from starlette.applications import Starlette
@@ -19,7 +21,9 @@ pools = []
 
 
 def burst_app(size):
-    pool = AsyncConnectionPool("", min_size=size, max_size=size, open=False)
+    # prepare_threshold: the README's line for a transaction pooler
+    pool = AsyncConnectionPool("", min_size=size, max_size=size, kwargs={"prepare_threshold": None},
+                               open=False)
     pools.append(pool)
 
     async def pay(request: Request):
@@ -31,6 +35,7 @@ def burst_app(size):
 
     inner = Starlette(routes=[Route("/wait-burst/%d" % size, pay, methods=["POST"])])
     inner.add_middleware(IdempotencyMiddleware, pool=pool, wait="5 seconds",
+                         server_connections=int(os.environ.get("PGIDEM_SERVER_CONNECTIONS") or 0) or None,
                          scope=lambda s: dict(s["headers"]).get(b"x-user", b"").decode() or None)
     return inner
 

@@ -1,7 +1,10 @@
 // test/integration/wait_burst/main.go: the Go package's burst app for
 // check.py. POST /wait-burst/<n>: the middleware with Wait on a *sql.DB
 // limited to n open connections (2, 4, 10), scoped by X-User; the handler
-// sleeps 0.35 s and records its run on the same pool.
+// sleeps 0.35 s and records its run on the same pool.  The DSN is
+// PGIDEM_DSN's (binary_parameters=yes through a pooler) and the PG*
+// variables'; PGIDEM_SERVER_CONNECTIONS is the pooler's pool
+// (Options.ServerConnections).
 package main
 
 import (
@@ -11,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"time"
 
 	_ "github.com/lib/pq"
@@ -18,9 +22,10 @@ import (
 )
 
 func main() {
+	servers, _ := strconv.Atoi(os.Getenv("PGIDEM_SERVER_CONNECTIONS"))
 	mux := http.NewServeMux()
 	for _, size := range []int{2, 4, 10} {
-		db, err := sql.Open("postgres", "")
+		db, err := sql.Open("postgres", os.Getenv("PGIDEM_DSN"))
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -37,7 +42,7 @@ func main() {
 			fmt.Fprintf(w, `{"key": %q, "at": %q}`, key, time.Now().Format(time.RFC3339Nano))
 		})
 		mux.Handle(fmt.Sprintf("/wait-burst/%d", size), pgidempotency.Middleware(pgidempotency.Options{
-			DB: db, Wait: 5 * time.Second,
+			DB: db, Wait: 5 * time.Second, ServerConnections: servers,
 			Scope: func(r *http.Request) (string, error) {
 				if u := r.Header.Get("X-User"); u != "" {
 					return u, nil

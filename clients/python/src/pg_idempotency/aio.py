@@ -19,7 +19,7 @@ P = ParamSpec("P")
 async def run(conn: "psycopg.AsyncConnection[Any]", query: "q.Query[T]") -> T:
     """Runs one Query on conn and decodes its rows."""
     async with conn.cursor() as cur:
-        await cur.execute(query.sql, query.params)
+        await cur.execute(query.sql, query.params, prepare=False)   # as client.run
         return query.decode(await cur.fetchall() if cur.description else [])
 
 

@@ -19,7 +19,10 @@ P = ParamSpec("P")
 def run(conn: "psycopg.Connection[Any]", query: "q.Query[T]") -> T:
     """Runs one Query on conn and decodes its rows."""
     with conn.cursor() as cur:
-        cur.execute(query.sql, query.params)
+        # never a named prepared statement (psycopg prepares a query run 5
+        # times): behind a transaction pooler the next transaction may run on
+        # a server connection that does not have it
+        cur.execute(query.sql, query.params, prepare=False)
         return query.decode(cur.fetchall() if cur.description else [])
 
 

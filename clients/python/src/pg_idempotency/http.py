@@ -128,7 +128,10 @@ class Policy:
     (None: no wait; passed only when set; needs the library in
     shared_preload_libraries; the waiting request holds its connection,
     and at most the pool's max_size minus one wait at once: see
-    _enter_wait);
+    _enter_wait); server_connections: behind a transaction pooler, the
+    server connections it lends this service (its pool for the database
+    and user), which sleeping claims keep: at most this minus one sleep at
+    once, as max_size bounds them without a pooler (None: max_size alone);
     key_expires_header, replay_expires_header: the names of the expiry
     headers (None leaves one out; with both None nothing is read).
     """
@@ -145,6 +148,7 @@ class Policy:
     wait: q.Interval = None
     key_expires_header: Optional[str] = "Idempotency-Key-Expires"
     replay_expires_header: Optional[str] = "Idempotency-Replay-Expires"
+    server_connections: Optional[int] = None
 
 
 def problem(status: int, title: str, detail: str, headers: Optional[Headers] = None) -> Answer:
@@ -392,12 +396,16 @@ async def drive_async(gen: Generator[Step, Any, Answer], conn: "psycopg.AsyncCon
 # wait: 409 with Retry-After at once. A source without max_size (Connect)
 # opens a connection per request and is not bounded here. The wait never
 # outlasts the holder's lease: the server wakes the waiter when it runs out.
+# Behind a transaction pooler the connections a sleeper keeps are the
+# pooler's server connections (Policy.server_connections, when fewer).
 _sleeping: Dict[int, int] = {}
 _sleeping_lock = threading.Lock()
 
 
-def _enter_wait(pool: Any) -> bool:
+def _enter_wait(pool: Any, servers: Optional[int]) -> bool:
     size = getattr(pool, "max_size", None)
+    if servers is not None and not (isinstance(size, int) and size <= servers):
+        size = servers
     with _sleeping_lock:
         n = _sleeping.get(id(pool), 0)
         if isinstance(size, int) and n >= size - 1:
@@ -417,7 +425,7 @@ def _waiting_policy(policy: Policy, pool: Any) -> Tuple[Policy, bool]:
     policy without wait when the pool's places are taken."""
     if policy.wait is None:
         return policy, False
-    if _enter_wait(pool):
+    if _enter_wait(pool, policy.server_connections):
         return policy, True
     return replace(policy, wait=None), False
 
@@ -570,7 +578,9 @@ class Connect:
         self.conninfo = conninfo
 
     def connection(self) -> ContextManager["psycopg.Connection[Any]"]:
-        return psycopg.connect(self.conninfo)
+        # prepare_threshold=None: the handler's queries on it are never
+        # prepared either, so it works behind a transaction pooler
+        return psycopg.connect(self.conninfo, prepare_threshold=None)
 
 
 class AsyncConnect(Connect):
@@ -586,7 +596,7 @@ class _AsyncConnection:
         self.conn: Optional["psycopg.AsyncConnection[Any]"] = None
 
     async def __aenter__(self) -> "psycopg.AsyncConnection[Any]":
-        self.conn = await psycopg.AsyncConnection.connect(self.conninfo)
+        self.conn = await psycopg.AsyncConnection.connect(self.conninfo, prepare_threshold=None)
         return self.conn
 
     async def __aexit__(self, *exc: Any) -> None:

@@ -10,17 +10,26 @@ it finishes the event in hand and hands the rest of its lease back with
 mark_failed(..., "relay stopped") under the lease token.  A lost database
 connection is retried with exponential backoff.  AsyncRelay does the same
 on asyncio.
+
+Behind a transaction pooler (PgBouncer in transaction mode, RDS Proxy,
+Supavisor) notifications do not reach a LISTEN: listen_dsn names a direct
+or session-mode address for it (claims and marks stay on conninfo).  On
+each connection the relay checks that notifications reach its listener
+(a probe on a channel of its own); when they do not, it says so once in
+its log and polls every `poll` seconds.
 """
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import logging
+import secrets
 import select
 import signal
 import threading
 import time
-from typing import Any, Callable, Iterator, List, Set, Tuple
+from typing import Any, Callable, Iterator, List, Optional, Set, Tuple
 
 import psycopg
 
@@ -31,6 +40,33 @@ from ._queries import Interval, OutboxEvent
 log = logging.getLogger("pg_idempotency.relay")
 CHANNEL = "idempotency_outbox"
 SECOND_LOOK = 0.020     # twice idempotency.outbox_notify_interval
+PROBE_WAIT = 2.0        # seconds the listener's probe may take to arrive
+POLLING = ("notifications do not reach this connection (a transaction pooler?); polling every %s; "
+           "give the relay a direct or session-mode connection for LISTEN")
+
+
+def _connect(conninfo: str) -> "psycopg.Connection[Any]":
+    return psycopg.connect(conninfo, autocommit=True, prepare_threshold=None)
+
+
+async def _aconnect(conninfo: str) -> "psycopg.AsyncConnection[Any]":
+    return await psycopg.AsyncConnection.connect(conninfo, autocommit=True, prepare_threshold=None)
+
+
+def _probe_channel() -> str:
+    """A channel of the relay's own, for the probe (a name of hex digits:
+    safe to put in LISTEN's text)."""
+    return "idempotency_relay_" + secrets.token_hex(8)
+
+
+def _heard(conn: Any, channel: Optional[str]) -> bool:
+    """Reads what arrived on conn: True when a notification on channel
+    (on any, for None) is among it."""
+    conn.pgconn.consume_input()
+    heard = False
+    while (n := conn.pgconn.notifies()) is not None:
+        heard = heard or channel is None or n.relname.decode() == channel
+    return heard
 
 
 class Batch:
@@ -79,14 +115,34 @@ class Batch:
 class _Settings:
     """conninfo: as for psycopg.connect; publish(event) sends one event
     (raises on failure); batch, lease: claim_events' arguments; poll: the
-    idle timer in seconds; max_backoff: the longest reconnect wait.
-    published, failed: events marked so far."""
+    idle timer in seconds; max_backoff: the longest reconnect wait;
+    listen_dsn: where to LISTEN when conninfo is a transaction pooler's
+    (a direct or session-mode address; None: on conninfo's connection).
+    published, failed: events marked so far; listening: whether
+    notifications reach the relay (else it polls)."""
 
     def __init__(self, conninfo: str, publish: Callable[[OutboxEvent], Any], batch: int = 100,
-                 lease: Interval = "30 seconds", poll: float = 1.0, max_backoff: float = 30.0) -> None:
-        self.conninfo, self.publish = conninfo, publish
+                 lease: Interval = "30 seconds", poll: float = 1.0, max_backoff: float = 30.0,
+                 listen_dsn: Optional[str] = None) -> None:
+        self.conninfo, self.publish, self.listen_dsn = conninfo, publish, listen_dsn
         self.batch, self.lease, self.poll, self.max_backoff = batch, lease, poll, max_backoff
         self.published = self.failed = 0
+        self.listening = False
+        self._said_polling = False
+
+    def _probed(self, channel: str, arrived: bool) -> str:
+        """Records whether the probe on channel arrived (the first time it
+        did not, one line in the log) and returns what to UNLISTEN: the
+        probe's channel, or, where notifications do not arrive, every
+        channel, so that no pooled server connection stays listening and
+        passes notifications to the other clients it serves."""
+        self.listening = arrived
+        if arrived:
+            return "UNLISTEN " + channel
+        if not self._said_polling:
+            self._said_polling = True
+            log.warning(POLLING, "%gs" % self.poll)
+        return "UNLISTEN *"
 
 
 def _count(relay: _Settings, counter: str, n: int) -> None:
@@ -112,10 +168,12 @@ class Relay(_Settings):
         backoff = 0.1
         while not self._stop.is_set():
             try:
-                with psycopg.connect(self.conninfo, autocommit=True) as conn:
-                    conn.execute("LISTEN " + CHANNEL)
+                with contextlib.ExitStack() as stack:
+                    conn = stack.enter_context(_connect(self.conninfo))
+                    listener = conn if self.listen_dsn is None else stack.enter_context(_connect(self.listen_dsn))
+                    self._listen(listener, conn)
                     backoff = 0.1
-                    self._loop(conn)
+                    self._loop(conn, listener)
             except psycopg.OperationalError as e:
                 log.warning("relay: %s; retrying in %.1fs", e, backoff)
                 self._stop.wait(backoff)
@@ -137,7 +195,23 @@ class Relay(_Settings):
                 _count(self, counter, client.run(conn, mark))
         return len(events)
 
-    def _loop(self, conn: "psycopg.Connection[Any]") -> None:
+    def _listen(self, listener: "psycopg.Connection[Any]", conn: "psycopg.Connection[Any]") -> None:
+        """LISTENs on the listener, and probes that notifications reach it."""
+        listener.execute("LISTEN " + CHANNEL)
+        channel = _probe_channel()
+        listener.execute("LISTEN " + channel)
+        # The probe is sent from another session: through a transaction
+        # pooler the listener's next statement may run on the very server
+        # connection that LISTENs, and a session's own notification reaches
+        # it with the statement's answer, which would prove nothing.
+        if conn is listener:
+            with _connect(self.conninfo) as other:
+                other.execute("SELECT pg_notify(%s, '')", (channel,), prepare=False)
+        else:
+            conn.execute("SELECT pg_notify(%s, '')", (channel,), prepare=False)
+        listener.execute(self._probed(channel, self._notified(listener, PROBE_WAIT, channel)))
+
+    def _loop(self, conn: "psycopg.Connection[Any]", listener: "psycopg.Connection[Any]") -> None:
         while not self._stop.is_set():
             while self.run_once(conn) and not self._stop.is_set():
                 pass
@@ -148,21 +222,25 @@ class Relay(_Settings):
                 if self.run_once(conn):
                     break
                 if not quiet:
-                    self._wait(conn)
+                    self._wait(listener)
                     break
 
-    def _wait(self, conn: "psycopg.Connection[Any]") -> None:
-        """Waits for a notification, the poll timer or stop()."""
-        deadline = time.monotonic() + self.poll
-        while not self._stop.is_set() and time.monotonic() < deadline:
-            ready, _, _ = select.select([conn.fileno()], [], [], min(0.1, self.poll))
-            if ready:
-                conn.pgconn.consume_input()
-                woken = False
-                while conn.pgconn.notifies() is not None:
-                    woken = True
-                if woken:
-                    return
+    def _wait(self, listener: "psycopg.Connection[Any]") -> None:
+        """Waits for a notification (where they arrive), the poll timer or stop()."""
+        if self.listening:
+            self._notified(listener, self.poll)
+        else:
+            self._stop.wait(self.poll)
+
+    def _notified(self, conn: "psycopg.Connection[Any]", timeout: float, channel: Optional[str] = None) -> bool:
+        """True when a notification on channel (any, for None) arrives on
+        conn within timeout seconds; False at the timeout or stop()."""
+        deadline = time.monotonic() + timeout
+        while not self._stop.is_set() and (left := deadline - time.monotonic()) > 0:
+            ready, _, _ = select.select([conn.fileno()], [], [], min(0.1, left))
+            if ready and _heard(conn, channel):
+                return True
+        return False
 
 
 class AsyncRelay(_Settings):
@@ -186,10 +264,13 @@ class AsyncRelay(_Settings):
         backoff = 0.1
         while not self._stop.is_set():
             try:
-                async with await psycopg.AsyncConnection.connect(self.conninfo, autocommit=True) as conn:
-                    await conn.execute("LISTEN " + CHANNEL)
+                async with contextlib.AsyncExitStack() as stack:
+                    conn = await stack.enter_async_context(await _aconnect(self.conninfo))
+                    listener = conn if self.listen_dsn is None else \
+                        await stack.enter_async_context(await _aconnect(self.listen_dsn))
+                    await self._listen(listener, conn)
                     backoff = 0.1
-                    await self._loop(conn)
+                    await self._loop(conn, listener)
             except psycopg.OperationalError as e:
                 log.warning("relay: %s; retrying in %.1fs", e, backoff)
                 await self._sleep(backoff)
@@ -217,7 +298,19 @@ class AsyncRelay(_Settings):
         except asyncio.TimeoutError:
             pass
 
-    async def _loop(self, conn: "psycopg.AsyncConnection[Any]") -> None:
+    async def _listen(self, listener: "psycopg.AsyncConnection[Any]", conn: "psycopg.AsyncConnection[Any]") -> None:
+        """Relay._listen on asyncio."""
+        await listener.execute("LISTEN " + CHANNEL)
+        channel = _probe_channel()
+        await listener.execute("LISTEN " + channel)
+        if conn is listener:
+            async with await _aconnect(self.conninfo) as other:
+                await other.execute("SELECT pg_notify(%s, '')", (channel,), prepare=False)
+        else:
+            await conn.execute("SELECT pg_notify(%s, '')", (channel,), prepare=False)
+        await listener.execute(self._probed(channel, await self._notified(listener, PROBE_WAIT, channel)))
+
+    async def _loop(self, conn: "psycopg.AsyncConnection[Any]", listener: "psycopg.AsyncConnection[Any]") -> None:
         while not self._stop.is_set():
             while await self.run_once(conn) and not self._stop.is_set():
                 pass
@@ -227,24 +320,32 @@ class AsyncRelay(_Settings):
                 if await self.run_once(conn):
                     break
                 if not quiet:
-                    await self._wait(conn)
+                    await self._wait(listener)
                     break
 
-    async def _wait(self, conn: "psycopg.AsyncConnection[Any]") -> None:
-        """Waits for a notification, the poll timer or stop()."""
+    async def _wait(self, listener: "psycopg.AsyncConnection[Any]") -> None:
+        """Waits for a notification (where they arrive), the poll timer or stop()."""
+        if self.listening:
+            await self._notified(listener, self.poll)
+        else:
+            await self._sleep(self.poll)
+
+    async def _notified(self, conn: "psycopg.AsyncConnection[Any]", timeout: float,
+                        channel: Optional[str] = None) -> bool:
+        """Relay._notified on asyncio."""
         loop = asyncio.get_running_loop()
         woken = asyncio.Event()
 
         def readable() -> None:
-            conn.pgconn.consume_input()
-            while conn.pgconn.notifies() is not None:
+            if _heard(conn, channel):
                 woken.set()
 
         loop.add_reader(conn.fileno(), readable)
         waits = [asyncio.ensure_future(woken.wait()), asyncio.ensure_future(self._stop.wait())]
         try:
-            await asyncio.wait(waits, timeout=self.poll, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
         finally:
             loop.remove_reader(conn.fileno())
             for w in waits:
                 w.cancel()
+        return woken.is_set()

@@ -1,5 +1,7 @@
 package org.pgidempotency;
 
+import java.lang.reflect.InvocationTargetException;
+import java.lang.reflect.Proxy;
 import java.sql.Array;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
@@ -13,6 +15,8 @@ import java.util.List;
 import java.util.Map;
 import java.util.UUID;
 import javax.sql.DataSource;
+import org.postgresql.PGConnection;
+import org.postgresql.PGStatement;
 
 /**
  * The SQL API of the idempotency extension (doc/reference.md) on JDBC.
@@ -27,6 +31,18 @@ import javax.sql.DataSource;
  * A failing statement raises the {@link IdempotencyException} of its
  * SQLSTATE ({@link IdempotencyException.LeaseLostException} for 55000, ...).
  * Durations are passed as intervals; null means the extension's default.
+ *
+ * <p>Behind a transaction pooler (PgBouncer in transaction mode, RDS
+ * Proxy, Supavisor) each transaction may run on another server session,
+ * which serves other clients too; a named prepared statement lives in one
+ * session only. pgjdbc names a statement from its fifth run on a
+ * connection (prepareThreshold) and its COMMIT and ROLLBACK at once, so
+ * every statement of this package is sent unnamed (prepareThreshold 0 on
+ * the statement), and the connections the package takes from the
+ * DataSource itself ({@link #connection()}) have a prepareThreshold of 0
+ * while it holds them: their BEGIN, COMMIT and ROLLBACK and the statements
+ * created on them (a one-transaction handler's, the work of
+ * {@link #inTransaction}) are unnamed too.
  */
 public final class Idempotency {
     /** The oldest extension version this package works with. */
@@ -278,7 +294,7 @@ public final class Idempotency {
      * IdempotencyExceptions, other checked ones wrapped in a RuntimeException).
      */
     public <T> T inTransaction(Work<T> work) {
-        try (Connection c = dataSource.getConnection()) {
+        try (Connection c = connection()) {
             boolean auto = c.getAutoCommit();
             c.setAutoCommit(false);
             try {
@@ -315,7 +331,7 @@ public final class Idempotency {
      * missing or older than {@link #MIN_EXTENSION_VERSION}.
      */
     public String checkVersion() {
-        try (Connection c = dataSource.getConnection()) {
+        try (Connection c = connection()) {
             return checkVersion(c);
         } catch (SQLException e) {
             throw IdempotencyException.of(e);
@@ -364,6 +380,37 @@ public final class Idempotency {
             n = n * 10 + (ch - '0');
         }
         return n;
+    }
+
+    /**
+     * A connection of the DataSource for the package's own transactions:
+     * until it is closed its prepareThreshold is 0, so that pgjdbc sends
+     * its statements, BEGIN, COMMIT and ROLLBACK unnamed, as a transaction
+     * pooler needs (see above); close() restores the threshold and gives it
+     * back. A connection of another driver is returned as it is.
+     */
+    public Connection connection() throws SQLException {
+        Connection c = dataSource.getConnection();
+        if (!c.isWrapperFor(PGConnection.class)) {
+            return c;
+        }
+        PGConnection pg = c.unwrap(PGConnection.class);
+        int threshold = pg.getPrepareThreshold();
+        if (threshold == 0) {
+            return c;
+        }
+        pg.setPrepareThreshold(0);
+        return (Connection) Proxy.newProxyInstance(Connection.class.getClassLoader(), new Class<?>[] {Connection.class},
+            (proxy, method, args) -> {
+                if (method.getName().equals("close") && args == null) {
+                    pg.setPrepareThreshold(threshold);
+                }
+                try {
+                    return method.invoke(c, args);
+                } catch (InvocationTargetException e) {
+                    throw e.getCause();
+                }
+            });
     }
 
     /** A Duration as an interval's text (microseconds); null stays null. */
@@ -423,6 +470,9 @@ public final class Idempotency {
 
     private static <T> List<T> queryAll(Connection c, String sql, Row<T> row, Object... params) {
         try (PreparedStatement ps = c.prepareStatement(sql)) {
+            if (ps.isWrapperFor(PGStatement.class)) {
+                ps.unwrap(PGStatement.class).setPrepareThreshold(0);     // unnamed: see the class's comment
+            }
             int i = 1;
             for (Object p : params) {
                 if (p != SKIP) {

@@ -33,7 +33,10 @@ class ClientTest {
         assertTrue(none.getMessage().contains("not installed"), none.getMessage());
         if (Db.edition().equals("c")) {
             // below the minimum: the C edition still installs 1.2 (1.0 and its updates)
-            Db.exec(idem.dataSource(), "DROP DATABASE IF EXISTS idem_java_old", "CREATE DATABASE idem_java_old");
+            // from template0, and dropped WITH (FORCE): a pooler keeps server
+            // connections to template1 (checked just above) and to idem_java_old
+            Db.exec(idem.dataSource(), "DROP DATABASE IF EXISTS idem_java_old WITH (FORCE)",
+                "CREATE DATABASE idem_java_old TEMPLATE template0");
             try {
                 Db.exec(Db.dataSource("idem_java_old"), "CREATE EXTENSION idempotency VERSION '1.2'");
                 var old = assertThrows(IdempotencyException.ExtensionVersionException.class,
@@ -41,7 +44,7 @@ class ClientTest {
                 assertTrue(old.getMessage().contains("version 1.2") && old.getMessage().contains("1.3 or later"),
                     old.getMessage());
             } finally {
-                Db.exec(idem.dataSource(), "DROP DATABASE IF EXISTS idem_java_old");
+                Db.exec(idem.dataSource(), "DROP DATABASE IF EXISTS idem_java_old WITH (FORCE)");
             }
         }
         assertTrue(Idempotency.compareVersions("1.10", "1.9") > 0);

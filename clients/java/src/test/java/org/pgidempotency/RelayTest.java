@@ -11,6 +11,9 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.logging.Handler;
+import java.util.logging.LogRecord;
+import java.util.logging.Logger;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.pgidempotency.relay.Publisher;
@@ -69,6 +72,30 @@ class RelayTest {
         return t;
     }
 
+    /** The relay's lines that notifications do not arrive, while open. */
+    static final class ProbeLines extends Handler implements AutoCloseable {
+        final List<String> lines = java.util.Collections.synchronizedList(new ArrayList<>());
+        final Logger log = Logger.getLogger("org.pgidempotency.relay");
+
+        ProbeLines() {
+            log.addHandler(this);
+        }
+
+        @Override
+        public void publish(LogRecord r) {
+            if (r.getMessage().contains("notifications do not reach this connection")) {
+                lines.add(r.getMessage());
+            }
+        }
+
+        @Override public void flush() { }
+
+        @Override
+        public void close() {
+            log.removeHandler(this);
+        }
+    }
+
     static void waitFor(java.util.function.BooleanSupplier done, long millis) throws InterruptedException {
         long end = System.currentTimeMillis() + millis;
         while (!done.getAsBoolean() && System.currentTimeMillis() < end) {
@@ -90,7 +117,8 @@ class RelayTest {
                 consume(consumer, e);
             }
         };
-        Thread first = start(new Relay(idem, dies).lease(Duration.ofSeconds(1)).poll(Duration.ofMillis(200)), "relay-1");
+        Thread first = start(new Relay(idem, dies).lease(Duration.ofSeconds(1)).poll(Duration.ofMillis(200))
+            .listenOn(Db.listenDataSource()), "relay-1");
         first.join(10_000);
         assertEquals(11L, count("SELECT count(*) FROM java_relay_sink WHERE consumer = '" + consumer + "'"));
         assertEquals(0L, count("SELECT count(*) FROM idempotency.outbox_events WHERE aggregate_type = '" + type
@@ -100,16 +128,22 @@ class RelayTest {
             if (e.aggregateType().equals(type)) {
                 consume(consumer, e);
             }
-        }).lease(Duration.ofSeconds(1)).poll(Duration.ofMillis(200));
+        }).lease(Duration.ofSeconds(1)).poll(Duration.ofMillis(200)).listenOn(Db.listenDataSource());
         Thread t = start(second, "relay-2");
         waitFor(() -> count("SELECT count(*) FROM idempotency.outbox_events WHERE aggregate_type = '" + type
             + "' AND published_at IS NULL") == 0, 20_000);
         second.stop();
         t.join(10_000);
         assertTrue(!t.isAlive());
-        // each event once, in order per aggregate
-        assertEquals(30L, count("SELECT count(DISTINCT event_id) FROM java_relay_sink WHERE consumer = '" + consumer + "'"));
-        assertEquals(30L, count("SELECT count(*) FROM java_relay_sink WHERE consumer = '" + consumer + "'"));
+        assertOnceInOrder(consumer, 3, 10);
+        assertEquals(30, ids.size());
+    }
+
+    /** Each of the consumer's events received once, aggregates x perAggregate, each aggregate's in order. */
+    static void assertOnceInOrder(String consumer, int aggregates, int perAggregate) {
+        long n = (long) aggregates * perAggregate;
+        assertEquals(n, count("SELECT count(DISTINCT event_id) FROM java_relay_sink WHERE consumer = '" + consumer + "'"));
+        assertEquals(n, count("SELECT count(*) FROM java_relay_sink WHERE consumer = '" + consumer + "'"));
         Map<String, List<Integer>> order = new HashMap<>();
         idem.inTransaction(c -> {
             try (var s = c.prepareStatement("SELECT aggregate, seq, event_id FROM java_relay_sink WHERE consumer = ? ORDER BY n")) {
@@ -122,11 +156,10 @@ class RelayTest {
             }
             return null;
         });
-        assertEquals(3, order.size());
+        assertEquals(aggregates, order.size());
         for (List<Integer> seqs : order.values()) {
-            assertEquals(List.of(0, 1, 2, 3, 4, 5, 6, 7, 8, 9), seqs);
+            assertEquals(java.util.stream.IntStream.range(0, perAggregate).boxed().toList(), seqs);
         }
-        assertEquals(30, ids.size());
     }
 
     @Test
@@ -139,7 +172,7 @@ class RelayTest {
             if (e.aggregateType().equals(type) && seen.incrementAndGet() == 2) {
                 relay[0].stop();      // a shutdown hook, say: the event in hand is finished
             }
-        }).poll(Duration.ofMillis(200));
+        }).poll(Duration.ofMillis(200)).listenOn(Db.listenDataSource());
         Thread t = start(relay[0], "relay-stop");
         t.join(10_000);
         assertTrue(!t.isAlive());
@@ -159,9 +192,10 @@ class RelayTest {
             if (e.aggregateType().equals(type)) {
                 published.add(System.nanoTime());
             }
-        }).poll(Duration.ofSeconds(60));
+        }).poll(Duration.ofSeconds(60)).listenOn(Db.listenDataSource());   // direct, behind a pooler
+        ProbeLines probe = new ProbeLines();
         Thread t = start(relay, "relay-wake");
-        Thread.sleep(700);      // idle: past the second look, waiting for a notification
+        Thread.sleep(700);      // idle: past the probe and the second look, waiting for a notification
         long sent = System.nanoTime();
         enqueue(type, 1, 1);
         waitFor(() -> !published.isEmpty(), 5_000);
@@ -170,6 +204,33 @@ class RelayTest {
         assertEquals(1, published.size());
         long ms = (published.get(0) - sent) / 1_000_000;
         assertTrue(ms < 3_000, "woken after " + ms + " ms, not by the 60 s poll");
+        probe.close();
+        assertEquals(List.of(), probe.lines, "notifications arrive on this connection");
+    }
+
+    /**
+     * Without a LISTEN connection of its own: through a transaction pooler
+     * (PGIDEM_POOLER) the relay says once that notifications do not arrive,
+     * and polling delivers every event once, each aggregate's in order; on
+     * a direct connection it says nothing.
+     */
+    @Test
+    void withoutNotificationsItPolls() throws Exception {
+        String type = Db.unique("java-poll");
+        Relay relay = new Relay(idem, e -> {
+            if (e.aggregateType().equals(type)) {
+                consume(type, e);
+            }
+        }).poll(Duration.ofMillis(300));
+        try (ProbeLines probe = new ProbeLines()) {
+            Thread t = start(relay, "relay-poll");
+            enqueue(type, 3, 30);
+            waitFor(() -> count("SELECT count(*) FROM java_relay_sink WHERE consumer = '" + type + "'") == 30, 20_000);
+            relay.stop();
+            t.join(10_000);
+            assertOnceInOrder(type, 3, 10);
+            assertEquals(Db.behindPooler() ? 1 : 0, probe.lines.size(), String.valueOf(probe.lines));
+        }
     }
 
     @Test

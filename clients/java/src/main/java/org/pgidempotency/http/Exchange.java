@@ -64,7 +64,9 @@ public final class Exchange {
      * opens a connection per call) is not bounded here. A duplicate past
      * the bound claims without wait: 409 with Retry-After at once. The
      * wait never outlasts the holder's lease: the server wakes the waiter
-     * when the lease runs out.
+     * when the lease runs out. Behind a transaction pooler the connections a
+     * sleeper keeps are the pooler's server connections (the policy's
+     * serverConnections, when set and fewer).
      */
     private static final Map<DataSource, AtomicInteger> SLEEPERS = Collections.synchronizedMap(new WeakHashMap<>());
     /** How pools report their size: HikariCP, DBCP 2, tomcat-jdbc, c3p0. */
@@ -109,8 +111,11 @@ public final class Exchange {
         return 0;
     }
 
-    private static boolean enterWait(DataSource ds) {
+    private static boolean enterWait(DataSource ds, int servers) {
         int size = poolSize(ds);
+        if (servers > 0 && (size == 0 || servers < size)) {
+            size = servers;
+        }
         AtomicInteger n = SLEEPERS.computeIfAbsent(ds, k -> new AtomicInteger());
         if (n.incrementAndGet() > size - 1 && size > 0) {
             n.decrementAndGet();
@@ -124,11 +129,11 @@ public final class Exchange {
     }
 
     /** A connection for the holder's store: refusals are tried again for STORE_PATIENCE. */
-    private static Connection storeConnection(DataSource ds) throws SQLException {
+    private Connection storeConnection() throws SQLException {
         long until = System.nanoTime() + STORE_PATIENCE.toNanos();
         while (true) {
             try {
-                return ds.getConnection();
+                return idem.connection();
             } catch (SQLException e) {
                 if (System.nanoTime() > until) {
                     throw e;
@@ -195,11 +200,11 @@ public final class Exchange {
             return new Result(unauthenticated(), null, null);
         }
         DataSource ds = idem.dataSource();
-        Connection c = ds.getConnection();
+        Connection c = idem.connection();
         try {
             c.setAutoCommit(false);
             ClaimResult claim;
-            boolean waiting = policy.holderWait() != null && enterWait(ds);
+            boolean waiting = policy.holderWait() != null && enterWait(ds, policy.serverConnections());
             try {
                 claim = idem.claim(c, key, request, scope, policy.ttl(), policy.lease(),
                     waiting ? policy.holderWait() : null);
@@ -240,7 +245,7 @@ public final class Exchange {
                 failure = e;
             }
             if (c == null) {
-                c = storeConnection(ds);
+                c = storeConnection();
                 c.setAutoCommit(false);
             }
             answer = store(c, key, scope, claim.fence(), answer);

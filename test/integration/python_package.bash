@@ -1,0 +1,105 @@
+# test/integration/python_package.bash: sourced by the tests of the Python
+# package clients/python (test/integration/python_package.sh, directly;
+# test/pooler/python.sh, through PgBouncer), not run.  Its caller has
+# scripts/lib.sh, and test/integration/readme_block.bash and
+# wait_burst/wait_burst.bash sourced, and $IDEM_TOP set.
+#
+# python_package_setup TMP: Debian's python3 as $PY (psycopg 3, its pool
+#   and the frameworks come from apt, there is no PyPI), and a copy of
+#   clients/python in TMP/src, the working directory after it.
+# python_package_pytest [ARG...]: the pytest suite, in that copy.
+# python_package_serving PORT PID: waits until something answers HTTP on
+#   127.0.0.1:PORT; fails when PID ends first.
+# python_package_wait_burst LOG PYTHON: test/integration/wait_burst's
+#   Python app (test/integration/wait_burst/app.py) under PYTHON's uvicorn,
+#   checked by wait_burst/check.py; in the current directory.
+# python_package_quick_start DIR BIN: the README's FastAPI quick start, as
+#   written, in the empty DIR, run with the README's command line by the
+#   python3 of BIN (where pg_idempotency imports) on 127.0.0.1; over real
+#   HTTP a payment answers 201, its retry replays the same bytes, no caller
+#   answers 401, and 16 concurrent requests with distinct keys all answer
+#   201.  The server's PID is in $server while it runs.
+
+python_package_setup() {
+  idem_ensure_packages python3-psycopg python3-psycopg-pool python3-starlette python3-fastapi \
+    python3-django python3-flask python3-pytest python3-pytest-asyncio python3-httpx python3-build \
+    python3-venv python3-setuptools python3-wheel python3-uvicorn python3-mypy
+  PY=/usr/bin/python3
+  export PYTHONDONTWRITEBYTECODE=1
+  cp -r "$IDEM_TOP/clients/python" "$1/src"
+  cd "$1/src"
+}
+
+python_package_pytest() {
+  PYTHONPATH=src:tests $PY -m pytest -q -p no:cacheprovider "$@"
+}
+
+python_package_free_port() {
+  $PY -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+python_package_serving() {
+  for _ in $(seq 100); do
+    curl -s -o /dev/null "http://127.0.0.1:$1/" && return 0
+    kill -0 "$2" 2>/dev/null || return 1
+    sleep 0.1
+  done
+  return 1
+}
+
+python_package_wait_burst() {
+  local log=$1 python=$2
+  cp "$IDEM_TOP/test/integration/wait_burst/app.py" wait_burst_app.py
+  wait_burst python "$log" sh -c 'echo "listening on 127.0.0.1:$1"
+    exec "$0" -m uvicorn wait_burst_app:app --host 127.0.0.1 --port "$1" --log-level warning' \
+    "$python" "$(python_package_free_port)"
+}
+
+python_package_quick_start() {
+  local dir=$1 bin=$2 run port
+  mkdir -p "$dir"
+  cd "$dir"
+  readme_block "$IDEM_TOP/clients/python/README.md" "quick-start: fastapi" python > app.py
+  # the README's command line, with this run's address
+  run=$(readme_block "$IDEM_TOP/clients/python/README.md" "quick-start: run" sh)
+  [ "$run" = "python3 -m uvicorn app:app" ] || { echo "python_package: the README runs the app with: $run" >&2; return 1; }
+  port=$(python_package_free_port)
+  PATH=$bin:$PATH $run --host 127.0.0.1 --port "$port" --log-level warning >"$dir/quick.log" 2>&1 &
+  server=$!
+  python_package_serving "$port" "$server" || { cat "$dir/quick.log"; return 1; }
+  "$bin/python3" - "$port" <<'PY' || { cat "$dir/quick.log"; return 1; }
+import json, sys, time, urllib.error, urllib.request, uuid
+from concurrent.futures import ThreadPoolExecutor
+
+url = "http://127.0.0.1:%s/payments" % sys.argv[1]
+
+
+def post(body, key=None, user="alice"):
+    """(status, headers, body) of a POST; no key or user header where None."""
+    headers = {"Content-Type": "application/json", "Idempotency-Key": key, "X-User": user}
+    try:
+        with urllib.request.urlopen(urllib.request.Request(
+                url, json.dumps(body).encode(), {k: v for k, v in headers.items() if v}, method="POST"),
+                timeout=60) as r:
+            return r.status, r.headers, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.headers, e.read()
+
+
+key = "quick-" + uuid.uuid4().hex
+first, again = post({"amount": 5}, key), post({"amount": 5}, key)
+assert first[0] == 201 and json.loads(first[2])["paid"] == 5, first
+assert again[0] == 201 and again[1]["Idempotent-Replayed"] == "true" and again[2] == first[2], again
+nobody = post({"amount": 5}, key + "-x", user=None)
+assert nobody[0] == 401 and nobody[1]["Content-Type"] == "application/problem+json", nobody
+started = time.monotonic()
+with ThreadPoolExecutor(16) as ex:
+    burst = list(ex.map(lambda i: post({"amount": i}, "%s-%d" % (key, i)), range(16)))
+assert [r[0] for r in burst] == [201] * 16, [(r[0], r[2]) for r in burst]
+print("README quick start: 201, byte-identical replay, 401 without a caller, 16 concurrent 201 in %.1fs"
+      % (time.monotonic() - started))
+PY
+  kill "$server"
+  wait "$server" 2>/dev/null || true
+  server=
+}
