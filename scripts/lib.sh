@@ -18,6 +18,11 @@ IDEM_PACKAGES="build-essential postgresql-$PG_MAJOR postgresql-server-dev-$PG_MA
 
 idem_log() { printf '==> %s\n' "$*" >&2; }
 
+# idem_free_port: a TCP port of 127.0.0.1 that nothing listens on now
+idem_free_port() {
+  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
 # idem_commit: the checkout's commit, short, or ? outside a git checkout.
 idem_commit() { git -C "$IDEM_TOP" rev-parse --short HEAD 2>/dev/null || echo '?'; }
 

@@ -65,12 +65,10 @@ go_quickstart_modules() {
     { cat "$tmp/install.log"; return 1; }
 }
 
-free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-
 go_quickstart() {
   local name=$1 bin=$2 port key first expires ahead
   shift 2
-  port=$(free_port)
+  port=$(idem_free_port)
   env "$@" ADDR=127.0.0.1:$port "$bin" >"$tmp/quickstart.log" 2>&1 &
   server=$!
   base=http://127.0.0.1:$port

@@ -90,7 +90,7 @@ mkdir "$tmp/home"
   go vet . && go build -o '$tmp/quickstart' .") >"$tmp/install.log" 2>&1 || { cat "$tmp/install.log"; exit 1; }
 go_quickstart "module mode, unix socket" "$tmp/quickstart-modules" PGDATABASE=$cdb DATABASE_URL=
 tcpstart=$(date +%s)
-tcp=${IDEM_GO_TCP_PORT:-$(free_port)}
+tcp=${IDEM_GO_TCP_PORT:-$(idem_free_port)}
 idem_start_cluster "$IDEM_TEST_BIN" "$tmp/tcp" "$tcp" 127.0.0.1 idempotency
 psql -X -q -h "$tmp/tcp" -p "$tcp" -d postgres -v ON_ERROR_STOP=1 -c 'CREATE DATABASE demo' -c '\c demo' -c 'CREATE EXTENSION idempotency'
 # the DATABASE_URL of the quick start's comment, on this cluster's port

@@ -32,7 +32,7 @@ node_package_quick_start() {
   cd "$dir"
   readme_block "$IDEM_TOP/clients/node/README.md" "quick-start: express" js > app.js
   grep -q "idempotentExpress" app.js || { echo "node_package: no quick start in the README" >&2; return 1; }
-  port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  port=$(idem_free_port)
   PORT=$port node app.js >"$log" 2>&1 &
   server=$!
   for _ in $(seq 100); do

@@ -34,10 +34,6 @@ python_package_pytest() {
   PYTHONPATH=src:tests $PY -m pytest -q -p no:cacheprovider "$@"
 }
 
-python_package_free_port() {
-  $PY -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
-
 python_package_serving() {
   for _ in $(seq 100); do
     curl -s -o /dev/null "http://127.0.0.1:$1/" && return 0
@@ -52,7 +48,7 @@ python_package_wait_burst() {
   cp "$IDEM_TOP/test/integration/wait_burst/app.py" wait_burst_app.py
   wait_burst python "$log" sh -c 'echo "listening on 127.0.0.1:$1"
     exec "$0" -m uvicorn wait_burst_app:app --host 127.0.0.1 --port "$1" --log-level warning' \
-    "$python" "$(python_package_free_port)"
+    "$python" "$(idem_free_port)"
 }
 
 python_package_quick_start() {
@@ -63,7 +59,7 @@ python_package_quick_start() {
   # the README's command line, with this run's address
   run=$(readme_block "$IDEM_TOP/clients/python/README.md" "quick-start: run" sh)
   [ "$run" = "python3 -m uvicorn app:app" ] || { echo "python_package: the README runs the app with: $run" >&2; return 1; }
-  port=$(python_package_free_port)
+  port=$(idem_free_port)
   PATH=$bin:$PATH $run --host 127.0.0.1 --port "$port" --log-level warning >"$dir/quick.log" 2>&1 &
   server=$!
   python_package_serving "$port" "$server" || { cat "$dir/quick.log"; return 1; }

@@ -86,7 +86,7 @@ async def slow(request: Request):
     runs += 1
     return {"run": runs}
 PY
-port=$(python_package_free_port)
+port=$(idem_free_port)
 "$tmp/venv/bin/python" -m uvicorn app:app --host 127.0.0.1 --port "$port" --log-level warning \
   >"$tmp/uvicorn.log" 2>&1 &
 server=$!

@@ -20,10 +20,6 @@ for f in "$IDEM_TOP/scripts/lib.sh" "$here/pooler.bash" "$it/readme_block.bash" 
   . "$f"
 done
 
-pooler_package_free_port() {
-  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
-
 pooler_package_cleanup() {
   [ -z "${server:-}" ] || kill -- -"$server" 2>/dev/null || kill "$server" 2>/dev/null || true
   pooler_stop "$tmp/pool4"
@@ -40,8 +36,8 @@ pooler_package_setup() {
   trap pooler_package_cleanup EXIT
   db=$PGDATABASE direct_host=$PGHOST direct_port=$PGPORT
   direct="postgresql://$PGUSER@/$PGDATABASE?host=$PGHOST&port=$PGPORT"
-  port4=$(pooler_package_free_port)
+  port4=$(idem_free_port)
   pooler_start "$tmp/pool4" "$port4" 4
-  port2=$(pooler_package_free_port)
+  port2=$(idem_free_port)
   pooler_start "$tmp/pool2" "$port2" 2
 }

@@ -15,18 +15,14 @@
 # sql_pooler DIR POOL [INI_LINE...]: pooler_start on a free port, the
 #   PgBouncer stopped again at exit; sql_pooled DIR E [PSQL_ARGS...]:
 #   psql as sql_direct, to E's database through the pooler of DIR.
-# sql_free_port: a TCP port of 127.0.0.1 that nothing listens on.
-
-sql_free_port() {
-  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
+# idem_free_port: a TCP port of 127.0.0.1 that nothing listens on.
 
 SQL_POOLERS=()
 sql_pooler() {
   local dir=$1 pool=$2
   shift 2
   SQL_POOLERS+=("$dir")
-  pooler_start "$dir" "$(sql_free_port)" "$pool" "$@"
+  pooler_start "$dir" "$(idem_free_port)" "$pool" "$@"
 }
 
 sql_db() { echo "${SQL_NAME}_$1"; }
