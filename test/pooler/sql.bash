@@ -1,5 +1,6 @@
-# test/pooler/sql.bash: sourced by the pooler group's SQL tests
-# (test/pooler/sql_*.sh) after scripts/lib.sh and pooler.bash.  Both
+# test/pooler/sql.bash: sourced first by the pooler group's SQL tests
+# (test/pooler/sql_*.sh); it turns on -euo pipefail, sets IDEM_TOP and
+# $here (test/pooler) and sources scripts/lib.sh and pooler.bash.  Both
 # editions side by side in the test cluster (PGHOST, PGPORT), each in a
 # database of its own, so that every test runs the same calls on both:
 #
@@ -15,7 +16,12 @@
 # sql_pooler DIR POOL [INI_LINE...]: pooler_start on a free port, the
 #   PgBouncer stopped again at exit; sql_pooled DIR E [PSQL_ARGS...]:
 #   psql as sql_direct, to E's database through the pooler of DIR.
-# idem_free_port: a TCP port of 127.0.0.1 that nothing listens on.
+
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+export IDEM_TOP=${IDEM_TOP:-$(cd "$here/../.." && pwd)}
+. "$IDEM_TOP/scripts/lib.sh"
+. "$here/pooler.bash"
 
 SQL_POOLERS=()
 sql_pooler() {

@@ -25,12 +25,7 @@
 #    older PgBouncer -M prepared must fail as doc/poolers.md says
 #    (prepared statements that one client made on a server connection
 #    meet another's), and the test asserts that.
-set -euo pipefail
-here=$(cd "$(dirname "$0")" && pwd)
-export IDEM_TOP=${IDEM_TOP:-$(cd "$here/../.." && pwd)}
-. "$IDEM_TOP/scripts/lib.sh"
-. "$here/pooler.bash"
-. "$here/sql.bash"
+. "$(dirname "$0")/sql.bash"
 sql_setup idem_pooler_api
 CLIENTS=6
 ini=()

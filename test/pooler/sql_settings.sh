@@ -17,12 +17,7 @@
 # - startup options (PGOPTIONS) with an idempotency setting: PgBouncer
 #   refuses the connection (1.18: "unsupported startup parameter:
 #   options"; 1.26: "unsupported startup parameter in options: ...").
-set -euo pipefail
-here=$(cd "$(dirname "$0")" && pwd)
-export IDEM_TOP=${IDEM_TOP:-$(cd "$here/../.." && pwd)}
-. "$IDEM_TOP/scripts/lib.sh"
-. "$here/pooler.bash"
-. "$here/sql.bash"
+. "$(dirname "$0")/sql.bash"
 sql_setup idem_pooler_settings
 idem_log "sql_settings: PgBouncer $(pooler_version)"
 dir=$SQL_TMP/pool1

@@ -22,12 +22,7 @@
 # asserts that failure too.  PgBouncer's query_wait_timeout is 6 s here
 # (120 s by default) so that a starved client shows within the test's
 # time; nobody waits that long in a run that passes.
-set -euo pipefail
-here=$(cd "$(dirname "$0")" && pwd)
-export IDEM_TOP=${IDEM_TOP:-$(cd "$here/../.." && pwd)}
-. "$IDEM_TOP/scripts/lib.sh"
-. "$here/pooler.bash"
-. "$here/sql.bash"
+. "$(dirname "$0")/sql.bash"
 sql_setup idem_pooler_burst
 idem_log "sql_wait_burst: PgBouncer $(pooler_version)"
 DUPLICATES=50
