@@ -1023,7 +1023,13 @@ COMMENT ON FUNCTION idempotency.portable_refuse_other_holder(text, text, regrole
 -- claim() reads the key itself since 1.9 and calls portable_claim_write()
 -- for the rest: an installation updated from an older edition has the
 -- helper that did both.
-DROP FUNCTION IF EXISTS idempotency.portable_claim_key(text, text, jsonb, interval, interval, text);
+DO $portable$
+BEGIN
+    IF pg_catalog.to_regprocedure('idempotency.portable_claim_key(text, text, jsonb, interval, interval, text)') IS NOT NULL THEN
+        DROP FUNCTION idempotency.portable_claim_key(text, text, jsonb, interval, interval, text);
+    END IF;
+END
+$portable$;
 
 -- portable: idempotency_claim_1_8, idempotency_claim_1_7, idempotency_claim_1_6, idempotency_claim
 -- With wait, a claim answered in_progress claims again after a nap that

@@ -827,7 +827,13 @@ REVOKE ALL ON FUNCTION idempotency.portable_outbox_claim_bounds(integer, interva
 -- database or a role (portable_stored_setting(), sql/portable/settings.sql)
 -- from 1.9: an installation updated from an older edition has the
 -- database's own.
-DROP FUNCTION IF EXISTS idempotency.portable_database_setting(text);
+DO $portable$
+BEGIN
+    IF pg_catalog.to_regprocedure('idempotency.portable_database_setting(text)') IS NOT NULL THEN
+        DROP FUNCTION idempotency.portable_database_setting(text);
+    END IF;
+END
+$portable$;
 
 -- portable: idempotency_claim_events_1_8
 CREATE OR REPLACE FUNCTION idempotency.claim_events(
