@@ -226,9 +226,11 @@ COMMENT ON FUNCTION idempotency.portable_holders_by_name() IS 'portable edition:
 -- into the expression of the body that calls it, so a usual argument
 -- costs no call of its own.  Each is true for a value that the helper it
 -- names would pass without a word, the setting that helper reads being
--- unset (never SET in the session: NULL); anything else (NULL, out of
--- bounds, a setting that is set, even to '') goes to that helper, which
--- raises the C's error or passes it.  (The scripts
+-- unset (never SET in the session: NULL) or the C library's default as
+-- the library shows it (in a cluster that loads it, as when a database
+-- moves between the editions); anything else (NULL, out of bounds, any
+-- other value of the setting, even '') goes to that helper, which raises
+-- the C's error or passes it.  (The scripts
 -- that state the bodies that call them create them: an installation
 -- updated by this edition has them whatever edition installed it.)
 
@@ -239,7 +241,7 @@ LANGUAGE sql STABLE PARALLEL SAFE
 AS $$
 SELECT pg_catalog.char_length(key) OPERATOR(pg_catalog.>=) 1
    AND pg_catalog.char_length(key) OPERATOR(pg_catalog.<=) 255
-   AND pg_catalog.current_setting('idempotency.max_key_length', true) IS NULL
+   AND COALESCE(pg_catalog.current_setting('idempotency.max_key_length', true), '255') OPERATOR(pg_catalog.=) '255'
 $$;
 REVOKE ALL ON FUNCTION idempotency.portable_key_fits(text) FROM PUBLIC;
 
@@ -251,7 +253,8 @@ AS $$
 SELECT body IS NULL
     OR pg_catalog.pg_column_size(body OPERATOR(pg_catalog.#>) '{}'::pg_catalog.text[])
        OPERATOR(pg_catalog.<=) 1048576
-   AND pg_catalog.current_setting('idempotency.max_response_bytes', true) IS NULL
+   AND COALESCE(pg_catalog.current_setting('idempotency.max_response_bytes', true), '1048576')
+       OPERATOR(pg_catalog.=) '1048576'
 $$;
 REVOKE ALL ON FUNCTION idempotency.portable_response_fits(jsonb) FROM PUBLIC;
 COMMENT ON FUNCTION idempotency.portable_key_fits(text) IS 'portable edition: whether portable_arg_key() passes a key at once';
@@ -623,15 +626,16 @@ DECLARE
     caller regrole;
 BEGIN
     -- The usual call (a key, body, code and scope that pass their tests,
-    -- no ttl nor response_ttl, idempotency.default_response_ttl unset,
-    -- writable) is one expression of this body's; any other is checked in
+    -- no ttl nor response_ttl, idempotency.default_response_ttl unset or
+    -- empty, writable) is one expression of this body's; any other is checked in
     -- the C's order, each argument by its test and then its helper, which
     -- raises the C's error.
     IF (ttl IS NULL AND response_ttl IS NULL AND p_fence IS NOT NULL
         AND code OPERATOR(pg_catalog.>=) 100 AND code OPERATOR(pg_catalog.<=) 599
         AND idempotency.portable_key_fits(p_key) AND idempotency.portable_response_fits(body)
         AND idempotency.portable_scope_fits(p_scope)
-        AND pg_catalog.current_setting('idempotency.default_response_ttl', true) IS NULL
+        AND COALESCE(pg_catalog.current_setting('idempotency.default_response_ttl', true), '')
+            OPERATOR(pg_catalog.=) ''
         AND pg_catalog.current_setting('transaction_read_only') OPERATOR(pg_catalog.=) 'off') IS NOT TRUE THEN
         IF idempotency.portable_key_fits(p_key) IS NOT TRUE THEN
             PERFORM idempotency.portable_arg_key(p_key);
@@ -1075,14 +1079,17 @@ DECLARE
     ticket integer;
 BEGIN
     -- The arguments.  The usual call (a key and a scope that pass their
-    -- tests, ttl and lease at their defaults with their settings unset,
-    -- no wait) is one expression of this body's; any other is checked
+    -- tests, ttl and lease at their defaults with their settings unset or
+    -- at the C library's defaults, no wait) is one expression of this
+    -- body's; any other is checked
     -- argument by argument in the C's order, each by its helper, which
     -- raises the C's error.
     IF ttl IS NULL AND lease IS NULL AND wait IS NULL
        AND idempotency.portable_key_fits(key) AND idempotency.portable_scope_fits(scope)
-       AND pg_catalog.current_setting('idempotency.default_ttl', true) IS NULL
-       AND pg_catalog.current_setting('idempotency.lease_timeout', true) IS NULL THEN
+       AND COALESCE(pg_catalog.current_setting('idempotency.default_ttl', true), '24 hours')
+           OPERATOR(pg_catalog.=) '24 hours'
+       AND COALESCE(pg_catalog.current_setting('idempotency.lease_timeout', true), '30 seconds')
+           OPERATOR(pg_catalog.=) '30 seconds' THEN
         ttl := '24 hours';
         lease := '30 seconds';
     ELSE

@@ -907,9 +907,12 @@ DECLARE
     within bigint;
 BEGIN
     session_value := pg_catalog.current_setting('idempotency.outbox_notify_interval', true);
-    IF session_value IS NULL
-       AND pg_catalog.current_setting('idempotency.outbox_notify', true) IS NULL THEN
-        within := 10000;        -- both unset (1.9: no reader's expression)
+    IF COALESCE(session_value, '10ms') OPERATOR(pg_catalog.=) '10ms'
+       AND COALESCE(pg_catalog.current_setting('idempotency.outbox_notify', true), 'on')
+           OPERATOR(pg_catalog.=) 'on' THEN
+        -- both unset, or the C library's defaults as it shows them (1.9:
+        -- no reader's expression)
+        within := 10000;
     ELSE
         IF NOT idempotency.portable_setting_bool('idempotency.outbox_notify', true) THEN
             RETURN;
