@@ -145,7 +145,7 @@ END
 $$;
 REVOKE ALL ON FUNCTION idempotency.portable_check_scope(text) FROM PUBLIC;
 
--- portable helper: since 1.0, again in 1.6, 1.7, 1.8, 1.9
+-- portable helper: since 1.0, again in 1.6, 1.7
 
 -- A scope that portable_arg_name(scope, 'scope', 0, 255) passes at once
 -- (1.9): at most 255 characters, and no role restricted, for certain:
@@ -154,7 +154,8 @@ REVOKE ALL ON FUNCTION idempotency.portable_check_scope(text) FROM PUBLIC;
 -- portable_arg_name(), and from it to portable_check_scope().  Plain SQL,
 -- inlined into the expression of the body that calls it: one look at the
 -- table's size, with no scan (to_regclass(): before 1.7 there is no
--- table, and nobody is restricted).
+-- table, and nobody is restricted; the 1.7 script creates its helpers
+-- before the table).  The 1.8 script names the table itself.
 CREATE FUNCTION idempotency.portable_scope_fits(scope text)
 RETURNS boolean
 LANGUAGE sql VOLATILE PARALLEL SAFE
@@ -165,6 +166,19 @@ SELECT pg_catalog.char_length(scope) OPERATOR(pg_catalog.<=) 255
 $$;
 REVOKE ALL ON FUNCTION idempotency.portable_scope_fits(text) FROM PUBLIC;
 COMMENT ON FUNCTION idempotency.portable_scope_fits(text) IS 'portable edition: whether a scope passes at once (no role restricted)';
+
+-- portable helper: since 1.8, again in 1.9
+
+-- 1.8: scope_grants exists when the script creates its helpers, and is
+-- named at once (no lookup of the name at each call).
+CREATE OR REPLACE FUNCTION idempotency.portable_scope_fits(scope text)
+RETURNS boolean
+LANGUAGE sql VOLATILE PARALLEL SAFE
+AS $$
+SELECT pg_catalog.char_length(scope) OPERATOR(pg_catalog.<=) 255
+   AND pg_catalog.pg_relation_size('idempotency.scope_grants'::pg_catalog.regclass) OPERATOR(pg_catalog.=) 0
+$$;
+REVOKE ALL ON FUNCTION idempotency.portable_scope_fits(text) FROM PUBLIC;
 
 -- portable: idempotency_scope_grants_changed
 -- The C sessions cache the grants; the portable ones read them at each
