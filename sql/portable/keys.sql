@@ -230,9 +230,9 @@ COMMENT ON FUNCTION idempotency.portable_holders_by_name() IS 'portable edition:
 -- the library shows it (in a cluster that loads it, as when a database
 -- moves between the editions); anything else (NULL, out of bounds, any
 -- other value of the setting, even '') goes to that helper, which raises
--- the C's error or passes it.  (The scripts
--- that state the bodies that call them create them: an installation
--- updated by this edition has them whatever edition installed it.)
+-- the C's error or passes it.  (The scripts that state the bodies that
+-- call them create them: an installation updated by this edition has
+-- them whatever edition installed it.)
 
 -- An idempotency key that portable_arg_key() passes.
 CREATE FUNCTION idempotency.portable_key_fits(key text)
