@@ -954,8 +954,12 @@ BEGIN
             END IF;
             -- counted first, then decided: never quiet and uncounted
             IF (idempotency.portable_outbox_usecs() OPERATOR(pg_catalog.-) last_at) OPERATOR(pg_catalog.<) within THEN
-                PERFORM pg_catalog.pg_advisory_xact_lock_shared(1330992194,
-                    1040 OPERATOR(pg_catalog.+) (pg_catalog.pg_backend_pid() OPERATOR(pg_catalog.%) 16));
+                -- (no statement: nobody holds these locks but in share mode)
+                IF NOT pg_catalog.pg_try_advisory_xact_lock_shared(1330992194,
+                           1040 OPERATOR(pg_catalog.+) (pg_catalog.pg_backend_pid() OPERATOR(pg_catalog.%) 16)) THEN
+                    PERFORM pg_catalog.pg_advisory_xact_lock_shared(1330992194,
+                        1040 OPERATOR(pg_catalog.+) (pg_catalog.pg_backend_pid() OPERATOR(pg_catalog.%) 16));
+                END IF;
                 IF (idempotency.portable_outbox_usecs() OPERATOR(pg_catalog.-) last_at)
                    OPERATOR(pg_catalog.<) within THEN
                     RETURN;
