@@ -114,6 +114,43 @@ editions_doc() {
   echo "edition is the reason to run PostgreSQL where C extensions may be"
   echo "installed; doc/portable.md lists the other differences between the"
   echo "editions."
+  [ -s "$WORK/profile.md" ] && cat "$WORK/profile.md"
+}
+
+# portable_doc: doc/portable.md's section "Speed" from this run, between
+# its two marker lines (the rest of that page is written by hand).
+PORTABLE_DOC_BEGIN='<!-- The section below is written by make bench (bench/doc.sh); do not edit it. -->'
+PORTABLE_DOC_END='<!-- End of the section written by make bench. -->'
+portable_doc() {
+  local page=$DOC_DIR/portable.md range
+  [ -n "$(editions_table)" ] && grep -qxF "$PORTABLE_DOC_BEGIN" "$page" && grep -qxF "$PORTABLE_DOC_END" "$page" || return 0
+  range=$(editions_range)
+  {
+    awk -v b="$PORTABLE_DOC_BEGIN" '{print} $0 == b {exit}' "$page"
+    echo
+    echo "## Speed"
+    echo
+    echo "What a team on a managed service gets, from \`$BENCH_COMMAND\` ($(date -u '+%Y-%m-%d'),"
+    echo "commit $(doc_commit); the whole run, its settings and the C edition's"
+    echo "figures are in [performance.md](performance.md)): the portable edition's"
+    echo "throughput beside the hand-written SQL it replaces and beside the C"
+    echo "edition, as medians of the per-round TPS ratios (in brackets, of the p50"
+    echo "latency ratios; above 1, the first named is faster), every workload run"
+    echo "as an application role given \`grant_usage\`, the edition installed by a"
+    echo "role that is no superuser."
+    echo
+    editions_table
+    if [ -n "$range" ]; then
+      set -- $range
+      echo
+      echo "The portable edition made between $1 and $2 times the C edition's"
+      echo "transactions per second over these $3 rows."
+    fi
+    [ -s "$WORK/profile.md" ] && sed 's/^### /### /' "$WORK/profile.md"
+    echo
+    awk -v e="$PORTABLE_DOC_END" 'f {print} $0 == e {f = 1; print}' "$page"
+  } >"$page.tmp" && mv "$page.tmp" "$page"
+  idem_log "wrote doc/portable.md, section Speed"
 }
 
 # doc_wanted: true when this run writes the pages (every group ran, or
@@ -237,12 +274,18 @@ write_doc() {
     echo "scheme: \`SET NX EX\`, the business \`INSERT\` in PostgreSQL, \`SET XX EX\`,"
     echo "with libpq and hiredis, one thread per client)."
     echo
-    echo "The portable edition runs in the same cluster and the same rounds: its"
+    echo "The portable edition runs in the same rounds, in a second cluster with"
+    echo "the same settings and without the C library, as on a managed service: its"
     echo "plain script (\`scripts/portable.py build\`), run with \`psql -f\` by a"
-    echo "role that has \`CREATE\` on a second database and nothing more, as on a"
-    echo "managed service, takes the same pgbench scripts as the C edition, as"
-    echo "that role (rows \`portable_<workload>\`). The WAL, waits, memory,"
-    echo "purge and relay wake-up checks measure the C edition only."
+    echo "role that has \`CREATE\` on the database and nothing more, takes the same"
+    echo "pgbench scripts as the C edition (rows"
+    echo "\`portable_<workload>\`). Every workload of both editions, and every"
+    echo "baseline, runs as an application role (\`bench_app\`) given"
+    echo "\`grant_usage\` and the baselines' tables (\`bench/grant_app.sql\`), no"
+    echo "superuser; the outcome-count groups run as \`postgres\`, since only a"
+    echo "superuser sets \`idempotency.track_outcomes\`. The WAL, waits, memory,"
+    echo "purge and relay wake-up checks measure the C edition only; group"
+    echo "\`profile\` the portable edition's functions (below)."
     echo
     echo "All the while Prometheus scrapes postgres_exporter with"
     echo "\`monitoring/postgres_exporter.yaml\` in the C edition's database every"
@@ -268,6 +311,7 @@ write_doc() {
     echo "| \`BENCH_MEMORY_CALLS\` | 100000 (10000) | calls per function in the memory check |"
     echo "| \`BENCH_GROUPS\` | all | \`$ALL_GROUPS\` |"
     echo "| \`BENCH_EDITIONS\` | \`c portable\` | the editions measured beside the baselines |"
+    echo "| \`BENCH_PROFILE_TX\` | 2000 (500) | transactions of each workload in group \`profile\` |"
     echo "| \`BENCH_DOC\` | write after a full run | \`1\`: write this page and doc/dashboard.svg after a partial run too; \`0\`: never |"
     echo "| \`BENCH_KEEP\` | unset | \`1\` keeps the work directory (cluster, logs) |"
     echo "| \`BENCH_SCRAPE\` | 15 | seconds between Prometheus' scrapes for doc/dashboard.svg |"
@@ -299,6 +343,7 @@ write_doc() {
     fi
   } >"$tmp" && mv "$tmp" "$page"
   idem_log "wrote $page and$(for g in $charts; do printf ' bench-%s.svg' "$g"; done)"
+  portable_doc
   /usr/bin/python3 "$IDEM_TOP/bench/dashboard.py" draw "${DASHBOARD_DIR:-}" "$DOC_DIR/dashboard.svg" \
     --title "$BENCH_COMMAND, $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(doc_commit)" ||
     { echo "doc/dashboard.svg not written" >&2; return 1; }

@@ -20,6 +20,11 @@
 #   PROFILE_DOC=1      also write doc/profile.md from this run
 #   IDEM_TEST_PORT=N   the throwaway cluster's port (default 5432; its socket
 #                      is in a private directory, TCP is off)
+#   PROFILE_EDITION=portable  the portable edition (doc/portable.md) instead:
+#                      its plain script installed by a role that is no
+#                      superuser, every script run as an application role
+#                      (bench/grant_app.sql); the phases only, without the
+#                      C symbols' rows
 set -uo pipefail
 IDEM_TOP=$(cd "$(dirname "$0")/.." && pwd)
 . "$IDEM_TOP/scripts/lib.sh"
@@ -55,8 +60,34 @@ idem_start_cluster "$BIN" "$CLUSTER" "$PGPORT" '' || exit 1
 printf 'fsync = off\nautovacuum = off\n' >>"$CLUSTER/data/postgresql.conf"
 q() { "$BIN/psql" -X -q -v ON_ERROR_STOP=1 -h "$CLUSTER" -U postgres -d bench "$@"; }
 "$BIN/psql" -X -q -h "$CLUSTER" -U postgres -d postgres -c 'CREATE DATABASE bench' || exit 1
-q -c 'CREATE EXTENSION idempotency' -f "$IDEM_TOP/bench/setup.sql" >/dev/null || exit 1
-q -v rows="$PROFILE_ROWS" -v req="$REQ" -f "$IDEM_TOP/bench/load.sql" >/dev/null || exit 1
+PROFILE_EDITION=${PROFILE_EDITION:-c}
+PROFILE_USER=postgres
+if [ "$PROFILE_EDITION" = portable ]; then
+  # as bench/run.sh installs it: by the database's owner-to-be, no superuser
+  . "$IDEM_TOP/test/portable/lib.sh"
+  portable_build_edition "$WORK" || { echo "portable build failed" >&2; exit 1; }
+  "$BIN/psql" -X -q -v ON_ERROR_STOP=1 -h "$CLUSTER" -U postgres -d postgres \
+    -c 'CREATE ROLE bench_owner LOGIN' -c 'CREATE ROLE bench_app LOGIN' \
+    -c 'GRANT CREATE ON DATABASE bench TO bench_owner' || exit 1
+  PATH=$BIN:$PATH portable_install plain bench bench_owner -h "$CLUSTER" || exit 1
+  "$BIN/psql" -X -q -v ON_ERROR_STOP=1 -h "$CLUSTER" -U bench_owner -d bench \
+    -f "$IDEM_TOP/bench/setup.sql" -v rows="$PROFILE_ROWS" -v req="$REQ" -f "$IDEM_TOP/bench/load.sql" \
+    -v app=bench_app -f "$IDEM_TOP/bench/grant_app.sql" >/dev/null || exit 1
+  PROFILE_USER=bench_app
+else
+  q -c 'CREATE EXTENSION idempotency' -f "$IDEM_TOP/bench/setup.sql" >/dev/null || exit 1
+  q -v rows="$PROFILE_ROWS" -v req="$REQ" -f "$IDEM_TOP/bench/load.sql" >/dev/null || exit 1
+fi
+if [ "$PROFILE_EDITION" = portable ]; then
+  # Every script once before the counted runs, then statistics: the portable
+  # edition's statements are planned from them, and a plan made while a
+  # table (processed_events, outbox_events) is empty scans it whole, as a
+  # fresh installation's first sessions do until autovacuum's ANALYZE.
+  for script in $SCRIPTS; do
+    (cd "$WORK" && "$BIN/pgbench" -n -M prepared -h "$CLUSTER" -U "$PROFILE_USER" -c 1 -t "$PROFILE_TX" \
+      -D n=0 -D rows="$PROFILE_ROWS" -f "$IDEM_TOP/bench/pgbench/$script" bench >/dev/null 2>&1)
+  done
+fi
 q -c "VACUUM ANALYZE" || exit 1
 # the C symbols of the extension's SQL functions, t for trigger functions
 q -At -F "$(printf '\t')" -c "SELECT DISTINCT prosrc, prorettype = 'trigger'::regtype FROM pg_proc
@@ -80,7 +111,7 @@ sleep 3
 backend_instructions() {
   local script=$1 tx=$2 run=$3 f best=0 n file=
   ls "$WORK/cg" >"$WORK/before"
-  (cd "$WORK" && "$BIN/pgbench" -n -M prepared -h "$CLUSTER" -U postgres -c 1 -t "$tx" \
+  (cd "$WORK" && "$BIN/pgbench" -n -M prepared -h "$CLUSTER" -U "$PROFILE_USER" -c 1 -t "$tx" \
     -D n=0 -D rows="$PROFILE_ROWS" -f "$IDEM_TOP/bench/pgbench/$script" bench >"$WORK/pgbench.log" 2>&1) ||
     { cat "$WORK/pgbench.log" >&2; echo 0; return; }
   sleep 2
@@ -106,7 +137,9 @@ done
 
 echo
 page=()
-if [ "${PROFILE_DOC:-0}" = 1 ]; then
+if [ "${PROFILE_DOC:-0}" = 1 ] && [ "$PROFILE_EDITION" != c ]; then
+  echo "doc/profile.md is the C edition's: not written from PROFILE_EDITION=$PROFILE_EDITION" >&2
+elif [ "${PROFILE_DOC:-0}" = 1 ]; then
   page=("$IDEM_TOP/doc/profile.md")
   command="PROFILE_DOC=1 make profile PROFILE_SCRIPTS=\"$SCRIPTS\""
   [ "$PROFILE_TX" = 300 ] || command="PROFILE_TX=$PROFILE_TX $command"

@@ -10,10 +10,14 @@
 # baselines alternately: BENCH_ROUNDS rounds of BENCH_SECONDS per run, the
 # order of the variants rotating every round.  The portable edition
 # (doc/portable.md) runs in the same rounds: its plain script, installed
-# by a role that is no superuser into a second database of the same
-# cluster (database bench_portable, role bench_portable), takes the same
-# pgbench scripts as the C edition (database bench), each workload's row
-# named portable_<workload>.  Prints medians of TPS, p50
+# by a role that is no superuser (role bench_portable) into database
+# bench_portable of a second cluster without the C library, as on a
+# managed service, takes the same pgbench scripts as the C edition
+# (database bench), each workload's row named portable_<workload>.  Every workload runs as an application role,
+# bench_app, given grant_usage and the baselines' tables
+# (bench/grant_app.sql), in both databases, as on a managed service
+# (the outcome-count groups, whose idempotency.track_outcomes only a
+# superuser sets, as postgres).  Prints medians of TPS, p50
 # and p99 latency and of the per-round TPS ratios, checks the targets
 # (doc/performance.md, "Targets"), and writes the report to
 # bench/results/<UTC timestamp>.md.  After a run of every group it also
@@ -43,6 +47,9 @@
 #                       baselines (default "c portable"; the WAL, waits,
 #                       memory, purge and relay wake-up checks are the C
 #                       edition's)
+#   BENCH_PROFILE_TX    transactions of each workload in group profile, the
+#                       portable edition's functions' self times (default
+#                       2000 [500])
 #   NOTIFY_RATE         events per second of the steady load under which the
 #                       relay wake-up is measured (default 500)
 #   WAIT_KEYS, WAIT_WAITERS  hot keys and waiters per key of the wake-up
@@ -73,7 +80,7 @@ BENCH_CHROOT=$(cat /etc/idempotency-chroot 2>/dev/null)
 
 # The command as it was given, for doc/performance.md.
 BENCH_COMMAND="make bench"
-for v in BENCH_SCRAPE BENCH_EDITIONS BENCH_GROUPS BENCH_MEMORY_CALLS BENCH_ROWS BENCH_CLIENTS BENCH_ROUNDS BENCH_METRICS_ROUNDS BENCH_SECONDS NOTIFY_RATE; do
+for v in BENCH_PROFILE_TX BENCH_SCRAPE BENCH_EDITIONS BENCH_GROUPS BENCH_MEMORY_CALLS BENCH_ROWS BENCH_CLIENTS BENCH_ROUNDS BENCH_METRICS_ROUNDS BENCH_SECONDS NOTIFY_RATE; do
   [ -n "${!v:-}" ] && BENCH_COMMAND="$v=$(printf '%q' "${!v}") $BENCH_COMMAND"
 done
 BENCH_LOAD=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -84,15 +91,17 @@ if [ "$BENCH_SECONDS" -ge 2 ]; then
   BENCH_METRICS_ROUNDS=${BENCH_METRICS_ROUNDS:-31}
   BENCH_ROWS=${BENCH_ROWS:-1000000}
   BENCH_MEMORY_CALLS=${BENCH_MEMORY_CALLS:-100000}
+  BENCH_PROFILE_TX=${BENCH_PROFILE_TX:-2000}
 else	# the quick run, under 5 minutes
   BENCH_ROUNDS=${BENCH_ROUNDS:-3}
   BENCH_METRICS_ROUNDS=${BENCH_METRICS_ROUNDS:-5}
   BENCH_ROWS=${BENCH_ROWS:-100000}
   BENCH_MEMORY_CALLS=${BENCH_MEMORY_CALLS:-10000}
+  BENCH_PROFILE_TX=${BENCH_PROFILE_TX:-500}
 fi
 BENCH_CLIENTS=${BENCH_CLIENTS:-1 8}
 [ "$BENCH_METRICS_ROUNDS" -ge "$BENCH_ROUNDS" ] || BENCH_METRICS_ROUNDS=$BENCH_ROUNDS
-ALL_GROUPS="e2e bare syncoff replay hotkey inbox outbox inbox_batch outbox_batch transition metrics_claim metrics_replay relay writes notify wait waits wal memory purge"
+ALL_GROUPS="e2e bare syncoff replay hotkey inbox outbox inbox_batch outbox_batch transition metrics_claim metrics_replay relay writes notify wait waits wal memory purge profile"
 BENCH_GROUPS=${BENCH_GROUPS:-$ALL_GROUPS}
 BENCH_EDITIONS=${BENCH_EDITIONS:-c portable}
 for e in $BENCH_EDITIONS; do
@@ -111,6 +120,8 @@ WORK=$(mktemp -d /tmp/idempotency-bench.XXXXXX)
 chmod 755 "$WORK"
 BIN=$(idem_private_install "$WORK") || { echo "install failed" >&2; exit 1; }
 CLUSTER=$WORK/cluster
+# the portable edition's cluster (its own: see below)
+PCLUSTER=$WORK/cluster-portable
 RESULTS=$WORK/results.tsv
 NOTES=$WORK/notes.md
 : >"$RESULTS"
@@ -123,6 +134,7 @@ cleanup() {
   for pid in "${REDIS_PIDS[@]}"; do kill "$pid" 2>/dev/null; done
   [ -z "$DASHBOARD_PID" ] || { kill "$DASHBOARD_PID" && wait "$DASHBOARD_PID"; } 2>/dev/null
   idem_stop_cluster "$BIN" "$CLUSTER"
+  idem_stop_cluster "$BIN" "$PCLUSTER"
   if [ -n "${BENCH_KEEP:-}" ]; then echo "work directory kept: $WORK" >&2; else rm -rf "$WORK"; fi
 }
 trap cleanup EXIT
@@ -130,36 +142,48 @@ trap cleanup EXIT
 cc -O2 -Wall -o "$WORK/redis_driver" "$IDEM_TOP/bench/redis_driver.c" \
   -I"$($PG_BIN/pg_config --includedir)" -lpq -lhiredis -lpthread || exit 1
 
-# --- the cluster: durable defaults, room for a million keys in memory,
-# no checkpoint in the middle of a run.
-# the library preloaded, as for claim(..., wait) and the outcome counts
-idem_start_cluster "$BIN" "$CLUSTER" 5432 '' 'pg_cron, idempotency' || { cat "$CLUSTER/server.log"; exit 1; }
-cat >>"$CLUSTER/data/postgresql.conf" <<CONF
-fsync = on
-synchronous_commit = on
-full_page_writes = on
-shared_buffers = 1GB
-max_wal_size = 16GB
-min_wal_size = 2GB
-checkpoint_timeout = 1h
-# group wait measures many sleeping waiters of each hot key
-idempotency.max_waiters_per_key = 256
-CONF
-runuser -u postgres -- "$BIN/pg_ctl" -D "$CLUSTER/data" -l "$CLUSTER/server.log" -w -s restart || exit 1
+# --- the clusters: durable defaults, room for a million keys in memory,
+# no checkpoint in the middle of a run.  The C edition's with the library
+# preloaded, as for claim(..., wait) and the outcome counts; the portable
+# edition's, when it runs, a second one with the same settings and
+# without the C library, as on a managed service (where the library is
+# loaded, its settings show their defaults to the portable edition too,
+# which then reads them as set).  One pgbench runs at a time, so the two
+# never run at once; each has its socket in its own directory.
+# start_bench_cluster DIR PORT PRELOAD [CONF LINES...]
+start_bench_cluster() {
+  local dir=$1 port=$2 preload=$3
+  shift 3
+  idem_start_cluster "$BIN" "$dir" "$port" '' "$preload" || { cat "$dir/server.log"; return 1; }
+  {
+    printf '%s\n' 'fsync = on' 'synchronous_commit = on' 'full_page_writes = on' 'shared_buffers = 1GB' \
+      'max_wal_size = 16GB' 'min_wal_size = 2GB' 'checkpoint_timeout = 1h' "$@"
+  } >>"$dir/data/postgresql.conf"
+  runuser -u postgres -- "$BIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -s restart
+}
+# (group wait measures many sleeping waiters of each hot key)
+start_bench_cluster "$CLUSTER" 5432 'pg_cron, idempotency' 'idempotency.max_waiters_per_key = 256' || exit 1
+if edition portable; then
+  start_bench_cluster "$PCLUSTER" 5432 'pg_cron' || exit 1
+fi
 
-# The database and role of each edition's workloads: the C edition's in
-# bench as postgres, the portable edition's in bench_portable as its owner.
+# The database and owner of each edition: the C edition's in bench, owned
+# by postgres, the portable edition's in bench_portable, installed by its
+# owner; the workloads of both run as the application role BENCH_APP.
 declare -A EDITION_DB=([c]=bench [portable]=bench_portable)
 declare -A EDITION_USER=([c]=postgres [portable]=bench_portable)
+declare -A EDITION_HOST=([c]=$CLUSTER [portable]=$PCLUSTER)
+BENCH_APP=bench_app
 # qe EDITION PSQL_ARGS...: psql in EDITION's database as its role.
 qe() {
   local e=$1
   shift
-  "$BIN/psql" -X -q -v ON_ERROR_STOP=1 -h "$CLUSTER" -U "${EDITION_USER[$e]}" -d "${EDITION_DB[$e]}" "$@"
+  "$BIN/psql" -X -q -v ON_ERROR_STOP=1 -h "${EDITION_HOST[$e]}" -U "${EDITION_USER[$e]}" -d "${EDITION_DB[$e]}" "$@"
 }
 q() { qe c "$@"; }
 qv() { q -At -c "$1"; }
-"$BIN/psql" -X -q -h "$CLUSTER" -U postgres -d postgres -c 'CREATE DATABASE bench' || exit 1
+"$BIN/psql" -X -q -h "$CLUSTER" -U postgres -d postgres -c 'CREATE DATABASE bench' \
+  -c "CREATE ROLE $BENCH_APP LOGIN" || exit 1
 q -c 'CREATE EXTENSION idempotency' -f "$IDEM_TOP/bench/setup.sql" >/dev/null || exit 1
 # The portable edition: the plain script (scripts/portable.py build), run
 # with psql -f by a role with CREATE on its database and nothing more, as
@@ -168,10 +192,10 @@ if edition portable; then
   . "$IDEM_TOP/test/portable/lib.sh"
   idem_log "the portable edition: plain script into database bench_portable"
   portable_build_edition "$WORK" || { echo "portable build failed" >&2; exit 1; }
-  "$BIN/psql" -X -q -v ON_ERROR_STOP=1 -h "$CLUSTER" -U postgres -d postgres \
-    -c 'CREATE ROLE bench_portable LOGIN' -c 'CREATE DATABASE bench_portable' \
+  "$BIN/psql" -X -q -v ON_ERROR_STOP=1 -h "$PCLUSTER" -U postgres -d postgres \
+    -c 'CREATE ROLE bench_portable LOGIN' -c "CREATE ROLE $BENCH_APP LOGIN" -c 'CREATE DATABASE bench_portable' \
     -c 'GRANT CREATE ON DATABASE bench_portable TO bench_portable' || exit 1
-  PATH=$BIN:$PATH portable_install plain bench_portable bench_portable -h "$CLUSTER" || exit 1
+  PATH=$BIN:$PATH portable_install plain bench_portable bench_portable -h "$PCLUSTER" || exit 1
   qe portable -f "$IDEM_TOP/bench/setup.sql" >/dev/null || exit 1
 fi
 
@@ -196,12 +220,14 @@ start_redis noaof --appendonly no || exit 1
 # --- the data the workloads read: a million completed keys, in the
 # extension's table and in both baseline tables.
 idem_log "loading $BENCH_ROWS completed keys"
-q -v rows="$BENCH_ROWS" -v req="$REQ" -f "$IDEM_TOP/bench/load.sql" >/dev/null || exit 1
+q -v rows="$BENCH_ROWS" -v req="$REQ" -f "$IDEM_TOP/bench/load.sql" \
+  -v app="$BENCH_APP" -f "$IDEM_TOP/bench/grant_app.sql" >/dev/null || exit 1
 q -c 'VACUUM ANALYZE' || exit 1
 if edition portable; then
   # the extension's keys only: the baselines run in bench
-  qe portable -v rows="$BENCH_ROWS" -v req="$REQ" -v ours_only=1 -f "$IDEM_TOP/bench/load.sql" >/dev/null &&
-    qe portable -c 'VACUUM ANALYZE' || exit 1
+  qe portable -v rows="$BENCH_ROWS" -v req="$REQ" -v ours_only=1 -f "$IDEM_TOP/bench/load.sql" \
+    -v app="$BENCH_APP" -f "$IDEM_TOP/bench/grant_app.sql" >/dev/null &&
+    "$BIN/psql" -X -q -h "$PCLUSTER" -U postgres -d bench_portable -c 'VACUUM ANALYZE' || exit 1
 fi
 q -c 'CHECKPOINT' || exit 1
 # Prometheus and postgres_exporter for doc/dashboard.svg, from here on
@@ -218,12 +244,13 @@ has_in() {
 }
 has() { has_in c "$@"; }
 
-# run_pgbench SCRIPT CLIENTS [PGOPTIONS [EDITION]]: prints "tps p50_ms p99_ms".
+# run_pgbench SCRIPT CLIENTS [PGOPTIONS [EDITION [ROLE]]]: prints "tps p50_ms
+# p99_ms"; ROLE defaults to the application role.
 run_pgbench() {
-  local script=$1 clients=$2 opts=${3:-} e=${4:-c} dir out tps
+  local script=$1 clients=$2 opts=${3:-} e=${4:-c} role=${5:-$BENCH_APP} dir out tps
   dir=$(mktemp -d "$WORK/run.XXXXXX")
   if ! out=$(cd "$dir" && PGOPTIONS="$opts" "$BIN/pgbench" -n -M prepared \
-      -h "$CLUSTER" -U "${EDITION_USER[$e]}" -c "$clients" -j "$clients" -T "$BENCH_SECONDS" \
+      -h "${EDITION_HOST[$e]}" -U "$role" -c "$clients" -j "$clients" -T "$BENCH_SECONDS" \
       -D n=0 -D rows="$BENCH_ROWS" -l --log-prefix=tx -f "$SCRIPTS/$script" "${EDITION_DB[$e]}" 2>&1); then
     printf '%s: %s\n' "$script" "$out" | tail -5 >>"$WORK/errors.log"
     echo "NA NA NA"
@@ -339,10 +366,10 @@ declare -A MAIN_BASE=(
   [transition/transition]=update_then_select
 )
 
-# run_variant RUNNER ARG CLIENTS PGOPTIONS EDITION: prints "tps p50 p99".
+# run_variant RUNNER ARG CLIENTS PGOPTIONS EDITION [ROLE]: prints "tps p50 p99".
 run_variant() {
   case $1 in
-  pgbench) run_pgbench "$2" "$3" "$4" "$5" ;;
+  pgbench) run_pgbench "$2" "$3" "$4" "$5" "${6:-}" ;;
   relay) run_relay "$2" "$3" "$5" ;;
   redis) "$WORK/redis_driver" "$WORK/redis-$2.sock" "host=$CLUSTER user=postgres dbname=bench" \
            "$3" "$BENCH_SECONDS" 2>>"$WORK/errors.log" || echo "NA NA NA" ;;
@@ -352,9 +379,10 @@ run_variant() {
 # run_group GROUP: every available variant, alternating, BENCH_ROUNDS rounds
 # (BENCH_METRICS_ROUNDS for the metrics_* groups).
 run_group() {
-  local group=$1 clients c round i n line name role runner arg req opts rounds=$BENCH_ROUNDS
+  local group=$1 clients c round i n line name role runner arg req opts rounds=$BENCH_ROUNDS user=
   local -a run=()
-  [[ $group != metrics_* ]] || rounds=$BENCH_METRICS_ROUNDS
+  # idempotency.track_outcomes is a superuser's setting
+  [[ $group != metrics_* ]] || { rounds=$BENCH_METRICS_ROUNDS; user=postgres; }
   while read -r g name role runner arg req opts; do
     [ "$g" = "$group" ] || continue
     if [ "$role" = base ] || edition c; then
@@ -383,7 +411,7 @@ run_group() {
         read -r name role runner arg opts <<<"${run[$(((i + round) % n))]}"
         idem_log "$group/$name, $c clients, round $round"
         echo "$group $name $role $c $round $(run_variant "$runner" "$arg" "$c" "${opts//%20/ }" \
-          "$([ "$role" = portable ] && echo portable || echo c)")" >>"$RESULTS"
+          "$([ "$role" = portable ] && echo portable || echo c)" "$user")" >>"$RESULTS"
       done
     done
   done
@@ -804,6 +832,65 @@ wait_fanout_check() {
   target "waiters woken per commit, $waiters per key and $keys keys hot" "$5" "$waiters.12" le
 }
 
+# --- the portable edition's functions: self time per call of each function
+# of the edition on the paths of a new key (claim, complete), a replay,
+# execute, process_once, enqueue_event and transition, from
+# pg_stat_user_functions (track_functions = all, set for the database
+# meanwhile), BENCH_PROFILE_TX transactions of one client as the
+# application role after a warm-up of a tenth as many, each function's
+# counters reset before.  A function that PostgreSQL inlines into its
+# caller (plain SQL) is no call of its own and counts in its caller's
+# self time; so do the statements a function runs.  The timing of each
+# call slows the calls a little; the figures show where the time goes,
+# not the rounds' speed.
+profile_check() {
+  edition portable || return 0
+  local script name warm=$((BENCH_PROFILE_TX / 10 + 1))
+  local -a psu=("$BIN/psql" -X -q -v ON_ERROR_STOP=1 -h "$PCLUSTER" -U postgres -d bench_portable)
+  "${psu[@]}" -c "ALTER DATABASE bench_portable SET track_functions = 'all'" || return 0
+  : >"$WORK/profile.tsv"
+  while read -r script name; do
+    idem_log "profile: $name x $BENCH_PROFILE_TX"
+    (cd "$WORK" && "$BIN/pgbench" -n -M prepared -h "$PCLUSTER" -U "$BENCH_APP" -c 1 -t "$warm" \
+       -D n=0 -D rows="$BENCH_ROWS" -f "$SCRIPTS/$script" bench_portable </dev/null >/dev/null 2>>"$WORK/errors.log")
+    "${psu[@]}" -c "SELECT pg_stat_reset_single_function_counters(p.oid) FROM pg_proc p
+                     WHERE p.pronamespace = 'idempotency'::regnamespace" </dev/null >/dev/null
+    (cd "$WORK" && "$BIN/pgbench" -n -M prepared -h "$PCLUSTER" -U "$BENCH_APP" -c 1 -t "$BENCH_PROFILE_TX" \
+       -D n=0 -D rows="$BENCH_ROWS" -f "$SCRIPTS/$script" bench_portable </dev/null >/dev/null 2>>"$WORK/errors.log")
+    sleep 1     # the backend reports its counters as it exits
+    "${psu[@]}" -At -F "$(printf '\t')" -c "
+      SELECT '$name', funcname, round(calls::numeric / $BENCH_PROFILE_TX, 2),
+             round((self_time * 1000 / calls)::numeric, 1), round((self_time * 1000 / $BENCH_PROFILE_TX)::numeric, 1),
+             round((total_time * 1000 / calls)::numeric, 1)
+        FROM pg_stat_user_functions
+       WHERE schemaname = 'idempotency' AND calls > 0
+       ORDER BY self_time DESC, funcname" </dev/null >>"$WORK/profile.tsv"
+  done <<'EOF2'
+phased.sql claim (a new key) and complete
+replay.sql claim (a replay)
+e2e_execute.sql execute
+process_once.sql process_once
+enqueue_event.sql enqueue_event
+transition.sql transition
+EOF2
+  "${psu[@]}" -c 'ALTER DATABASE bench_portable RESET track_functions'
+  {
+    printf '\n### The portable edition'"'"'s functions: where the time goes\n\n'
+    echo "Each workload of one client, $BENCH_PROFILE_TX transactions as the application role, with"
+    echo "\`track_functions = all\` (\`pg_stat_user_functions\`): every function of the edition"
+    echo "that the workload calls, its calls per transaction, its self time (without the"
+    echo "functions it calls) per call and per transaction, and its time per call with"
+    echo "them. Functions in plain SQL that PostgreSQL inlines into their caller are no"
+    echo "calls of their own and count in their caller's self time, as do the statements"
+    echo "a function runs. Timing each call slows it a little: read the shares, not the"
+    echo "speed."
+    echo
+    echo "| workload | function | calls / transaction | self µs / call | self µs / transaction | µs / call with callees |"
+    echo "|---|---|---:|---:|---:|---:|"
+    awk -F'\t' '{printf "| %s | `%s` | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5, $6}' "$WORK/profile.tsv"
+  } >"$WORK/profile.md"
+}
+
 # tps_of NAME: the events per second of notify_probe NAME's pgbench.
 tps_of() {
   sed -n 's/^tps = \([0-9.]*\) .*/\1/p' "$WORK/notify-$1.log" | tail -1 | cut -d. -f1
@@ -818,6 +905,7 @@ for g in $BENCH_GROUPS; do
   wal) wal_check ;;
   memory) memory_check ;;
   purge) purge_check ;;
+  profile) profile_check ;;
   *) run_group "$g" ;;
   esac
 done
@@ -851,6 +939,22 @@ for c in $BENCH_CLIENTS; do
   ratio_target metrics_replay counted uncounted "$c" 0.97 "replay, counted vs not (idempotency.track_outcomes)"
 done
 [ -n "${REPLAY_WAL:-}" ] && target "WAL bytes per replay" "$REPLAY_WAL" 0 le
+# the portable edition's (doc/portable.md): against the hand-written SQL,
+# the project's one-function PL/pgSQL and the C edition
+for c in $BENCH_CLIENTS; do
+  ratio_target e2e portable_execute seeds_middleware "$c" 2 "portable: end-to-end, execute vs the seeds' middleware"
+  ratio_target e2e portable_one_tx seeds_middleware "$c" 1.3 "portable: end-to-end, one transaction vs the seeds' middleware"
+  ratio_target bare portable_phased seeds_3_statements "$c" 1 "portable: phased request vs the seeds' three statements"
+  ratio_target inbox portable_process_once insert_on_conflict "$c" 0.9 "portable: process_once vs the bare inbox INSERT"
+  ratio_target outbox portable_enqueue_event insert "$c" 0.9 "portable: enqueue_event vs the bare outbox INSERT"
+  ratio_target transition portable_transition update_then_select "$c" 0.9 "portable: transition vs the guarded UPDATE + SELECT"
+  ratio_target replay portable_claim_replay pk_select "$c" 0.7 "portable: replay vs the bare primary-key SELECT"
+  ratio_target replay portable_claim_replay plpgsql "$c" 1 "portable: replay vs PL/pgSQL"
+  ratio_target syncoff portable_phased plpgsql "$c" 1 "portable: synchronous_commit=off, phased vs PL/pgSQL"
+  for gv in e2e/execute e2e/one_tx bare/phased inbox/process_once outbox/enqueue_event transition/transition; do
+    ratio_target "${gv%/*}" "portable_${gv#*/}" "${gv#*/}" "$c" 0.8 "portable vs C: ${gv%/*} ${gv#*/}"
+  done
+done
 
 # --- the report
 mkdir -p "$IDEM_TOP/bench/results"
@@ -878,6 +982,7 @@ REPORT=$IDEM_TOP/bench/results/$(date -u +%Y%m%dT%H%M%SZ).md
   [ -s "$WORK/purge.md" ] && cat "$WORK/purge.md"
   [ -s "$WORK/notify.md" ] && cat "$WORK/notify.md"
   [ -s "$WORK/wait.md" ] && cat "$WORK/wait.md"
+  [ -s "$WORK/profile.md" ] && cat "$WORK/profile.md"
   if [ -s "$TARGETS" ]; then
     printf '\n### Targets (TPS ratios, medians of the rounds)\n\n| target | measured | wanted | verdict |\n|---|---:|---:|---|\n'
     cat "$TARGETS"

@@ -16,7 +16,10 @@ The portable statement must declare the same function as the C one: name,
 argument names, types and defaults, return type, volatility, strictness,
 parallel safety, leakproofness and ROWS (its language, SECURITY and SET
 clauses and COST may differ).  A symbol without a portable body, a body
-whose header differs, or a body that no script uses is an error.
+whose header differs, or a body that no script uses is an error.  A body
+written CREATE FUNCTION also serves a later script that states the same
+symbol again with CREATE OR REPLACE (so that an installation updated by
+that script gets a body that changed), emitted with OR REPLACE.
 
 One body can serve the symbols of every version of a function, as one C
 function serves its old symbols:
@@ -484,7 +487,7 @@ class FunctionHeader:
             'rows': self.rows,
         }
 
-    def differences(self, other):
+    def differences(self, other, ignore_or_replace=False):
         """How "other" (a portable body) declares another function than self."""
         diffs = []
         if self.name != other.name:
@@ -494,7 +497,7 @@ class FunctionHeader:
                          % (', '.join(other.args), ', '.join(self.args)))
         if self.returns != other.returns:
             diffs.append('RETURNS %s, not %s' % (other.returns, self.returns))
-        if self.or_replace != other.or_replace:
+        if self.or_replace != other.or_replace and not ignore_or_replace:
             diffs.append('CREATE%s FUNCTION, not CREATE%s FUNCTION'
                          % (' OR REPLACE' if other.or_replace else '',
                             ' OR REPLACE' if self.or_replace else ''))
@@ -617,11 +620,19 @@ class Portable:
     def statement(self, c_header):
         """The text of this body, which must declare c_header's function."""
         if self.primary is None:
-            diffs = c_header.differences(self.header)
+            # a later script that states the function again (CREATE OR
+            # REPLACE, so that an installation it updates gets a body that
+            # changed) takes the body written for the first CREATE
+            again = c_header.or_replace and not self.header.or_replace
+            diffs = c_header.differences(self.header, ignore_or_replace=again)
             if diffs:
                 raise BuildError('%s: the portable body of %s declares another function than %s:\n  %s'
                                  % (self.where, self.symbol, c_header.where, '\n  '.join(diffs)))
-            return self.statements[0].text
+            stmt = self.statements[0]
+            if again:
+                first = stmt.tokens[0].end - stmt.start
+                return stmt.text[:first] + ' OR REPLACE' + stmt.text[first:]
+            return stmt.text
         text = older_statement(self.primary, c_header)
         h = FunctionHeader(split_statements(text, self.where)[0], self.where)
         diffs = c_header.differences(h)

@@ -6,6 +6,81 @@
 -- edition's hot paths cheaper.  Each section says what it changes and why.
 \echo Use "ALTER EXTENSION idempotency UPDATE TO '1.9'" to load this file. \quit
 
+-- [section: the portable edition's hot paths] ------------------------------
+
+--
+-- The portable edition (sql/portable/, doc/portable.md) does each call's
+-- work in fewer PL/pgSQL calls and statements: the usual arguments pass
+-- one inlined test, the key's hash and the request's fingerprint are
+-- inlined SQL, a replay is read by the statement that finds the row, the
+-- scope check looks at scope_grants' size first, the holder check
+-- compares the caller's own name first, one reader of pg_db_role_setting
+-- serves every stored setting, execute() reads a plain statement without
+-- its character loop and transition() knows the usual types' equality
+-- without a catalog query.  No promise changes; doc/performance.md has
+-- the figures.  The helpers that change are replaced by this version's
+-- script (sql/portable/, blocks "again in 1.9"); the functions below,
+-- whose portable bodies changed and whose C symbols did not, are stated
+-- again so that an installation of the portable edition updated to 1.9
+-- gets their bodies.  In the C edition each statement binds the symbol it
+-- bound before, and nothing changes.
+--
+CREATE OR REPLACE FUNCTION idempotency.claim(
+    key     text,
+    request jsonb    DEFAULT NULL,
+    scope   text     DEFAULT '',
+    ttl     interval DEFAULT NULL,
+    lease   interval DEFAULT NULL,
+    wait    interval DEFAULT NULL)
+RETURNS idempotency.claim_result
+AS 'MODULE_PATHNAME', 'idempotency_claim_1_8'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE OR REPLACE FUNCTION idempotency.execute(
+    key          text,
+    request      jsonb,
+    statement    text,
+    params       text[]   DEFAULT '{}',
+    scope        text     DEFAULT '',
+    ttl          interval DEFAULT NULL,
+    response_ttl interval DEFAULT NULL,
+    wait         interval DEFAULT NULL)
+RETURNS idempotency.claim_result
+AS 'MODULE_PATHNAME', 'idempotency_execute_1_8'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE OR REPLACE FUNCTION idempotency.check_key_hash()
+RETURNS trigger
+AS 'MODULE_PATHNAME', 'idempotency_check_key_hash'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE OR REPLACE FUNCTION idempotency.transition(
+    tbl          regclass,
+    key_column   name,
+    key          text,
+    state_column name,
+    from_state   text,
+    to_state     text,
+    set_columns  jsonb DEFAULT NULL)
+RETURNS idempotency.transition_result
+AS 'MODULE_PATHNAME', 'idempotency_transition'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE OR REPLACE FUNCTION idempotency.enqueue_event(
+    aggregate_type text,
+    aggregate_id   text,
+    event_type     text,
+    payload        jsonb,
+    headers        jsonb DEFAULT NULL)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'idempotency_enqueue_event'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE OR REPLACE FUNCTION idempotency.process_once(consumer text, event_id text)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'idempotency_process_once'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
 -- [section: grants repair] -------------------------------------------------
 
 --

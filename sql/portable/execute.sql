@@ -67,12 +67,10 @@ DECLARE
     -- does not, 'b' (B'', X'') neither, and ends at any quote; a plain
     -- '...' takes them when standard_conforming_strings is off
     quoting text;
-    plain_quoting text := CASE WHEN pg_catalog.current_setting('standard_conforming_strings')
-                                    OPERATOR(pg_catalog.=) 'off' THEN 'e' ELSE 'q' END;
+    plain_quoting text;
     newline boolean;
     -- the scanner's white space (PostgreSQL 16 adds \v; 15 refuses it)
-    spaces text := pg_catalog.concat(' ', pg_catalog.chr(9), pg_catalog.chr(10), pg_catalog.chr(11),
-                                     pg_catalog.chr(12), pg_catalog.chr(13));
+    spaces text;
     statements integer := 0;
     in_statement boolean := false;
     first_words text[] := '{}';
@@ -81,6 +79,8 @@ DECLARE
     bad_param integer;
     rewritten text := '';
     copied integer := 1;
+    pieces text[];
+    by_characters boolean := true;
     preparable boolean;
     checking text;
     verb text;
@@ -107,11 +107,69 @@ BEGIN
     -- the lexer: statements, the first statement's words outside
     -- parentheses, the first parameter beyond those given, and the text
     -- with each $n as ($1[n])
-    IF statement OPERATOR(pg_catalog.<>) '' THEN
+    --
+    -- A text of ASCII words, numbers, white space, operators and $n only
+    -- (no quote, comment, semicolon or dollar quote, no $ that is not a
+    -- parameter's: the usual INSERT ... RETURNING of $1, $2) is one
+    -- statement whose words and parameters a few regular expressions find
+    -- as the character lexer below would (1.9: that lexer costs an
+    -- iteration per character); any other text, and one whose parentheses
+    -- do not pair, is read by that lexer.
+    IF statement OPERATOR(pg_catalog.!~)
+       E'[^-A-Za-z0-9_ \t\n\r(),.*+<>=:!|&%^[\\]{}@#~?/$]|--|/[*]|[$]([^0-9]|$)|[A-Za-z0-9_$][$]|^[ \t\n\r]*[$]' THEN
+        -- the words outside parentheses, lower case: without the
+        -- parameters and the numbers (digits that start a token), then
+        -- without the innermost parenthesized groups until none is left
+        word := pg_catalog.regexp_replace(pg_catalog.lower(statement), '(^|[^a-z0-9_$])[$0-9]+', E'\\1', 'g');
+        WHILE pg_catalog.strpos(word, '(') OPERATOR(pg_catalog.>) 0 LOOP
+            c := word;
+            word := pg_catalog.regexp_replace(word, '[(][^()]*[)]', ' ', 'g');
+            EXIT WHEN word OPERATOR(pg_catalog.=) c;
+        END LOOP;
+        by_characters := pg_catalog.strpos(word, '(') OPERATOR(pg_catalog.>) 0
+                         OR pg_catalog.strpos(word, ')') OPERATOR(pg_catalog.>) 0;
+    END IF;
+    IF NOT by_characters THEN
+        first_words := pg_catalog.array_remove(pg_catalog.regexp_split_to_array(word, '[^a-z0-9_$]+'), '');
+        -- a first character that starts no word is the first word, as the
+        -- character lexer takes it
+        word := pg_catalog.substr(pg_catalog.ltrim(statement, E' \t\n\r'), 1, 1);
+        IF word OPERATOR(pg_catalog.<>) '' THEN
+            statements := 1;
+            IF word OPERATOR(pg_catalog.!~) '^[A-Za-z_]' THEN
+                first_words := ARRAY[word] OPERATOR(pg_catalog.||) first_words;
+            END IF;
+        END IF;
+        -- each $n, as the character lexer rewrites it
+        pieces := pg_catalog.string_to_array(statement, '$');
+        rewritten := COALESCE(pieces[1], '');
+        FOR k IN 2 .. pg_catalog.cardinality(pieces) LOOP
+            word := pg_catalog.substring(pieces[k], '^[0-9]+');
+            IF pg_catalog.length(word) OPERATOR(pg_catalog.>) 9
+               OR word::pg_catalog.int4 OPERATOR(pg_catalog.<) 1
+               OR word::pg_catalog.int4 OPERATOR(pg_catalog.>) nparams THEN
+                bad_param := CASE WHEN pg_catalog.length(word) OPERATOR(pg_catalog.>) 9
+                                  THEN 2147483647 ELSE word::pg_catalog.int4 END;
+                -- the rest as it is, as the character lexer leaves it
+                rewritten := pg_catalog.concat(rewritten, '$',
+                    pg_catalog.array_to_string(pieces[k : pg_catalog.cardinality(pieces)], '$'));
+                EXIT;
+            END IF;
+            rewritten := pg_catalog.concat(rewritten, '($1[', word::pg_catalog.int4, '])',
+                                           pg_catalog.substr(pieces[k], pg_catalog.length(word) OPERATOR(pg_catalog.+) 1));
+        END LOOP;
+        nchars := 0;
+    ELSIF statement OPERATOR(pg_catalog.<>) '' THEN
         chars := pg_catalog.regexp_split_to_array(statement, '');
         nchars := pg_catalog.cardinality(chars);
     ELSE
         nchars := 0;
+    END IF;
+    IF by_characters THEN
+        plain_quoting := CASE WHEN pg_catalog.current_setting('standard_conforming_strings')
+                                   OPERATOR(pg_catalog.=) 'off' THEN 'e' ELSE 'q' END;
+        spaces := pg_catalog.concat(' ', pg_catalog.chr(9), pg_catalog.chr(10), pg_catalog.chr(11),
+                                    pg_catalog.chr(12), pg_catalog.chr(13));
     END IF;
     WHILE i OPERATOR(pg_catalog.<=) nchars LOOP
         c := chars[i];
@@ -274,7 +332,9 @@ BEGIN
     IF in_statement THEN
         statements := statements OPERATOR(pg_catalog.+) 1;
     END IF;
-    rewritten := rewritten OPERATOR(pg_catalog.||) pg_catalog.substr(statement, copied);
+    IF by_characters THEN
+        rewritten := rewritten OPERATOR(pg_catalog.||) pg_catalog.substr(statement, copied);
+    END IF;
 
     IF statements OPERATOR(pg_catalog.=) 0 THEN
         RAISE EXCEPTION 'statement must not be empty'
@@ -320,10 +380,8 @@ BEGIN
     -- the check of a statement that will not run, or not yet: PREPARE
     -- reports its syntax and analysis errors, under a name no one can
     -- know (one planted under it could only make PREPARE fail, 42P05)
-    IF preparable THEN
-        checking := 'idempotency_check_' OPERATOR(pg_catalog.||) pg_catalog.gen_random_uuid();
-    END IF;
     IF wait IS NOT NULL AND preparable THEN     -- before a claim that may wait
+        checking := 'idempotency_check_' OPERATOR(pg_catalog.||) pg_catalog.gen_random_uuid();
         EXECUTE pg_catalog.format('PREPARE %I(pg_catalog.text[]) AS %s', checking, rewritten);
         EXECUTE pg_catalog.format('DEALLOCATE %I', checking);
     END IF;
@@ -361,6 +419,7 @@ BEGIN
     -- replay, gone, in_progress, mismatch: the stored row, nothing run
     IF claim.outcome OPERATOR(pg_catalog.<>) ALL ('{claimed,resumed}'::pg_catalog.text[]) THEN
         IF wait IS NULL AND preparable THEN
+            checking := 'idempotency_check_' OPERATOR(pg_catalog.||) pg_catalog.gen_random_uuid();
             EXECUTE pg_catalog.format('PREPARE %I(pg_catalog.text[]) AS %s', checking, rewritten);
             EXECUTE pg_catalog.format('DEALLOCATE %I', checking);
         END IF;

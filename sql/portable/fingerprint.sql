@@ -72,7 +72,7 @@ BEGIN
     IF NEW.scope IS NULL OR NEW.idempotency_key IS NULL THEN
         RETURN NEW;
     END IF;
-    hash := idempotency.key_hash(NEW.scope, NEW.idempotency_key);
+    hash := idempotency.portable_key_hash(NEW.scope, NEW.idempotency_key);
     IF NEW.key_hash IS NULL AND TG_WHEN OPERATOR(pg_catalog.=) 'BEFORE' THEN
         NEW.key_hash := hash;
     ELSIF NEW.key_hash OPERATOR(pg_catalog.<>) hash THEN
@@ -83,3 +83,39 @@ BEGIN
     RETURN NEW;
 END
 $$;
+
+-- portable helper: since 1.0, again in 1.4, 1.6, 1.7, 1.8, 1.9
+
+-- key_hash() and fingerprint() for the bodies that run as the extension
+-- owner, on arguments checked already: plain SQL that PostgreSQL inlines
+-- into the caller's expression (1.9), where a call of key_hash() or
+-- fingerprint(), PL/pgSQL for their errors on NULL, costs a call of its
+-- own.  The same bytes: octet_length() counts the bytes of the
+-- database's encoding, and convert_to() to that encoding hands the bytes
+-- of the text on unchanged, so the scope's and the key's are those of
+-- their concatenation.  (The scripts that state the bodies that call them
+-- create them.)
+CREATE FUNCTION idempotency.portable_key_hash(scope text, key text)
+RETURNS uuid
+LANGUAGE sql STABLE PARALLEL SAFE
+AS $$
+SELECT pg_catalog.encode(
+           pg_catalog.substr(
+               pg_catalog.sha256(
+                   pg_catalog.int4send(pg_catalog.octet_length(scope))
+                   OPERATOR(pg_catalog.||) pg_catalog.convert_to(scope OPERATOR(pg_catalog.||) key,
+                                                                 pg_catalog.getdatabaseencoding())),
+               1, 16),
+           'hex')::pg_catalog.uuid
+$$;
+REVOKE ALL ON FUNCTION idempotency.portable_key_hash(text, text) FROM PUBLIC;
+COMMENT ON FUNCTION idempotency.portable_key_hash(text, text) IS 'portable edition: key_hash() of a scope and key that are not NULL, inlined';
+
+CREATE FUNCTION idempotency.portable_request_hash(request jsonb)
+RETURNS bytea
+LANGUAGE sql STABLE PARALLEL SAFE
+AS $$
+SELECT pg_catalog.sha256(pg_catalog.convert_to(request::pg_catalog.text, pg_catalog.getdatabaseencoding()))
+$$;
+REVOKE ALL ON FUNCTION idempotency.portable_request_hash(jsonb) FROM PUBLIC;
+COMMENT ON FUNCTION idempotency.portable_request_hash(jsonb) IS 'portable edition: fingerprint() of a request that is not NULL, inlined';

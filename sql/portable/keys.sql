@@ -220,6 +220,46 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE
 AS 'SELECT false';
 COMMENT ON FUNCTION idempotency.portable_holders_by_name() IS 'portable edition: whether role bindings are checked by name (1.8 and later)';
 
+-- portable helper: since 1.0, again in 1.6, 1.7, 1.8, 1.9
+
+-- The tests of the hot paths (1.9): plain SQL, which PostgreSQL inlines
+-- into the expression of the body that calls it, so a usual argument
+-- costs no call of its own.  Each is true for a value that the helper it
+-- names would pass without a word, the setting that helper reads being
+-- unset (never SET in the session: NULL) or the C library's default as
+-- the library shows it (in a cluster that loads it, as when a database
+-- moves between the editions); anything else (NULL, out of bounds, any
+-- other value of the setting, even '') goes to that helper, which raises
+-- the C's error or passes it.  (The scripts that state the bodies that
+-- call them create them: an installation updated by this edition has
+-- them whatever edition installed it.)
+
+-- An idempotency key that portable_arg_key() passes.
+CREATE FUNCTION idempotency.portable_key_fits(key text)
+RETURNS boolean
+LANGUAGE sql STABLE PARALLEL SAFE
+AS $$
+SELECT pg_catalog.char_length(key) OPERATOR(pg_catalog.>=) 1
+   AND pg_catalog.char_length(key) OPERATOR(pg_catalog.<=) 255
+   AND COALESCE(pg_catalog.current_setting('idempotency.max_key_length', true), '255') OPERATOR(pg_catalog.=) '255'
+$$;
+REVOKE ALL ON FUNCTION idempotency.portable_key_fits(text) FROM PUBLIC;
+
+-- A response body that portable_arg_response() passes.
+CREATE FUNCTION idempotency.portable_response_fits(body jsonb)
+RETURNS boolean
+LANGUAGE sql STABLE PARALLEL SAFE
+AS $$
+SELECT body IS NULL
+    OR pg_catalog.pg_column_size(body OPERATOR(pg_catalog.#>) '{}'::pg_catalog.text[])
+       OPERATOR(pg_catalog.<=) 1048576
+   AND COALESCE(pg_catalog.current_setting('idempotency.max_response_bytes', true), '1048576')
+       OPERATOR(pg_catalog.=) '1048576'
+$$;
+REVOKE ALL ON FUNCTION idempotency.portable_response_fits(jsonb) FROM PUBLIC;
+COMMENT ON FUNCTION idempotency.portable_key_fits(text) IS 'portable edition: whether portable_arg_key() passes a key at once';
+COMMENT ON FUNCTION idempotency.portable_response_fits(jsonb) IS 'portable edition: whether portable_arg_response() passes a body at once';
+
 -- portable helper: since 1.0, again in 1.7
 
 -- A text argument of min_chars..max_chars characters (idem_arg_name).  A
@@ -259,7 +299,59 @@ $$;
 REVOKE ALL ON FUNCTION idempotency.portable_arg_name(text, text, integer, integer) FROM PUBLIC;
 COMMENT ON FUNCTION idempotency.portable_arg_name(text, text, integer, integer) IS 'portable edition: a text argument of bounded length (a scope: one the session''s role may use)';
 
--- portable helper: since 1.0, again in 1.6, 1.7, 1.8
+-- portable helper: since 1.0
+
+-- The answer of a claim from the key's row when the row decides it
+-- (answer_from_row): replay, gone, in_progress or mismatch; NULL when the
+-- claim may take the key over.  Plain SQL, inlined into claim()'s
+-- expression.  The 1.6 script replaces it, for response_expires_at.
+CREATE FUNCTION idempotency.portable_answer(found_row idempotency.idempotency_keys,
+                                            request_hash bytea, now timestamptz)
+RETURNS idempotency.claim_result
+LANGUAGE sql VOLATILE PARALLEL UNSAFE
+AS $$
+SELECT CASE
+       WHEN found_row.expires_at OPERATOR(pg_catalog.<=) now THEN NULL
+       WHEN found_row.request_hash IS NOT NULL AND request_hash IS NOT NULL
+        AND found_row.request_hash OPERATOR(pg_catalog.<>) request_hash
+       THEN ROW('mismatch', NULL, found_row.status, NULL, NULL, NULL, NULL, NULL)::idempotency.claim_result
+       WHEN found_row.status OPERATOR(pg_catalog.=) 'completed'::idempotency.key_status
+         OR (found_row.status OPERATOR(pg_catalog.=) 'failed'::idempotency.key_status
+             AND NOT found_row.retryable)
+       THEN ROW('replay', NULL, found_row.status, found_row.response_code, found_row.response_body,
+                found_row.recovery_point, found_row.attempts, NULL)::idempotency.claim_result
+       WHEN found_row.status OPERATOR(pg_catalog.=) 'processing'::idempotency.key_status
+        AND found_row.locked_until OPERATOR(pg_catalog.>) now
+       -- the time left from the moment of the answer (a second reading of
+       -- the clock, as in the C), never more than the lease
+       THEN ROW('in_progress', NULL, found_row.status, NULL, NULL, found_row.recovery_point,
+                found_row.attempts,
+                found_row.locked_until OPERATOR(pg_catalog.-)
+                GREATEST(now, LEAST(pg_catalog.clock_timestamp(), found_row.locked_until)))::idempotency.claim_result
+       END
+$$;
+REVOKE ALL ON FUNCTION idempotency.portable_answer(idempotency.idempotency_keys, bytea, timestamptz) FROM PUBLIC;
+COMMENT ON FUNCTION idempotency.portable_answer(idempotency.idempotency_keys, bytea, timestamptz) IS 'portable edition: a claim answered from the key''s row';
+
+-- Whether the key's row "k" answers a claim of request hash "request_hash"
+-- at "now" with the replay of its completion (a case of portable_answer(),
+-- the commonest): claim() reads such a row's answer in the statement
+-- that finds it (1.9), and takes every other row to portable_answer().
+-- Inlined into that statement.  The 1.6 script replaces it.
+CREATE FUNCTION idempotency.portable_replays(k idempotency.idempotency_keys,
+                                             request_hash bytea, now timestamptz)
+RETURNS boolean
+LANGUAGE sql STABLE PARALLEL SAFE
+AS $$
+SELECT k.expires_at OPERATOR(pg_catalog.>) now
+   AND k.status OPERATOR(pg_catalog.=) 'completed'::idempotency.key_status
+   AND (k.request_hash IS NULL OR request_hash IS NULL
+        OR k.request_hash OPERATOR(pg_catalog.=) request_hash)
+$$;
+REVOKE ALL ON FUNCTION idempotency.portable_replays(idempotency.idempotency_keys, bytea, timestamptz) FROM PUBLIC;
+COMMENT ON FUNCTION idempotency.portable_replays(idempotency.idempotency_keys, bytea, timestamptz) IS 'portable edition: whether a key''s row answers replay with its completion';
+
+-- portable helper: since 1.0, again in 1.6, 1.7, 1.8, 1.9
 
 -- (The helpers below read or write response_expires_at from 1.6 on, and
 -- holder_role from 1.7 on; 1.7 also creates a key without a lock: the 1.6
@@ -274,12 +366,14 @@ COMMENT ON FUNCTION idempotency.portable_arg_name(text, text, integer, integer) 
 -- row was computed from "now", the clock before the wait, so the lease,
 -- the expiry and the times are written again from the clock after it
 -- (RETURNING's reading).  The INSERT waited when more than 1 ms went by
--- between its first reading, as it starts to run, and RETURNING's, and
--- its check of the primary key ran more than once: it checks again only
--- after waiting for another transaction (pg_stat_get_xact_numscans()
--- counts the checks; none counted when track_counts is off, and then the
--- time alone decides).  The time alone would also take the first INSERT
--- of a session, whose trigger is compiled then, for a wait.
+-- between the reading just before it and RETURNING's, and its check of
+-- the primary key ran more than once: it checks again only after waiting
+-- for another transaction (pg_stat_get_xact_numscans() counts the checks;
+-- none counted when track_counts is off, and then the time alone
+-- decides).  The time alone would also take the first INSERT of a
+-- session, whose trigger is compiled then, for a wait.  (The readings are
+-- the body's, not a CTE's of the INSERT: a plain INSERT ... VALUES starts
+-- at a fraction of the cost, at each call.)
 CREATE FUNCTION idempotency.portable_insert_key(p_hash uuid, p_scope text, p_key text,
                                                 p_request_hash bytea, now timestamptz,
                                                 ttl interval, lease interval)
@@ -295,64 +389,45 @@ DECLARE
     checks_before bigint;
     inserted_at timestamptz;
 BEGIN
+    started_at := pg_catalog.clock_timestamp();
+    checks_before := pg_catalog.pg_stat_get_xact_numscans('idempotency.idempotency_keys_pkey'::pg_catalog.regclass);
     IF idempotency.portable_holders_by_name() THEN
         -- 1.8: and its name
-        WITH clock AS MATERIALIZED (
-            SELECT pg_catalog.clock_timestamp() AS reading,
-                   pg_catalog.pg_stat_get_xact_numscans('idempotency.idempotency_keys_pkey'::pg_catalog.regclass) AS checks)
         INSERT INTO idempotency.idempotency_keys
                (key_hash, scope, idempotency_key, request_hash, status, fence, attempts,
                 recovery_point, locked_until, created_at, updated_at, expires_at, holder_role,
                 holder_role_name)
-        SELECT p_hash, p_scope, p_key, p_request_hash, 'processing'::idempotency.key_status,
-               pg_catalog.nextval('idempotency.fence_seq'::pg_catalog.regclass), 1,
-               'started', now OPERATOR(pg_catalog.+) lease, now, now,
-               now OPERATOR(pg_catalog.+) ttl, idempotency.portable_caller(),
-               idempotency.portable_caller_name()
-          FROM clock
+        VALUES (p_hash, p_scope, p_key, p_request_hash, 'processing'::idempotency.key_status,
+                pg_catalog.nextval('idempotency.fence_seq'::pg_catalog.regclass), 1,
+                'started', now OPERATOR(pg_catalog.+) lease, now, now,
+                now OPERATOR(pg_catalog.+) ttl, idempotency.portable_caller(),
+                idempotency.portable_caller_name())
         ON CONFLICT (key_hash) DO NOTHING
-        RETURNING status, fence, attempts, recovery_point,
-                  (SELECT c.reading FROM clock c), (SELECT c.checks FROM clock c),
-                  pg_catalog.clock_timestamp()
-             INTO new_status, new_fence, new_attempts, new_recovery_point,
-                  started_at, checks_before, inserted_at;
+        RETURNING status, fence, attempts, recovery_point, pg_catalog.clock_timestamp()
+             INTO new_status, new_fence, new_attempts, new_recovery_point, inserted_at;
     ELSIF idempotency.portable_holders_recorded() THEN
         -- 1.7: the role that claims is the key's holder
-        WITH clock AS MATERIALIZED (
-            SELECT pg_catalog.clock_timestamp() AS reading,
-                   pg_catalog.pg_stat_get_xact_numscans('idempotency.idempotency_keys_pkey'::pg_catalog.regclass) AS checks)
         INSERT INTO idempotency.idempotency_keys
                (key_hash, scope, idempotency_key, request_hash, status, fence, attempts,
                 recovery_point, locked_until, created_at, updated_at, expires_at, holder_role)
-        SELECT p_hash, p_scope, p_key, p_request_hash, 'processing'::idempotency.key_status,
-               pg_catalog.nextval('idempotency.fence_seq'::pg_catalog.regclass), 1,
-               'started', now OPERATOR(pg_catalog.+) lease, now, now,
-               now OPERATOR(pg_catalog.+) ttl, idempotency.portable_caller()
-          FROM clock
+        VALUES (p_hash, p_scope, p_key, p_request_hash, 'processing'::idempotency.key_status,
+                pg_catalog.nextval('idempotency.fence_seq'::pg_catalog.regclass), 1,
+                'started', now OPERATOR(pg_catalog.+) lease, now, now,
+                now OPERATOR(pg_catalog.+) ttl, idempotency.portable_caller())
         ON CONFLICT (key_hash) DO NOTHING
-        RETURNING status, fence, attempts, recovery_point,
-                  (SELECT c.reading FROM clock c), (SELECT c.checks FROM clock c),
-                  pg_catalog.clock_timestamp()
-             INTO new_status, new_fence, new_attempts, new_recovery_point,
-                  started_at, checks_before, inserted_at;
+        RETURNING status, fence, attempts, recovery_point, pg_catalog.clock_timestamp()
+             INTO new_status, new_fence, new_attempts, new_recovery_point, inserted_at;
     ELSE
-        WITH clock AS MATERIALIZED (
-            SELECT pg_catalog.clock_timestamp() AS reading,
-                   pg_catalog.pg_stat_get_xact_numscans('idempotency.idempotency_keys_pkey'::pg_catalog.regclass) AS checks)
         INSERT INTO idempotency.idempotency_keys
                (key_hash, scope, idempotency_key, request_hash, status, fence, attempts,
                 recovery_point, locked_until, created_at, updated_at, expires_at)
-        SELECT p_hash, p_scope, p_key, p_request_hash, 'processing'::idempotency.key_status,
-               pg_catalog.nextval('idempotency.fence_seq'::pg_catalog.regclass), 1,
-               'started', now OPERATOR(pg_catalog.+) lease, now, now,
-               now OPERATOR(pg_catalog.+) ttl
-          FROM clock
+        VALUES (p_hash, p_scope, p_key, p_request_hash, 'processing'::idempotency.key_status,
+                pg_catalog.nextval('idempotency.fence_seq'::pg_catalog.regclass), 1,
+                'started', now OPERATOR(pg_catalog.+) lease, now, now,
+                now OPERATOR(pg_catalog.+) ttl)
         ON CONFLICT (key_hash) DO NOTHING
-        RETURNING status, fence, attempts, recovery_point,
-                  (SELECT c.reading FROM clock c), (SELECT c.checks FROM clock c),
-                  pg_catalog.clock_timestamp()
-             INTO new_status, new_fence, new_attempts, new_recovery_point,
-                  started_at, checks_before, inserted_at;
+        RETURNING status, fence, attempts, recovery_point, pg_catalog.clock_timestamp()
+             INTO new_status, new_fence, new_attempts, new_recovery_point, inserted_at;
     END IF;
     IF NOT FOUND THEN
         RETURN NULL;
@@ -374,89 +449,29 @@ END
 $$;
 
 
--- The answer of a claim from the key's row when the row decides it
--- (answer_from_row): replay, gone, in_progress or mismatch; NULL when the
--- claim may take the key over.
-CREATE FUNCTION idempotency.portable_answer(found_row idempotency.idempotency_keys,
-                                            request_hash bytea, now timestamptz)
+-- The part of a claim that writes (idem_claim_key, after the read that
+-- answers replay, gone, mismatch and in_progress, which claim() makes
+-- itself): create the key when the read found no row ("row_read" false),
+-- else take it over, or answer from the row as it is by then.  "command"
+-- names the caller for the read-only error.  Runs as the extension owner.
+CREATE FUNCTION idempotency.portable_claim_write(p_key text, p_scope text, hash uuid,
+                                                 p_request_hash bytea, row_read boolean,
+                                                 now timestamptz, ttl interval, lease interval,
+                                                 command text)
 RETURNS idempotency.claim_result
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 AS $$
 DECLARE
-    answer idempotency.claim_result;
-BEGIN
-    IF found_row.expires_at OPERATOR(pg_catalog.<=) now THEN
-        RETURN NULL;
-    END IF;
-    answer.status := found_row.status;
-    IF found_row.request_hash IS NOT NULL AND request_hash IS NOT NULL
-       AND found_row.request_hash OPERATOR(pg_catalog.<>) request_hash THEN
-        answer.outcome := 'mismatch';
-        RETURN answer;
-    END IF;
-    answer.attempts := found_row.attempts;
-    answer.recovery_point := found_row.recovery_point;
-    IF found_row.status OPERATOR(pg_catalog.=) 'completed'::idempotency.key_status
-       OR (found_row.status OPERATOR(pg_catalog.=) 'failed'::idempotency.key_status
-           AND NOT found_row.retryable) THEN
-        answer.outcome := 'replay';
-        answer.response_code := found_row.response_code;
-        answer.response_body := found_row.response_body;
-        IF idempotency.portable_answers_expire() THEN
-            -- 1.6: past response_expires_at ('-infinity': purged) the
-            -- answer is gone; its code stays
-            IF found_row.response_expires_at OPERATOR(pg_catalog.<=) now THEN
-                answer.outcome := 'gone';
-                answer.response_body := NULL;
-            END IF;
-        END IF;
-        RETURN answer;
-    END IF;
-    IF found_row.status OPERATOR(pg_catalog.=) 'processing'::idempotency.key_status
-       AND found_row.locked_until OPERATOR(pg_catalog.>) now THEN
-        -- the time left from the moment of the answer (a second reading of
-        -- the clock, as in the C), never more than the lease
-        answer.outcome := 'in_progress';
-        answer.retry_after := found_row.locked_until OPERATOR(pg_catalog.-)
-            GREATEST(now, LEAST(pg_catalog.clock_timestamp(), found_row.locked_until));
-        RETURN answer;
-    END IF;
-    RETURN NULL;
-END
-$$;
-
--- Claim a key (idem_claim_key): the outcome and the columns it reveals;
--- only the holder learns the fence.  "command" names the caller for the
--- read-only error.  Runs as the extension owner.
-CREATE FUNCTION idempotency.portable_claim_key(p_key text, p_scope text, request jsonb,
-                                               ttl interval, lease interval, command text)
-RETURNS idempotency.claim_result
-LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
-AS $$
-DECLARE
-    now timestamptz := pg_catalog.clock_timestamp();
-    p_request_hash bytea;
-    hash uuid := idempotency.key_hash(p_scope, p_key);
     found_row idempotency.idempotency_keys;
     answer idempotency.claim_result;
     message text;
 BEGIN
-    IF request IS NOT NULL THEN
-        p_request_hash := idempotency.fingerprint(request);
-    END IF;
-
-    found_row := idempotency.portable_read_key(p_scope, p_key, hash);
-    IF found_row.key_hash IS NOT NULL THEN
-        answer := idempotency.portable_answer(found_row, p_request_hash, now);
-        IF answer.outcome IS NOT NULL THEN
-            RETURN answer;
-        END IF;
-    END IF;
-
     -- from here on the claim writes: not in a read-only transaction
-    PERFORM idempotency.portable_prevent_if_read_only(command);
+    IF pg_catalog.current_setting('transaction_read_only') OPERATOR(pg_catalog.=) 'on' THEN
+        PERFORM idempotency.portable_prevent_if_read_only(command);
+    END IF;
 
-    IF found_row.key_hash IS NULL THEN
+    IF NOT row_read THEN
         -- No lock for creating the key: the INSERT waits for a creator in
         -- flight (the unique index), so a transaction holds no lock per
         -- key it creates.
@@ -610,30 +625,53 @@ DECLARE
     final CONSTANT boolean := completed OR NOT p_retryable;
     caller regrole;
 BEGIN
-    PERFORM idempotency.portable_arg_key(p_key);
-    IF p_fence IS NULL THEN
-        RAISE EXCEPTION 'fence must not be null'
-            USING ERRCODE = 'invalid_parameter_value';
+    -- The usual call (a key, body, code and scope that pass their tests,
+    -- no ttl nor response_ttl, idempotency.default_response_ttl unset or
+    -- empty, writable) is one expression of this body's; any other is checked in
+    -- the C's order, each argument by its test and then its helper, which
+    -- raises the C's error.
+    IF (ttl IS NULL AND response_ttl IS NULL AND p_fence IS NOT NULL
+        AND code OPERATOR(pg_catalog.>=) 100 AND code OPERATOR(pg_catalog.<=) 599
+        AND idempotency.portable_key_fits(p_key) AND idempotency.portable_response_fits(body)
+        AND idempotency.portable_scope_fits(p_scope)
+        AND COALESCE(pg_catalog.current_setting('idempotency.default_response_ttl', true), '')
+            OPERATOR(pg_catalog.=) ''
+        AND pg_catalog.current_setting('transaction_read_only') OPERATOR(pg_catalog.=) 'off') IS NOT TRUE THEN
+        IF idempotency.portable_key_fits(p_key) IS NOT TRUE THEN
+            PERFORM idempotency.portable_arg_key(p_key);
+        END IF;
+        IF p_fence IS NULL THEN
+            RAISE EXCEPTION 'fence must not be null'
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        IF idempotency.portable_response_fits(body) IS NOT TRUE THEN
+            PERFORM idempotency.portable_arg_response(body, CASE WHEN completed THEN 'response_body' ELSE 'error' END);
+        END IF;
+        IF code IS NULL THEN
+            RAISE EXCEPTION 'response_code must not be null'
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        IF code OPERATOR(pg_catalog.<) 100 OR code OPERATOR(pg_catalog.>) 599 THEN
+            RAISE EXCEPTION 'response_code % is not an HTTP status code', code
+                USING ERRCODE = 'invalid_parameter_value',
+                      HINT = 'Use a code from 100 to 599.';
+        END IF;
+        IF idempotency.portable_scope_fits(p_scope) IS NOT TRUE THEN
+            PERFORM idempotency.portable_arg_name(p_scope, 'scope', 0, 255);
+        END IF;
+        IF ttl IS NOT NULL THEN
+            ttl := idempotency.portable_arg_final_interval(ttl, 'ttl', final);
+        END IF;
+        IF response_ttl IS NOT NULL THEN
+            response_ttl := idempotency.portable_arg_final_interval(response_ttl, 'response_ttl', final);
+        END IF;
+        IF response_ttl IS NULL AND final AND idempotency.portable_answers_expire() THEN
+            response_ttl := idempotency.portable_arg_interval(NULL, 'response_ttl',
+                                                              'idempotency.default_response_ttl', NULL);
+        END IF;
+        PERFORM idempotency.portable_prevent_if_read_only(
+            CASE WHEN completed THEN 'idempotency.complete()' ELSE 'idempotency.fail()' END);
     END IF;
-    PERFORM idempotency.portable_arg_response(body, CASE WHEN completed THEN 'response_body' ELSE 'error' END);
-    IF code IS NULL THEN
-        RAISE EXCEPTION 'response_code must not be null'
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF code OPERATOR(pg_catalog.<) 100 OR code OPERATOR(pg_catalog.>) 599 THEN
-        RAISE EXCEPTION 'response_code % is not an HTTP status code', code
-            USING ERRCODE = 'invalid_parameter_value',
-                  HINT = 'Use a code from 100 to 599.';
-    END IF;
-    PERFORM idempotency.portable_arg_name(p_scope, 'scope', 0, 255);
-    ttl := idempotency.portable_arg_final_interval(ttl, 'ttl', final);
-    response_ttl := idempotency.portable_arg_final_interval(response_ttl, 'response_ttl', final);
-    IF response_ttl IS NULL AND final AND idempotency.portable_answers_expire() THEN
-        response_ttl := idempotency.portable_arg_interval(NULL, 'response_ttl',
-                                                          'idempotency.default_response_ttl', NULL);
-    END IF;
-    PERFORM idempotency.portable_prevent_if_read_only(
-        CASE WHEN completed THEN 'idempotency.complete()' ELSE 'idempotency.fail()' END);
 
     now := pg_catalog.clock_timestamp();
     IF idempotency.portable_holders_recorded() THEN
@@ -649,7 +687,7 @@ BEGIN
                    retryable = CASE WHEN completed THEN NULL ELSE p_retryable END,
                    locked_until = NULL, updated_at = now,
                    expires_at = COALESCE(now OPERATOR(pg_catalog.+) ttl, k.expires_at)
-             WHERE k.key_hash OPERATOR(pg_catalog.=) idempotency.key_hash(p_scope, p_key)
+             WHERE k.key_hash OPERATOR(pg_catalog.=) idempotency.portable_key_hash(p_scope, p_key)
                AND k.scope OPERATOR(pg_catalog.=) p_scope AND k.idempotency_key OPERATOR(pg_catalog.=) p_key
                AND k.fence OPERATOR(pg_catalog.=) p_fence AND k.status OPERATOR(pg_catalog.=) 'processing'
                AND k.expires_at OPERATOR(pg_catalog.>) now
@@ -665,7 +703,7 @@ BEGIN
                    response_expires_at = CASE WHEN now OPERATOR(pg_catalog.+) response_ttl OPERATOR(pg_catalog.<)
                                                    COALESCE(now OPERATOR(pg_catalog.+) ttl, k.expires_at)
                                               THEN now OPERATOR(pg_catalog.+) response_ttl END
-             WHERE k.key_hash OPERATOR(pg_catalog.=) idempotency.key_hash(p_scope, p_key)
+             WHERE k.key_hash OPERATOR(pg_catalog.=) idempotency.portable_key_hash(p_scope, p_key)
                AND k.scope OPERATOR(pg_catalog.=) p_scope AND k.idempotency_key OPERATOR(pg_catalog.=) p_key
                AND k.fence OPERATOR(pg_catalog.=) p_fence AND k.status OPERATOR(pg_catalog.=) 'processing'
                AND k.expires_at OPERATOR(pg_catalog.>) now
@@ -689,7 +727,7 @@ BEGIN
                retryable = CASE WHEN completed THEN NULL ELSE p_retryable END,
                locked_until = NULL, updated_at = now,
                expires_at = COALESCE(now OPERATOR(pg_catalog.+) ttl, k.expires_at)
-         WHERE k.key_hash OPERATOR(pg_catalog.=) idempotency.key_hash(p_scope, p_key)
+         WHERE k.key_hash OPERATOR(pg_catalog.=) idempotency.portable_key_hash(p_scope, p_key)
            AND k.scope OPERATOR(pg_catalog.=) p_scope AND k.idempotency_key OPERATOR(pg_catalog.=) p_key
            AND k.fence OPERATOR(pg_catalog.=) p_fence AND k.status OPERATOR(pg_catalog.=) 'processing'
            AND k.expires_at OPERATOR(pg_catalog.>) now;
@@ -704,7 +742,7 @@ BEGIN
                response_expires_at = CASE WHEN now OPERATOR(pg_catalog.+) response_ttl OPERATOR(pg_catalog.<)
                                                COALESCE(now OPERATOR(pg_catalog.+) ttl, k.expires_at)
                                           THEN now OPERATOR(pg_catalog.+) response_ttl END
-         WHERE k.key_hash OPERATOR(pg_catalog.=) idempotency.key_hash(p_scope, p_key)
+         WHERE k.key_hash OPERATOR(pg_catalog.=) idempotency.portable_key_hash(p_scope, p_key)
            AND k.scope OPERATOR(pg_catalog.=) p_scope AND k.idempotency_key OPERATOR(pg_catalog.=) p_key
            AND k.fence OPERATOR(pg_catalog.=) p_fence AND k.status OPERATOR(pg_catalog.=) 'processing'
            AND k.expires_at OPERATOR(pg_catalog.>) now;
@@ -716,13 +754,11 @@ END
 $$;
 
 REVOKE ALL ON FUNCTION idempotency.portable_insert_key(uuid, text, text, bytea, timestamptz, interval, interval) FROM PUBLIC;
-REVOKE ALL ON FUNCTION idempotency.portable_answer(idempotency.idempotency_keys, bytea, timestamptz) FROM PUBLIC;
-REVOKE ALL ON FUNCTION idempotency.portable_claim_key(text, text, jsonb, interval, interval, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION idempotency.portable_claim_write(text, text, uuid, bytea, boolean, timestamptz, interval, interval, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION idempotency.portable_arg_final_interval(interval, text, boolean) FROM PUBLIC;
 REVOKE ALL ON FUNCTION idempotency.portable_finish_held_key(text, bigint, jsonb, integer, text, boolean, boolean, interval, interval) FROM PUBLIC;
 COMMENT ON FUNCTION idempotency.portable_insert_key(uuid, text, text, bytea, timestamptz, interval, interval) IS 'portable edition: create a key, held';
-COMMENT ON FUNCTION idempotency.portable_answer(idempotency.idempotency_keys, bytea, timestamptz) IS 'portable edition: a claim answered from the key''s row';
-COMMENT ON FUNCTION idempotency.portable_claim_key(text, text, jsonb, interval, interval, text) IS 'portable edition: claim a key';
+COMMENT ON FUNCTION idempotency.portable_claim_write(text, text, uuid, bytea, boolean, timestamptz, interval, interval, text) IS 'portable edition: the part of a claim that writes';
 COMMENT ON FUNCTION idempotency.portable_arg_final_interval(interval, text, boolean) IS 'portable edition: an interval argument for a final answer only';
 COMMENT ON FUNCTION idempotency.portable_finish_held_key(text, bigint, jsonb, integer, text, boolean, boolean, interval, interval) IS 'portable edition: complete() and fail()';
 
@@ -746,7 +782,79 @@ BEGIN
 END
 $portable$;
 
--- portable helper: since 1.8
+-- portable helper: since 1.6, again in 1.9
+
+-- 1.6: an answer past response_expires_at is gone.
+CREATE OR REPLACE FUNCTION idempotency.portable_answer(found_row idempotency.idempotency_keys,
+                                            request_hash bytea, now timestamptz)
+RETURNS idempotency.claim_result
+LANGUAGE sql VOLATILE PARALLEL UNSAFE
+AS $$
+SELECT CASE
+       WHEN found_row.expires_at OPERATOR(pg_catalog.<=) now THEN NULL
+       WHEN found_row.request_hash IS NOT NULL AND request_hash IS NOT NULL
+        AND found_row.request_hash OPERATOR(pg_catalog.<>) request_hash
+       THEN ROW('mismatch', NULL, found_row.status, NULL, NULL, NULL, NULL, NULL)::idempotency.claim_result
+       WHEN found_row.status OPERATOR(pg_catalog.=) 'completed'::idempotency.key_status
+         OR (found_row.status OPERATOR(pg_catalog.=) 'failed'::idempotency.key_status
+             AND NOT found_row.retryable)
+       THEN CASE WHEN found_row.response_expires_at OPERATOR(pg_catalog.<=) now
+            -- 1.6: past response_expires_at ('-infinity': purged) the
+            -- answer is gone; its code stays
+            THEN ROW('gone', NULL, found_row.status, found_row.response_code, NULL,
+                     found_row.recovery_point, found_row.attempts, NULL)::idempotency.claim_result
+            ELSE ROW('replay', NULL, found_row.status, found_row.response_code, found_row.response_body,
+                     found_row.recovery_point, found_row.attempts, NULL)::idempotency.claim_result END
+       WHEN found_row.status OPERATOR(pg_catalog.=) 'processing'::idempotency.key_status
+        AND found_row.locked_until OPERATOR(pg_catalog.>) now
+       -- the time left from the moment of the answer (a second reading of
+       -- the clock, as in the C), never more than the lease
+       THEN ROW('in_progress', NULL, found_row.status, NULL, NULL, found_row.recovery_point,
+                found_row.attempts,
+                found_row.locked_until OPERATOR(pg_catalog.-)
+                GREATEST(now, LEAST(pg_catalog.clock_timestamp(), found_row.locked_until)))::idempotency.claim_result
+       END
+$$;
+REVOKE ALL ON FUNCTION idempotency.portable_answer(idempotency.idempotency_keys, bytea, timestamptz) FROM PUBLIC;
+COMMENT ON FUNCTION idempotency.portable_answer(idempotency.idempotency_keys, bytea, timestamptz) IS 'portable edition: a claim answered from the key''s row';
+
+-- portable helper: since 1.6, again in 1.7, 1.8, 1.9
+
+-- 1.6: and its answer is not gone.
+CREATE OR REPLACE FUNCTION idempotency.portable_replays(k idempotency.idempotency_keys,
+                                             request_hash bytea, now timestamptz)
+RETURNS boolean
+LANGUAGE sql STABLE PARALLEL SAFE
+AS $$
+SELECT k.expires_at OPERATOR(pg_catalog.>) now
+   AND k.status OPERATOR(pg_catalog.=) 'completed'::idempotency.key_status
+   AND (k.request_hash IS NULL OR request_hash IS NULL
+        OR k.request_hash OPERATOR(pg_catalog.=) request_hash)
+   AND (k.response_expires_at IS NULL OR k.response_expires_at OPERATOR(pg_catalog.>) now)
+$$;
+REVOKE ALL ON FUNCTION idempotency.portable_replays(idempotency.idempotency_keys, bytea, timestamptz) FROM PUBLIC;
+COMMENT ON FUNCTION idempotency.portable_replays(idempotency.idempotency_keys, bytea, timestamptz) IS 'portable edition: whether a key''s row answers replay with its completion';
+
+-- portable helper: since 1.7
+
+-- Whether the session's role "caller" may act as the holder of the key's
+-- row "k" (MAY_ACT_AS_HOLDER): 1.7 by its holder_role.  (PL/pgSQL, whose
+-- statements are read when they first run: the 1.7 script adds the
+-- column after its helpers.)  The 1.8 script replaces it.
+CREATE FUNCTION idempotency.portable_holder_allows(k idempotency.idempotency_keys, caller regrole)
+RETURNS boolean
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+AS $$
+BEGIN
+    RETURN k.holder_role IS NULL
+        OR k.holder_role::pg_catalog.oid OPERATOR(pg_catalog.=) caller::pg_catalog.oid
+        OR pg_catalog.pg_has_role(caller::pg_catalog.oid, k.holder_role::pg_catalog.oid, 'MEMBER');
+END
+$$;
+REVOKE ALL ON FUNCTION idempotency.portable_holder_allows(idempotency.idempotency_keys, regrole) FROM PUBLIC;
+COMMENT ON FUNCTION idempotency.portable_holder_allows(idempotency.idempotency_keys, regrole) IS 'portable edition: whether the session''s role may act as the holder of a key';
+
+-- portable helper: since 1.8, again in 1.9
 
 -- 1.8: role bindings are checked by name.
 CREATE OR REPLACE FUNCTION idempotency.portable_holders_by_name()
@@ -769,38 +877,72 @@ COMMENT ON FUNCTION idempotency.portable_caller_name() IS 'portable edition: the
 
 -- Whether "caller" may act on every binding (idem_role_privileged): a
 -- superuser, or a member of the owner of the extension's tables.
+-- (PL/pgSQL, whose plans a session keeps: a SQL function with a
+-- subquery is planned again at every transaction.)
 CREATE FUNCTION idempotency.portable_role_privileged(caller regrole)
 RETURNS boolean
-LANGUAGE sql STABLE PARALLEL SAFE
+LANGUAGE plpgsql STABLE PARALLEL SAFE
 AS $$
-SELECT COALESCE((SELECT r.rolsuper FROM pg_catalog.pg_roles r
-                  WHERE r.oid OPERATOR(pg_catalog.=) caller::pg_catalog.oid), false)
-    OR pg_catalog.pg_has_role(caller::pg_catalog.oid,
-                              (SELECT c.relowner FROM pg_catalog.pg_class c
-                                WHERE c.oid OPERATOR(pg_catalog.=) 'idempotency.idempotency_keys'::pg_catalog.regclass),
-                              'MEMBER')
+BEGIN
+    RETURN COALESCE((SELECT r.rolsuper FROM pg_catalog.pg_roles r
+                      WHERE r.oid OPERATOR(pg_catalog.=) caller::pg_catalog.oid), false)
+        OR pg_catalog.pg_has_role(caller::pg_catalog.oid,
+                                  (SELECT c.relowner FROM pg_catalog.pg_class c
+                                    WHERE c.oid OPERATOR(pg_catalog.=) 'idempotency.idempotency_keys'::pg_catalog.regclass),
+                                  'MEMBER');
+END
 $$;
 REVOKE ALL ON FUNCTION idempotency.portable_role_privileged(regrole) FROM PUBLIC;
 COMMENT ON FUNCTION idempotency.portable_role_privileged(regrole) IS 'portable edition: whether a role may act on every holder binding and lease (a superuser, the owner)';
+
+-- portable_binding_allows() for a binding that is not the caller's own
+-- name: neither recorded (before 1.7), the named role or a member of it,
+-- or a privileged role.
+CREATE FUNCTION idempotency.portable_binding_allows_other(bound_oid regrole, bound_name name,
+                                                          caller regrole)
+RETURNS boolean
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+AS $$
+BEGIN
+    RETURN (bound_oid IS NULL AND bound_name IS NULL)
+        OR EXISTS (SELECT FROM pg_catalog.pg_roles r
+                    WHERE r.rolname OPERATOR(pg_catalog.=) bound_name
+                      AND pg_catalog.pg_has_role(caller::pg_catalog.oid, r.oid, 'MEMBER'))
+        OR idempotency.portable_role_privileged(caller);
+END
+$$;
+REVOKE ALL ON FUNCTION idempotency.portable_binding_allows_other(regrole, name, regrole) FROM PUBLIC;
+COMMENT ON FUNCTION idempotency.portable_binding_allows_other(regrole, name, regrole) IS 'portable edition: whether a role may act on a binding recorded by another name';
 
 -- Whether "caller" may act on a row whose binding records the OID
 -- "bound_oid" and the name "bound_name" (idem_binding_allows, the rule of
 -- src/roles.c): neither recorded (before 1.7), the named role or a member
 -- of it, or a privileged role; an OID without a name, or a name of no
--- role here, allows the privileged roles only.
+-- role here, allows the privileged roles only.  As in the C, the caller's
+-- own name allows at once, without reading the catalog (inlined: the
+-- holder calls and the marks pay one comparison).
 CREATE FUNCTION idempotency.portable_binding_allows(bound_oid regrole, bound_name name,
                                                     caller regrole)
 RETURNS boolean
 LANGUAGE sql STABLE PARALLEL SAFE
 AS $$
-SELECT (bound_oid IS NULL AND bound_name IS NULL)
-    OR EXISTS (SELECT FROM pg_catalog.pg_roles r
-                WHERE r.rolname OPERATOR(pg_catalog.=) bound_name
-                  AND pg_catalog.pg_has_role(caller::pg_catalog.oid, r.oid, 'MEMBER'))
-    OR idempotency.portable_role_privileged(caller)
+SELECT COALESCE(bound_name OPERATOR(pg_catalog.=) pg_catalog.pg_get_userbyid(caller::pg_catalog.oid), false)
+    OR idempotency.portable_binding_allows_other(bound_oid, bound_name, caller)
 $$;
 REVOKE ALL ON FUNCTION idempotency.portable_binding_allows(regrole, name, regrole) FROM PUBLIC;
 COMMENT ON FUNCTION idempotency.portable_binding_allows(regrole, name, regrole) IS 'portable edition: whether a role may act on a holder binding or lease recorded by name';
+
+-- 1.8: whether the session's role "caller" may act as the holder of the
+-- key's row "k" (MAY_ACT_AS_HOLDER): the role its holder_role_name names.
+-- Inlined into the holder calls' statements.
+CREATE OR REPLACE FUNCTION idempotency.portable_holder_allows(k idempotency.idempotency_keys, caller regrole)
+RETURNS boolean
+LANGUAGE sql STABLE PARALLEL SAFE
+AS $$
+SELECT idempotency.portable_binding_allows(k.holder_role, k.holder_role_name, caller)
+$$;
+REVOKE ALL ON FUNCTION idempotency.portable_holder_allows(idempotency.idempotency_keys, regrole) FROM PUBLIC;
+COMMENT ON FUNCTION idempotency.portable_holder_allows(idempotency.idempotency_keys, regrole) IS 'portable edition: whether the session''s role may act as the holder of a key';
 
 -- portable helper: since 1.7, again in 1.8
 
@@ -824,25 +966,6 @@ SELECT pg_catalog.quote_ident(COALESCE(NULLIF(pg_catalog.current_setting('role')
 $$;
 REVOKE ALL ON FUNCTION idempotency.portable_caller() FROM PUBLIC;
 COMMENT ON FUNCTION idempotency.portable_caller() IS 'portable edition: the role of the session, which a claim records as the holder';
-
--- Whether the session's role "caller" may act as the holder of the key's
--- row "k" (MAY_ACT_AS_HOLDER): 1.7 by its holder_role, 1.8 by the role
--- its holder_role_name names (portable_binding_allows()).
-CREATE FUNCTION idempotency.portable_holder_allows(k idempotency.idempotency_keys, caller regrole)
-RETURNS boolean
-LANGUAGE plpgsql STABLE PARALLEL SAFE
-AS $$
-BEGIN
-    IF idempotency.portable_holders_by_name() THEN
-        RETURN idempotency.portable_binding_allows(k.holder_role, k.holder_role_name, caller);
-    END IF;
-    RETURN k.holder_role IS NULL
-        OR k.holder_role::pg_catalog.oid OPERATOR(pg_catalog.=) caller::pg_catalog.oid
-        OR pg_catalog.pg_has_role(caller::pg_catalog.oid, k.holder_role::pg_catalog.oid, 'MEMBER');
-END
-$$;
-REVOKE ALL ON FUNCTION idempotency.portable_holder_allows(idempotency.idempotency_keys, regrole) FROM PUBLIC;
-COMMENT ON FUNCTION idempotency.portable_holder_allows(idempotency.idempotency_keys, regrole) IS 'portable edition: whether the session''s role may act as the holder of a key';
 
 -- After a holder call of "caller" found no row held by its fence: refuse
 -- it (42501) when the key's live row is another role's (refuse_other_holder;
@@ -899,6 +1022,19 @@ $$;
 REVOKE ALL ON FUNCTION idempotency.portable_refuse_other_holder(text, text, regrole, timestamptz) FROM PUBLIC;
 COMMENT ON FUNCTION idempotency.portable_refuse_other_holder(text, text, regrole, timestamptz) IS 'portable edition: refuse a holder call on another role''s key';
 
+-- portable helper: since 1.9
+
+-- claim() reads the key itself since 1.9 and calls portable_claim_write()
+-- for the rest: an installation updated from an older edition has the
+-- helper that did both.
+DO $portable$
+BEGIN
+    IF pg_catalog.to_regprocedure('idempotency.portable_claim_key(text, text, jsonb, interval, interval, text)') IS NOT NULL THEN
+        DROP FUNCTION idempotency.portable_claim_key(text, text, jsonb, interval, interval, text);
+    END IF;
+END
+$portable$;
+
 -- portable: idempotency_claim_1_8, idempotency_claim_1_7, idempotency_claim_1_6, idempotency_claim
 -- With wait, a claim answered in_progress claims again after a nap that
 -- doubles from 10 ms to 200 ms, until the answer changes, the holder's
@@ -930,6 +1066,11 @@ SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     answer idempotency.claim_result;
+    hash uuid;
+    request_fingerprint bytea;
+    now timestamptz;
+    replays boolean;
+    found_row idempotency.idempotency_keys;
     deadline timestamptz;
     nap double precision := 0.01;
     max_waiters text;
@@ -937,16 +1078,74 @@ DECLARE
     ticket_base integer;
     ticket integer;
 BEGIN
-    PERFORM idempotency.portable_arg_key(key);
-    PERFORM idempotency.portable_arg_name(scope, 'scope', 0, 255);
-    ttl := idempotency.portable_arg_interval(ttl, 'ttl', 'idempotency.default_ttl', '24 hours');
-    lease := idempotency.portable_arg_interval(lease, 'lease', 'idempotency.lease_timeout', '30 seconds');
-    PERFORM idempotency.portable_check_ttl_covers_lease(ttl, lease);
-    IF wait IS NOT NULL THEN
-        wait := idempotency.portable_arg_interval(wait, 'wait', NULL, NULL);
+    -- The arguments.  The usual call (a key and a scope that pass their
+    -- tests, ttl and lease at their defaults with their settings unset or
+    -- at the C library's defaults, no wait) is one expression of this
+    -- body's; any other is checked
+    -- argument by argument in the C's order, each by its helper, which
+    -- raises the C's error.
+    IF ttl IS NULL AND lease IS NULL AND wait IS NULL
+       AND idempotency.portable_key_fits(key) AND idempotency.portable_scope_fits(scope)
+       AND COALESCE(pg_catalog.current_setting('idempotency.default_ttl', true), '24 hours')
+           OPERATOR(pg_catalog.=) '24 hours'
+       AND COALESCE(pg_catalog.current_setting('idempotency.lease_timeout', true), '30 seconds')
+           OPERATOR(pg_catalog.=) '30 seconds' THEN
+        ttl := '24 hours';
+        lease := '30 seconds';
+    ELSE
+        IF idempotency.portable_key_fits(key) IS NOT TRUE THEN
+            PERFORM idempotency.portable_arg_key(key);
+        END IF;
+        IF idempotency.portable_scope_fits(scope) IS NOT TRUE THEN
+            PERFORM idempotency.portable_arg_name(scope, 'scope', 0, 255);
+        END IF;
+        ttl := idempotency.portable_arg_interval(ttl, 'ttl', 'idempotency.default_ttl', '24 hours');
+        lease := idempotency.portable_arg_interval(lease, 'lease', 'idempotency.lease_timeout', '30 seconds');
+        IF ttl OPERATOR(pg_catalog.<) lease THEN
+            PERFORM idempotency.portable_check_ttl_covers_lease(ttl, lease);
+        END IF;
+        IF wait IS NOT NULL THEN
+            wait := idempotency.portable_arg_interval(wait, 'wait', NULL, NULL);
+        END IF;
+    END IF;
+    hash := idempotency.portable_key_hash(scope, key);
+    IF request IS NOT NULL THEN
+        request_fingerprint := idempotency.portable_request_hash(request);
     END IF;
     LOOP
-        answer := idempotency.portable_claim_key(key, scope, request, ttl, lease, 'idempotency.claim()');
+        -- The read answers replay, gone, mismatch and in_progress here;
+        -- only a claim that may write goes on to portable_claim_write().
+        -- A replay of a completion, the commonest answer, is read by the
+        -- statement that finds the row; any other row is read whole and
+        -- answered by portable_answer(), and a row of another key with
+        -- this key's hash is refused by portable_read_key() (23505).
+        now := pg_catalog.clock_timestamp();
+        SELECT k.scope OPERATOR(pg_catalog.=) claim.scope AND k.idempotency_key OPERATOR(pg_catalog.=) key
+               AND idempotency.portable_replays(k, request_fingerprint, now),
+               'replay', NULL, k.status, k.response_code, k.response_body, k.recovery_point,
+               k.attempts, NULL
+          INTO replays, answer.outcome, answer.fence, answer.status, answer.response_code,
+               answer.response_body, answer.recovery_point, answer.attempts, answer.retry_after
+          FROM idempotency.idempotency_keys k
+         WHERE k.key_hash OPERATOR(pg_catalog.=) hash;
+        IF NOT FOUND THEN
+            answer := idempotency.portable_claim_write(key, scope, hash, request_fingerprint, false, now,
+                                                       ttl, lease, 'idempotency.claim()');
+        ELSIF replays THEN
+            RETURN answer;
+        ELSE
+            found_row := idempotency.portable_read_key(scope, key, hash);
+            IF found_row.key_hash IS NULL THEN
+                answer := NULL;
+            ELSE
+                answer := idempotency.portable_answer(found_row, request_fingerprint, now);
+            END IF;
+            IF answer.outcome IS NULL THEN
+                answer := idempotency.portable_claim_write(key, scope, hash, request_fingerprint,
+                                                           found_row.key_hash IS NOT NULL, now, ttl, lease,
+                                                           'idempotency.claim()');
+            END IF;
+        END IF;
         IF wait IS NULL OR answer.outcome OPERATOR(pg_catalog.<>) 'in_progress' THEN
             RETURN answer;
         END IF;
@@ -966,26 +1165,18 @@ BEGIN
         IF ticket IS NULL THEN
             -- a superuser's own value (which the C lets it SET), else
             -- an operator's ALTER ROLE / DATABASE ... SET of it
-            SELECT CASE WHEN r.rolsuper
-                        THEN pg_catalog.current_setting('idempotency.max_waiters_per_key', true)
-                        ELSE (SELECT pg_catalog.split_part(c, '=', 2)
-                                FROM pg_catalog.pg_db_role_setting d, pg_catalog.unnest(d.setconfig) c
-                               WHERE pg_catalog.split_part(c, '=', 1) OPERATOR(pg_catalog.=) 'idempotency.max_waiters_per_key'
-                                 AND d.setrole OPERATOR(pg_catalog.=) ANY (ARRAY[0, r.oid])
-                                 AND d.setdatabase OPERATOR(pg_catalog.=) ANY (ARRAY[0, (
-                                         SELECT b.oid FROM pg_catalog.pg_database b
-                                          WHERE b.datname OPERATOR(pg_catalog.=) pg_catalog.current_database())])
-                               ORDER BY d.setrole OPERATOR(pg_catalog.<>) 0 DESC,
-                                        d.setdatabase OPERATOR(pg_catalog.<>) 0 DESC
-                               LIMIT 1) END
-              INTO max_waiters
-              FROM pg_catalog.pg_roles r
-             WHERE r.rolname OPERATOR(pg_catalog.=) session_user;
+            IF (SELECT r.rolsuper FROM pg_catalog.pg_roles r
+                 WHERE r.rolname OPERATOR(pg_catalog.=) SESSION_USER) THEN
+                max_waiters := pg_catalog.current_setting('idempotency.max_waiters_per_key', true);
+            ELSE
+                max_waiters := idempotency.portable_stored_setting('idempotency.max_waiters_per_key',
+                                                                   SESSION_USER);
+            END IF;
             tickets := CASE WHEN COALESCE(max_waiters, '') OPERATOR(pg_catalog.=) '' THEN 1
                             ELSE idempotency.portable_setting_parse_int('idempotency.max_waiters_per_key',
                                                                         max_waiters, 0, 256, NULL) END;
             ticket_base := ('x' OPERATOR(pg_catalog.||) pg_catalog.substr(pg_catalog.replace(
-                                idempotency.key_hash(scope, key)::pg_catalog.text, '-', ''), 9, 8))::pg_catalog.bit(32)::pg_catalog.int4
+                                hash::pg_catalog.text, '-', ''), 9, 8))::pg_catalog.bit(32)::pg_catalog.int4
                            OPERATOR(pg_catalog.&) -256;
             ticket := 0;
             WHILE ticket OPERATOR(pg_catalog.<) tickets

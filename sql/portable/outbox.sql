@@ -55,7 +55,7 @@ SELECT (pg_catalog.hashtextextended(aggregate_id COLLATE "C",
         OPERATOR(pg_catalog.&) 1023)::pg_catalog.int4
 $$;
 
--- portable helper: since 1.0, again in 1.8
+-- portable helper: since 1.0, again in 1.8, 1.9
 
 -- Before this transaction writes events, or retry waits, of the aggregates
 -- in buckets "buckets": hold each bucket in share mode until the
@@ -76,6 +76,11 @@ $$;
 -- exactly, but reading it costs more than the rest of enqueue_event; a
 -- digest with a key of the session's, which a caller could not forge,
 -- costs almost as much.)
+--
+-- 1.9: the transaction's first bucket, enqueue_event()'s at each
+-- transaction, takes no statement: a lock that no relay holds is taken
+-- by pg_try_advisory_xact_lock_shared(), and the count starts with it;
+-- a lock held against it is waited for as before.
 CREATE FUNCTION idempotency.portable_outbox_lock_for_write(buckets integer[])
 RETURNS void
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
@@ -91,6 +96,16 @@ DECLARE
 BEGIN
     -- this transaction's ",b1,b2,...," or "all"
     IF held IS NULL OR NOT pg_catalog.starts_with(held, xact) THEN
+        IF pg_catalog.cardinality(wanted) OPERATOR(pg_catalog.=) 1 THEN
+            bucket := wanted[1];
+            IF NOT pg_catalog.pg_try_advisory_xact_lock_shared(lock_class, bucket) THEN
+                PERFORM pg_catalog.pg_advisory_xact_lock_shared(lock_class, bucket);
+            END IF;
+            held := pg_catalog.set_config('idempotency_portable.outbox_buckets',
+                                          xact OPERATOR(pg_catalog.||) ',' OPERATOR(pg_catalog.||) bucket
+                                          OPERATOR(pg_catalog.||) ',', true);
+            RETURN;
+        END IF;
         held := ',';
     ELSE
         held := pg_catalog.substr(held, pg_catalog.length(xact) OPERATOR(pg_catalog.+) 1);
@@ -609,8 +624,19 @@ AS $$
 DECLARE
     new_id bigint;
 BEGIN
-    PERFORM idempotency.portable_outbox_event_args($1, $2, $3, $4);
-    PERFORM idempotency.portable_prevent_if_read_only('idempotency.enqueue_event()');
+    -- the usual arguments pass one test; others go to the helpers, which
+    -- raise the C's errors in its order
+    IF (pg_catalog.char_length($1) OPERATOR(pg_catalog.>=) 1
+        AND pg_catalog.char_length($1) OPERATOR(pg_catalog.<=) 255
+        AND pg_catalog.char_length($2) OPERATOR(pg_catalog.>=) 1
+        AND pg_catalog.char_length($2) OPERATOR(pg_catalog.<=) 255
+        AND pg_catalog.char_length($3) OPERATOR(pg_catalog.>=) 1
+        AND pg_catalog.char_length($3) OPERATOR(pg_catalog.<=) 255
+        AND $4 IS NOT NULL
+        AND pg_catalog.current_setting('transaction_read_only') OPERATOR(pg_catalog.=) 'off') IS NOT TRUE THEN
+        PERFORM idempotency.portable_outbox_event_args($1, $2, $3, $4);
+        PERFORM idempotency.portable_prevent_if_read_only('idempotency.enqueue_event()');
+    END IF;
     -- before the id is drawn: see the locking rules of src/outbox.c
     PERFORM idempotency.portable_outbox_lock_for_write(ARRAY[idempotency.portable_outbox_bucket($1, $2)]);
     INSERT INTO idempotency.outbox_events (aggregate_type, aggregate_id, event_type, payload, headers)
@@ -722,35 +748,13 @@ BEGIN
 END
 $$;
 
--- portable helper: since 1.8
-
--- The value of a setting that a superuser gave this database: ALTER
--- DATABASE ... SET, else ALTER ROLE ALL ... SET (pg_db_role_setting); NULL
--- when neither.  A name that no library defines is a placeholder, which
--- only superusers (and roles granted SET on it) may write there, where
--- any session may SET it.
-CREATE FUNCTION idempotency.portable_database_setting(setting text)
-RETURNS text
-LANGUAGE sql STABLE PARALLEL SAFE
-AS $$
-SELECT pg_catalog.substr(c.item, pg_catalog.length(setting) OPERATOR(pg_catalog.+) 2)
-  FROM pg_catalog.pg_db_role_setting r,
-       LATERAL pg_catalog.unnest(r.setconfig) AS c(item)
- WHERE r.setrole OPERATOR(pg_catalog.=) 0::pg_catalog.oid
-   AND r.setdatabase OPERATOR(pg_catalog.=) ANY (ARRAY[0::pg_catalog.oid,
-       (SELECT d.oid FROM pg_catalog.pg_database d
-         WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database())])
-   AND pg_catalog.starts_with(c.item, setting OPERATOR(pg_catalog.||) '=')
- ORDER BY r.setdatabase DESC
- LIMIT 1
-$$;
-REVOKE ALL ON FUNCTION idempotency.portable_database_setting(text) FROM PUBLIC;
+-- portable helper: since 1.8, again in 1.9
 
 -- The bounds of claim_events (check_claim_bounds() in src/outbox.c):
 -- refuse (22023) a batch above idempotency.outbox_max_batch or a lease
 -- above idempotency.outbox_max_lease.  The C defines them PGC_SUSET; a
 -- placeholder cannot be so defined, and a relay's session could SET it
--- to anything, so a bound is the database's (portable_database_setting),
+-- to anything, so a bound is the database's (portable_stored_setting()),
 -- else the C's default, and a session's own value counts only when it is
 -- lower: a session may tighten its bounds, never lift them.  Arguments
 -- that are bad anyway are left to portable_claim_events, which refuses
@@ -760,8 +764,8 @@ RETURNS void
 LANGUAGE plpgsql STABLE PARALLEL SAFE
 AS $$
 DECLARE
-    db_batch text := idempotency.portable_database_setting('idempotency.outbox_max_batch');
-    db_lease text := idempotency.portable_database_setting('idempotency.outbox_max_lease');
+    db_batch text := idempotency.portable_stored_setting('idempotency.outbox_max_batch', NULL);
+    db_lease text := idempotency.portable_stored_setting('idempotency.outbox_max_lease', NULL);
     max_batch integer := 10000;
     max_lease interval := '1 hour';
 BEGIN
@@ -817,6 +821,20 @@ END
 $$;
 REVOKE ALL ON FUNCTION idempotency.portable_outbox_claim_bounds(integer, interval) FROM PUBLIC;
 
+-- portable helper: since 1.9
+
+-- One reader of pg_db_role_setting serves every setting stored for the
+-- database or a role (portable_stored_setting(), sql/portable/settings.sql)
+-- from 1.9: an installation updated from an older edition has the
+-- database's own.
+DO $portable$
+BEGIN
+    IF pg_catalog.to_regprocedure('idempotency.portable_database_setting(text)') IS NOT NULL THEN
+        DROP FUNCTION idempotency.portable_database_setting(text);
+    END IF;
+END
+$portable$;
+
 -- portable: idempotency_claim_events_1_8
 CREATE OR REPLACE FUNCTION idempotency.claim_events(
     batch integer  DEFAULT 100,
@@ -863,7 +881,7 @@ $$;
 
 REVOKE ALL ON FUNCTION idempotency.portable_outbox_usecs() FROM PUBLIC;
 
--- portable helper: since 1.0, again in 1.7, 1.8
+-- portable helper: since 1.0, again in 1.7, 1.8, 1.9
 
 -- Wake the relays when this transaction commits (the payload: the
 -- aggregate type of the event), or commit quietly holding a quiet
@@ -888,14 +906,22 @@ DECLARE
     db_value text;
     within bigint;
 BEGIN
-    IF NOT idempotency.portable_setting_bool('idempotency.outbox_notify', true) THEN
-        RETURN;
-    END IF;
-    -- the session's value is checked at every enqueue, before anything
-    -- depends on it, as the C checks it at its SET
     session_value := pg_catalog.current_setting('idempotency.outbox_notify_interval', true);
-    within := idempotency.portable_ms_value('idempotency.outbox_notify_interval', session_value,
-                                            10, 0, 60000)::pg_catalog.int8 OPERATOR(pg_catalog.*) 1000;
+    IF COALESCE(session_value, '10ms') OPERATOR(pg_catalog.=) '10ms'
+       AND COALESCE(pg_catalog.current_setting('idempotency.outbox_notify', true), 'on')
+           OPERATOR(pg_catalog.=) 'on' THEN
+        -- both unset, or the C library's defaults as it shows them (1.9:
+        -- no reader's expression)
+        within := 10000;
+    ELSE
+        IF NOT idempotency.portable_setting_bool('idempotency.outbox_notify', true) THEN
+            RETURN;
+        END IF;
+        -- the session's value is checked at every enqueue, before anything
+        -- depends on it, as the C checks it at its SET
+        within := idempotency.portable_ms_value('idempotency.outbox_notify_interval', session_value,
+                                                10, 0, 60000)::pg_catalog.int8 OPERATOR(pg_catalog.*) 1000;
+    END IF;
     this_xact := pg_catalog.pg_current_xact_id();
     BEGIN
         last_xact := pg_catalog.currval('idempotency.portable_outbox_notified_xact'::pg_catalog.regclass)
@@ -919,17 +945,7 @@ BEGIN
         -- session begins.
         IF (idempotency.portable_outbox_usecs() OPERATOR(pg_catalog.-) last_at) OPERATOR(pg_catalog.<) within THEN
             IF session_value IS NOT NULL THEN
-                SELECT pg_catalog.substr(c.item, pg_catalog.length('idempotency.outbox_notify_interval=') OPERATOR(pg_catalog.+) 1)
-                  INTO db_value
-                  FROM pg_catalog.pg_db_role_setting r,
-                       LATERAL pg_catalog.unnest(r.setconfig) AS c(item)
-                 WHERE r.setrole OPERATOR(pg_catalog.=) 0::pg_catalog.oid
-                   AND r.setdatabase OPERATOR(pg_catalog.=) ANY (ARRAY[0::pg_catalog.oid,
-                       (SELECT d.oid FROM pg_catalog.pg_database d
-                         WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database())])
-                   AND pg_catalog.starts_with(c.item, 'idempotency.outbox_notify_interval=')
-                 ORDER BY r.setdatabase DESC
-                 LIMIT 1;
+                db_value := idempotency.portable_stored_setting('idempotency.outbox_notify_interval', NULL);
                 IF db_value IS DISTINCT FROM session_value THEN
                     within := LEAST(within, idempotency.portable_ms_value('idempotency.outbox_notify_interval',
                                                                           db_value, 10, 0, 60000)::pg_catalog.int8
@@ -938,8 +954,12 @@ BEGIN
             END IF;
             -- counted first, then decided: never quiet and uncounted
             IF (idempotency.portable_outbox_usecs() OPERATOR(pg_catalog.-) last_at) OPERATOR(pg_catalog.<) within THEN
-                PERFORM pg_catalog.pg_advisory_xact_lock_shared(1330992194,
-                    1040 OPERATOR(pg_catalog.+) (pg_catalog.pg_backend_pid() OPERATOR(pg_catalog.%) 16));
+                -- (no statement: nobody holds these locks but in share mode)
+                IF NOT pg_catalog.pg_try_advisory_xact_lock_shared(1330992194,
+                           1040 OPERATOR(pg_catalog.+) (pg_catalog.pg_backend_pid() OPERATOR(pg_catalog.%) 16)) THEN
+                    PERFORM pg_catalog.pg_advisory_xact_lock_shared(1330992194,
+                        1040 OPERATOR(pg_catalog.+) (pg_catalog.pg_backend_pid() OPERATOR(pg_catalog.%) 16));
+                END IF;
                 IF (idempotency.portable_outbox_usecs() OPERATOR(pg_catalog.-) last_at)
                    OPERATOR(pg_catalog.<) within THEN
                     RETURN;
@@ -950,11 +970,11 @@ BEGIN
     PERFORM pg_catalog.pg_notify('idempotency_outbox', aggregate_type);
     IF last_xact IS DISTINCT FROM this_xact THEN
         -- the transaction first: a time is never paired with a transaction
-        -- that did not notify at it
-        PERFORM pg_catalog.setval('idempotency.portable_outbox_notified_xact'::pg_catalog.regclass,
-                                  this_xact::pg_catalog.text::pg_catalog.int8);
-        PERFORM pg_catalog.setval('idempotency.portable_outbox_notified_at'::pg_catalog.regclass,
-                                  idempotency.portable_outbox_usecs());
+        -- that did not notify at it (assignments: no statement each)
+        last_at := pg_catalog.setval('idempotency.portable_outbox_notified_xact'::pg_catalog.regclass,
+                                     this_xact::pg_catalog.text::pg_catalog.int8);
+        last_at := pg_catalog.setval('idempotency.portable_outbox_notified_at'::pg_catalog.regclass,
+                                     idempotency.portable_outbox_usecs());
     END IF;
 END
 $$;
@@ -1109,16 +1129,24 @@ LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    PERFORM idempotency.portable_arg_name($1, 'consumer', 1, 255);
-    PERFORM idempotency.portable_arg_name($2, 'event_id', 1, 255);
-    PERFORM idempotency.portable_prevent_if_read_only('idempotency.process_once()');
-    -- a duplicate that this transaction sees writes nothing
-    PERFORM FROM idempotency.processed_events p
-     WHERE p.consumer OPERATOR(pg_catalog.=) $1 AND p.event_id OPERATOR(pg_catalog.=) $2;
-    IF FOUND THEN
-        RETURN false;
+    -- the usual arguments pass one test; others go to the helpers, which
+    -- raise the C's errors in its order
+    IF (pg_catalog.char_length($1) OPERATOR(pg_catalog.>=) 1
+        AND pg_catalog.char_length($1) OPERATOR(pg_catalog.<=) 255
+        AND pg_catalog.char_length($2) OPERATOR(pg_catalog.>=) 1
+        AND pg_catalog.char_length($2) OPERATOR(pg_catalog.<=) 255
+        AND pg_catalog.current_setting('transaction_read_only') OPERATOR(pg_catalog.=) 'off') IS NOT TRUE THEN
+        PERFORM idempotency.portable_arg_name($1, 'consumer', 1, 255);
+        PERFORM idempotency.portable_arg_name($2, 'event_id', 1, 255);
+        PERFORM idempotency.portable_prevent_if_read_only('idempotency.process_once()');
     END IF;
-    INSERT INTO idempotency.processed_events (consumer, event_id) VALUES ($1, $2)
+    -- A duplicate that this transaction sees writes nothing: the mark is
+    -- looked for first, as in the C, by the statement that writes it.
+    INSERT INTO idempotency.processed_events (consumer, event_id)
+    SELECT $1, $2
+     WHERE NOT EXISTS (SELECT FROM idempotency.processed_events p
+                        WHERE p.consumer OPERATOR(pg_catalog.=) $1
+                          AND p.event_id OPERATOR(pg_catalog.=) $2)
     ON CONFLICT DO NOTHING;
     RETURN FOUND;
 END

@@ -15,8 +15,14 @@
 -- call that reads the setting, where the C refuses the SET itself; '' is
 -- the default, where the C refuses it for an integer; hexadecimal with a
 -- fraction ('0x1.8'), which C's strtod reads, is refused.
+--
+-- Cost (1.9): a setting is read on the hot paths of every call, so the
+-- readers that the bodies call there are plain SQL expressions, which
+-- PostgreSQL inlines into the caller's expression: an unset setting costs
+-- one current_setting(), and only a value that is set reaches the
+-- PL/pgSQL that parses it.
 
--- portable helper: since 1.0, again in 1.8
+-- portable helper: since 1.0, again in 1.6, 1.7, 1.8, 1.9
 
 -- parse_int() of guc.c and the range check after it, on a value that is
 -- set: the integer, or the C's 22023.  unit: NULL, or 'ms' for a setting
@@ -210,27 +216,31 @@ SELECT CASE
        ELSE idempotency.portable_setting_parse_bool(setting, pg_catalog.current_setting(setting, true)) END
 $$;
 
--- An interval setting, or its default when unset: what the C's check hook
--- (check_interval_setting) accepts, a positive interval of at most 100
--- years (months of 30 days and days of 24 hours, as interval comparison
--- counts them), with its details.
-CREATE FUNCTION idempotency.portable_setting_interval(setting text, default_value interval)
+-- An interval setting's value "configured" (set, not ''): what the C's
+-- check hook (check_interval_setting) accepts, a positive interval of at
+-- most 100 years (months of 30 days and days of 24 hours, as interval
+-- comparison counts them), or its error with its details.  The usual
+-- spellings ('30 seconds', '24 hours', '5min', '00:00:30') are intervals
+-- for certain and are cast without the subtransaction that catches a
+-- cast's error.
+CREATE FUNCTION idempotency.portable_interval_value(setting text, configured text)
 RETURNS interval
 LANGUAGE plpgsql STABLE PARALLEL SAFE
 AS $$
 DECLARE
-    configured text := pg_catalog.current_setting(setting, true);
     value interval;
     detail text;
 BEGIN
-    IF configured IS NULL OR configured OPERATOR(pg_catalog.=) '' THEN
-        RETURN default_value;
-    END IF;
-    BEGIN
+    IF configured OPERATOR(pg_catalog.~*)
+       '^[0-9]{1,9} ?(us|ms|s|secs?|seconds?|min|mins|minutes?|h|hours?|d|days?)$|^[0-9]{1,6}:[0-5][0-9](:[0-5][0-9])?$' THEN
         value := configured::pg_catalog.interval;
-    EXCEPTION WHEN data_exception THEN
-        value := NULL;
-    END;
+    ELSE
+        BEGIN
+            value := configured::pg_catalog.interval;
+        EXCEPTION WHEN data_exception THEN
+            value := NULL;
+        END;
+    END IF;
     -- 'infinity' (PostgreSQL 17) is no span to the C's decoder
     IF value IS NULL OR NOT pg_catalog.isfinite(value) THEN
         detail := 'The value must be an interval, such as "30 seconds" or "24 hours".';
@@ -245,19 +255,25 @@ BEGIN
         USING ERRCODE = 'invalid_parameter_value', DETAIL = detail;
 END
 $$;
+REVOKE ALL ON FUNCTION idempotency.portable_interval_value(text, text) FROM PUBLIC;
+
+-- An interval setting, or its default when unset or '' (inlined).
+CREATE FUNCTION idempotency.portable_setting_interval(setting text, default_value interval)
+RETURNS interval
+LANGUAGE sql STABLE PARALLEL SAFE
+AS $$
+SELECT CASE
+       WHEN COALESCE(pg_catalog.current_setting(setting, true), '') OPERATOR(pg_catalog.=) '' THEN default_value
+       ELSE idempotency.portable_interval_value(setting, pg_catalog.current_setting(setting, true)) END
+$$;
 REVOKE ALL ON FUNCTION idempotency.portable_setting_interval(text, interval) FROM PUBLIC;
 
--- An interval argument (idem_arg_interval): NULL means the setting, or its
--- default when unset; the value must be positive and at most 100 years.
-CREATE FUNCTION idempotency.portable_arg_interval(value interval, argname text,
-                                                  setting text, default_value interval)
+-- The error of an interval argument that portable_arg_interval() refuses.
+CREATE FUNCTION idempotency.portable_arg_interval_refused(value interval, argname text)
 RETURNS interval
 LANGUAGE plpgsql STABLE PARALLEL SAFE
 AS $$
 BEGIN
-    IF value IS NULL AND setting IS NOT NULL THEN
-        RETURN idempotency.portable_setting_interval(setting, default_value);
-    END IF;
     IF value IS NULL THEN
         RAISE EXCEPTION '% must not be null', argname
             USING ERRCODE = 'invalid_parameter_value';
@@ -267,13 +283,59 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value',
                   DETAIL = pg_catalog.format('The %s given is %s.', argname, value);
     END IF;
-    IF value OPERATOR(pg_catalog.>) '1200 mons'::pg_catalog.interval THEN
-        RAISE EXCEPTION '% must be at most 100 years', argname
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    RETURN value;
+    RAISE EXCEPTION '% must be at most 100 years', argname
+        USING ERRCODE = 'invalid_parameter_value';
 END
 $$;
+REVOKE ALL ON FUNCTION idempotency.portable_arg_interval_refused(interval, text) FROM PUBLIC;
+
+-- An interval argument (idem_arg_interval): NULL means the setting, or its
+-- default when unset; the value must be positive and at most 100 years.
+-- Inlined: a value within the bounds, or an unset setting, is one
+-- expression of the caller's.
+CREATE FUNCTION idempotency.portable_arg_interval(value interval, argname text,
+                                                  setting text, default_value interval)
+RETURNS interval
+LANGUAGE sql STABLE PARALLEL SAFE
+AS $$
+SELECT CASE
+       WHEN value IS NULL AND setting IS NOT NULL
+       THEN idempotency.portable_setting_interval(setting, default_value)
+       WHEN value OPERATOR(pg_catalog.>) '0'::pg_catalog.interval
+        AND value OPERATOR(pg_catalog.<=) '1200 mons'::pg_catalog.interval THEN value
+       ELSE idempotency.portable_arg_interval_refused(value, argname) END
+$$;
+
+-- The value of a setting that an operator stored for this database
+-- (pg_db_role_setting): for role "role_name", ALTER ROLE ... IN DATABASE
+-- ... SET, else ALTER ROLE ... SET; then ALTER DATABASE ... SET, else
+-- ALTER ROLE ALL ... SET, in the order in which PostgreSQL applies them
+-- at the start of a session; NULL when none.  role_name NULL: the
+-- database's only.  For the settings that the C defines PGC_SUSET, which a
+-- placeholder cannot be: only superusers (and roles granted SET on them)
+-- may store a placeholder there, where any session may SET it.  The one
+-- reader of the catalog for them all.
+CREATE FUNCTION idempotency.portable_stored_setting(setting text, role_name name)
+RETURNS text
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+AS $$
+BEGIN
+    RETURN (SELECT pg_catalog.substr(c.item, pg_catalog.length(setting) OPERATOR(pg_catalog.+) 2)
+              FROM pg_catalog.pg_db_role_setting d,
+                   LATERAL pg_catalog.unnest(d.setconfig) AS c(item)
+             WHERE d.setrole OPERATOR(pg_catalog.=) ANY (ARRAY[0::pg_catalog.oid,
+                       (SELECT r.oid FROM pg_catalog.pg_roles r
+                         WHERE r.rolname OPERATOR(pg_catalog.=) role_name)])
+               AND d.setdatabase OPERATOR(pg_catalog.=) ANY (ARRAY[0::pg_catalog.oid,
+                       (SELECT b.oid FROM pg_catalog.pg_database b
+                         WHERE b.datname OPERATOR(pg_catalog.=) pg_catalog.current_database())])
+               AND pg_catalog.starts_with(c.item, setting OPERATOR(pg_catalog.||) '=')
+             ORDER BY d.setrole OPERATOR(pg_catalog.<>) 0::pg_catalog.oid DESC,
+                      d.setdatabase OPERATOR(pg_catalog.<>) 0::pg_catalog.oid DESC
+             LIMIT 1);
+END
+$$;
+REVOKE ALL ON FUNCTION idempotency.portable_stored_setting(text, name) FROM PUBLIC;
 
 COMMENT ON FUNCTION idempotency.portable_setting_parse_int(text, text, integer, integer, text) IS 'portable edition: an integer setting''s value read as PostgreSQL reads it, or the C''s error';
 COMMENT ON FUNCTION idempotency.portable_setting_int(text, integer, integer, integer) IS 'portable edition: an integer setting of the C library, or its default';
@@ -281,5 +343,8 @@ COMMENT ON FUNCTION idempotency.portable_ms_value(text, text, integer, integer, 
 COMMENT ON FUNCTION idempotency.portable_setting_ms(text, integer, integer, integer) IS 'portable edition: a setting in milliseconds of the C library, or its default';
 COMMENT ON FUNCTION idempotency.portable_setting_parse_bool(text, text) IS 'portable edition: a boolean setting''s value read as PostgreSQL reads it, or the C''s error';
 COMMENT ON FUNCTION idempotency.portable_setting_bool(text, boolean) IS 'portable edition: a boolean setting of the C library, or its default';
+COMMENT ON FUNCTION idempotency.portable_interval_value(text, text) IS 'portable edition: an interval setting''s value as the C library checks it, or the C''s error';
 COMMENT ON FUNCTION idempotency.portable_setting_interval(text, interval) IS 'portable edition: an interval setting of the C library, or its default';
+COMMENT ON FUNCTION idempotency.portable_arg_interval_refused(interval, text) IS 'portable edition: the error of an interval argument out of bounds';
 COMMENT ON FUNCTION idempotency.portable_arg_interval(interval, text, text, interval) IS 'portable edition: an interval argument, its default from a setting';
+COMMENT ON FUNCTION idempotency.portable_stored_setting(text, name) IS 'portable edition: a setting stored for the database or a role (pg_db_role_setting)';

@@ -1,5 +1,7 @@
 -- test/portable/compare_hashes.sql: the portable fingerprint(), key_hash(),
--- lock_key() and try_lock() (sql/portable/fingerprint.sql, locks.sql)
+-- lock_key() and try_lock() (sql/portable/fingerprint.sql, locks.sql), and
+-- the inlined key_hash and fingerprint of the hot paths (portable_key_hash,
+-- portable_request_hash)
 -- against the C edition's, in one database where the C edition is
 -- installed: the same bits for every input, the same errors for bad ones.
 --
@@ -79,6 +81,11 @@ SELECT pg_catalog.count(*) AS pairs,
                                    IS DISTINCT FROM idempotency_portable.key_hash(scope, key)) AS differ
   FROM pairs;
 SELECT idempotency_portable.key_hash('a', 'bc') <> idempotency_portable.key_hash('ab', 'c') AS length_counts;
+-- and the inlined key_hash of the hot paths (portable_key_hash), which
+-- hashes the concatenation of scope and key after the scope's length
+SELECT pg_catalog.count(*) FILTER (WHERE idempotency.key_hash(scope, key)
+                                   IS DISTINCT FROM idempotency_portable.portable_key_hash(scope, key)) AS inlined_differ
+  FROM pairs;
 
 -- lock_key of every string of 1 to 255 characters
 SELECT pg_catalog.count(*) AS keys,
@@ -259,6 +266,10 @@ BEGIN
                AND idempotency.lock_key(s) IS DISTINCT FROM idempotency_portable.lock_key(s))
          + (SELECT pg_catalog.count(*) FROM bodies
              WHERE idempotency.fingerprint(j) IS DISTINCT FROM idempotency_portable.fingerprint(j))
+         + (SELECT pg_catalog.count(*) FROM pairs
+             WHERE idempotency.key_hash(scope, key) IS DISTINCT FROM idempotency_portable.portable_key_hash(scope, key))
+         + (SELECT pg_catalog.count(*) FROM bodies
+             WHERE idempotency.fingerprint(j) IS DISTINCT FROM idempotency_portable.portable_request_hash(j))
          + (SELECT pg_catalog.count(*) FROM calls
              WHERE pg_temp.outcome(pg_catalog.format(call, 'idempotency'))
                    IS DISTINCT FROM pg_temp.outcome(pg_catalog.format(call, 'idempotency_portable')))

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # test/portable/run.sh: the regression tests (test/sql), isolation specs
 # (test/specs), pgTAP tests (test/pgtap), the update path
-# (test/portable/update.sh), dump and restore (test/portable/dump.sh)
-# and the catalog against the C edition's (test/portable/catalog.sh) on
+# (test/portable/update.sh), dump and restore (test/portable/dump.sh),
+# the catalog against the C edition's (test/portable/catalog.sh) and the
+# two paths of execute()'s lexer (test/portable/lexer.sh) on
 # the portable edition (doc/portable.md), on
 # the PostgreSQL major that runs natively here: the host's 15, or 17 and 18
 # inside their chroots, where test/run.sh's group "portable" runs it
@@ -36,7 +37,7 @@
 # below), each where another test covers what it checks.
 #
 # PORTABLE_MODES="plain tle" (default both), PORTABLE_GROUPS="regress
-# isolation pgtap update dump catalog" (default all; TEST_GROUPS when run
+# isolation pgtap update dump catalog lexer" (default all; TEST_GROUPS when run
 # by hand), TESTS="claim tokens" (names, default all), KEEP_WORK=1,
 # PORTABLE_C_CATALOG (the C edition's catalog, a file of
 # "test/portable/catalog.sh dump": test/run.sh's group portable writes it;
@@ -50,7 +51,7 @@ idem_runs_natively "$PG_MAJOR" ||
   { echo "PostgreSQL $PG_MAJOR runs in its chroot: TEST_GROUPS=portable make test PG=$PG_MAJOR" >&2; exit 2; }
 PORTABLE_MODES=${PORTABLE_MODES:-plain tle}
 # test/run.sh passes PORTABLE_GROUPS (its own TEST_GROUPS says "portable")
-PORTABLE_GROUPS=${PORTABLE_GROUPS:-${TEST_GROUPS:-regress isolation pgtap update dump catalog}}
+PORTABLE_GROUPS=${PORTABLE_GROUPS:-${TEST_GROUPS:-regress isolation pgtap update dump catalog lexer}}
 PORT=${PORTABLE_PORT:-5491}
 . "$IDEM_TOP/test/portable/lib.sh"
 
@@ -162,7 +163,7 @@ run_pgtap() {
   done
 }
 
-# run_script MODE NAME: test/portable/NAME.sh (update, dump), one result
+# run_script MODE NAME: test/portable/NAME.sh (update, dump, lexer), one result
 run_script() {
   local mode=$1 name=$2 role=regress_portable_owner log=$WORK/$1-$2.log
   [ "$mode" = tle ] && role=regress_portable_tle
@@ -207,7 +208,7 @@ run_group() {
   regress) runner=test/regress/pg_regress db=contrib_regression dir=sql ext=sql ;;
   isolation) runner=test/isolation/pg_isolation_regress db=isolation_regression dir=specs ext=spec ;;
   pgtap) run_pgtap "$mode"; return ;;
-  update|dump) run_script "$mode" "$group"; return ;;
+  update|dump|lexer) run_script "$mode" "$group"; return ;;
   catalog) run_catalog "$mode"; return ;;
   *) echo "unknown group $group" >&2; return ;;
   esac

@@ -83,6 +83,11 @@ INSERT INTO cases (setting, value, call) VALUES
   ('lease_timeout', '101 years', $$SELECT idempotency.claim('sv-k', NULL, '', '1 hour')$$),
   ('lease_timeout', '1199 mons 40 days', $$SELECT idempotency.claim('sv-k', NULL, '', '1 hour')$$),
   ('lease_timeout', '1200 mons 1 second', $$SELECT idempotency.claim('sv-k', NULL, '', '1 hour')$$),
+  -- (the spellings that the portable edition casts without a subtransaction)
+  ('lease_timeout', '00:00:30', $$SELECT idempotency.claim('sv-k', NULL, '', '1 hour')$$),
+  ('lease_timeout', '0 seconds', $$SELECT idempotency.claim('sv-k', NULL, '', '1 hour')$$),
+  ('lease_timeout', '90 MIN', $$SELECT idempotency.claim('sv-k', NULL, '', '1 hour')$$),
+  ('default_ttl', '999999999 days', $$SELECT idempotency.claim('sv-k')$$),
   ('default_ttl', '1 minute', $$SELECT idempotency.claim('sv-k', NULL, '', NULL, '2 minutes')$$),
   ('default_ttl', '1 day -24 hours', $$SELECT idempotency.claim('sv-k')$$),
   ('default_ttl', 'tomorrow', $$SELECT idempotency.claim('sv-k')$$),
