@@ -11,13 +11,10 @@
 # build, go vet and the GOPATH install are test/integration/go_package.sh's
 # (test/integration/go_package.bash is shared).  Host only.
 set -euo pipefail
-here=$(cd "$(dirname "$0")" && pwd)
-export IDEM_TOP=${IDEM_TOP:-$(cd "$here/../.." && pwd)}
-. "$IDEM_TOP/scripts/lib.sh"
+. "$(dirname "$0")/package.bash"
+# before the package's set-up, which installs its toolchain
 idem_host_only "tests the Go package through PgBouncer"
 . "$IDEM_TOP/test/integration/go_package.bash"
-. "$here/pooler.bash"
-. "$here/package.bash"
 started=$(date +%s)
 pooler_package_setup "the Go package" idem_go_pooler
 go_package_build

@@ -12,13 +12,10 @@
 # README's Tomcat quick start, as written, served through the pool of 4.
 # The portable edition's run is java_package.sh's.  Host only.
 set -euo pipefail
-here=$(cd "$(dirname "$0")" && pwd)
-export IDEM_TOP=${IDEM_TOP:-$(cd "$here/../.." && pwd)}
-. "$IDEM_TOP/scripts/lib.sh"
+. "$(dirname "$0")/package.bash"
+# before the package's set-up, which installs its toolchain
 idem_host_only "tests the Java package through PgBouncer"
 . "$IDEM_TOP/test/integration/java_package.bash"
-. "$here/pooler.bash"
-. "$here/package.bash"
 started=$(date +%s)
 pooler_package_setup "the Java package" idem_java_pooler
 
