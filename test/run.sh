@@ -261,7 +261,7 @@ for group in $TEST_GROUPS; do
         continue
       fi
       idem_log "portable: test/portable/$t.sh ($PORTABLE_MODES)"
-      env -u TEST_GROUPS PORTABLE_MODES="$PORTABLE_MODES" PORTABLE_GROUPS="regress isolation pgtap update dump catalog" \
+      env -u TEST_GROUPS PORTABLE_MODES="$PORTABLE_MODES" PORTABLE_GROUPS="regress isolation pgtap update dump catalog lexer" \
         PORTABLE_C_CATALOG="$WORK/portable-c-catalog.tsv" bash "$IDEM_TOP/test/portable/$t.sh" >"$WORK/portable-$t.log" 2>&1
       cat "$WORK/portable-$t.log"
       count_closing "$WORK/portable-$t.log"
