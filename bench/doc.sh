@@ -197,7 +197,7 @@ write_doc() {
   rm -f "$DOC_DIR"/bench-*.svg
   declare -A YLABEL=([relay]="events per second")
   for g in $BENCH_GROUPS; do
-    case $g in wal | memory | purge | notify | wait | waits) continue ;; esac
+    case $g in wal | memory | purge | notify | wait | waits | profile) continue ;; esac
     title=${TITLE[$g]}
     if chart "$g" "$DOC_DIR/bench-$g.svg" "$title" "${YLABEL[$g]:-transactions per second}"; then
       charts+=" $g"
@@ -320,7 +320,7 @@ write_doc() {
     echo
     echo "## Results"
     for g in $BENCH_GROUPS; do
-      case $g in wal | memory | purge | notify | wait | waits) continue ;; esac
+      case $g in wal | memory | purge | notify | wait | waits | profile) continue ;; esac
       table "$g" | sed 's/^### /### /'
       if [[ " $charts " == *" $g "* ]]; then
         printf '\n![%s: TPS at each client count](bench-%s.svg)\n' "${TITLE[$g]}" "$g"
