@@ -1068,9 +1068,87 @@ def cmd_build(args):
              ' (with stubs: --allow-missing)' if args.allow_missing else '', rel(out)))
 
 
+# --------------------------------------------------------------------------
+# The hot list: src/HOT names every C symbol the newest version binds
+# --------------------------------------------------------------------------
+
+HOT_LIST = os.path.join(ROOT, 'src', 'HOT')
+HOT_KINDS = ('bench', 'needs', 'pending')
+DROP_FUNCTION = re.compile(r'DROP\s+FUNCTION\s+([\w.]+)\s*\(([^)]*)\)', re.I)
+MOVED_FUNCTION = re.compile(r"move_execute_grants\s*\(\s*'([\w.]+)\(([^)]*)\)'", re.I)
+
+
+def newest_c_symbols():
+    """{symbol: function} of the C functions an install of the newest
+    version has: every script from 1.0 on, each function known by name and
+    argument types, dropped by DROP FUNCTION or by move_execute_grants()."""
+    def key(name, types):
+        return (name.lower(), tuple(t.strip().lower() for t in types if t.strip()))
+    functions = {}
+    for script in edition_scripts():
+        for stmt in split_statements(script.sql, script.where):
+            if stmt.tokens[0].kind == 'meta':
+                continue
+            if is_create_function(stmt):
+                h = FunctionHeader(stmt, script.locate(stmt.start))
+                types = [a.split(' default ')[0].split(' ', 1)[1] for a in h.args]
+                functions[key(h.name, types)] = h
+                continue
+            text = stmt.text
+            for m in list(DROP_FUNCTION.finditer(text)) + list(MOVED_FUNCTION.finditer(text)):
+                functions.pop(key(m.group(1), m.group(2).split(',')), None)
+    return {h.symbol: h for h in functions.values() if h.symbol}
+
+
+def bench_workloads():
+    """The group/variant names of bench/run.sh's VARIANTS."""
+    text = read(os.path.join(ROOT, 'bench', 'run.sh'))
+    block = re.search(r'^VARIANTS="\n(.*?)^"', text, re.S | re.M)
+    if not block:
+        raise BuildError('bench/run.sh: no VARIANTS block')
+    return {'/'.join(line.split()[:2]) for line in block.group(1).splitlines() if line.strip()}
+
+
+def check_hot_list():
+    """Errors of src/HOT against the newest version and bench/run.sh."""
+    errors = []
+    listed = {}
+    workloads = bench_workloads()
+    for n, line in enumerate(read(HOT_LIST).splitlines(), 1):
+        where = 'src/HOT:%d' % n
+        if not line.strip() or line.startswith('#'):
+            continue
+        words = line.split()
+        if len(words) < 2 or words[1].rstrip(':') not in HOT_KINDS:
+            errors.append('%s: not "<symbol> bench|needs|pending <reason>"' % where)
+            continue
+        listed[words[0]] = where
+        if words[1] == 'bench':
+            named = [w.rstrip(':') for w in words[2:] if '/' in w]
+            if not named:
+                errors.append('%s: %s names no make bench workload' % (where, words[0]))
+            errors += ['%s: bench/run.sh runs no workload %s' % (where, w)
+                       for w in named if w not in workloads]
+        elif words[1] == 'needs' and len(words) < 3:
+            errors.append('%s: %s says not what it needs' % (where, words[0]))
+    bound = newest_c_symbols()
+    errors += ['%s (%s) binds C symbol %s, which src/HOT does not list'
+               % (h.where, h.name, s) for s, h in sorted(bound.items()) if s not in listed]
+    errors += ['%s: the newest version binds no C symbol %s' % (w, s)
+               for s, w in sorted(listed.items()) if s not in bound]
+    return errors, listed
+
+
 def cmd_check(args):
     build_edition(False)
+    errors, listed = check_hot_list()
+    if errors:
+        raise BuildError('src/HOT:\n  ' + '\n  '.join(errors))
+    pending = [line.split()[0] for line in read(HOT_LIST).splitlines()
+               if len(line.split()) > 1 and line.split()[1].rstrip(':') == 'pending']
     print('every C function has a portable body that declares the same function')
+    print('src/HOT lists the %d C symbols of the newest version (%d pending one body)'
+          % (len(listed), len(pending)))
 
 
 def cmd_scratch(args):

@@ -18,9 +18,11 @@
 #                 relays through PgBouncer in transaction mode
 #                 (doc/poolers.md)
 #   portable      the portable edition (doc/portable.md): its hashes against
-#                 the C's in this cluster (test/portable/compare_hashes.sh)
-#                 and the C edition's catalog (test/portable/catalog.sh
-#                 dump, in a fresh database), then test/portable/run.sh
+#                 the C's in this cluster (test/portable/compare_hashes.sh),
+#                 scripts/portable.py check (every C function has a portable
+#                 body; src/HOT lists the newest version's C symbols) and
+#                 the C edition's catalog (test/portable/catalog.sh dump,
+#                 in a fresh database), then test/portable/run.sh
 #                 (regress, isolation, pgtap, the update path and the
 #                 catalog against the C's on clusters of its own, in the
 #                 modes of PORTABLE_MODES: doc/testing.md) and
@@ -238,6 +240,15 @@ for group in $TEST_GROUPS; do
     else
       tail -40 "$WORK/portable.log"
       echo "test/portable/compare_hashes.sh .. FAILED" | tee -a "$WORK/portable.log"
+    fi
+    # every C function has a portable body, and every C symbol of the
+    # newest version is on the hot list (src/HOT) with its reason
+    idem_log "portable: scripts/portable.py check"
+    if python3 scripts/portable.py check >>"$WORK/portable.log" 2>&1; then
+      echo "scripts/portable.py check .. ok" | tee -a "$WORK/portable.log"
+    else
+      tail -20 "$WORK/portable.log"
+      echo "scripts/portable.py check .. FAILED" | tee -a "$WORK/portable.log"
     fi
     # the C edition's catalog, which test/portable/run.sh's group catalog
     # compares with each mode's (a failure here counts; that group then
