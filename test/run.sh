@@ -107,7 +107,7 @@ count() {	# count LOGFILE OK_PATTERN FAIL_PATTERN EXIT_CODE
   [ "${4:-0}" -ne 0 ] && [ "$bad" -eq 0 ] && bad=1
   passed=$((passed + ok))
   failed=$((failed + bad))
-  idem_log "$(basename "$1" .log): $ok passed, $bad failed"
+  idem_log "$(basename "$1" .log): $ok passed, $bad failed ($((SECONDS - group_start)) s into group $group)"
 }
 
 cd "$WORK/repo"
@@ -169,6 +169,7 @@ regress_group() {
 }
 
 for group in $TEST_GROUPS; do
+  group_start=$SECONDS
   case $group in
   lint)
     if [ -f /etc/idempotency-chroot ]; then
