@@ -77,7 +77,8 @@ idem_chroot_packages() {
     postgresql-$m-cron postgresql-$m-pgtap postgresql-$m-plproxy postgresql-$m-pgaudit
     libtap-parser-sourcehandler-pgtap-perl libipc-run-perl libpq-dev
     redis-server libhiredis-dev python3-psycopg2 python3-flask nodejs npm
-    iproute2 procps ca-certificates flex bison libkrb5-dev pgbouncer"
+    iproute2 procps ca-certificates flex bison libkrb5-dev pgbouncer
+    liblz4-dev libzstd-dev libcurl4-gnutls-dev autoconf"
 }
 
 idem_chroot_dir() { echo "$IDEM_CHROOTS/pg$1"; }
