@@ -20,10 +20,11 @@
 #                          throwaway clusters in $WORK on 127.0.0.1, ports
 #                          CITUS_PORT (default IDEM_TEST_PORT + 1) to +2,
 #                          run by postgres with shared_preload_libraries =
-#                          'citus, idempotency'; database $CITUS_DB
-#                          (citus_regression) on each with the extensions
-#                          citus and idempotency; the workers added to the
-#                          coordinator.  Stopped at exit (at_exit).
+#                          $CITUS_PRELOAD ('citus, idempotency'); database
+#                          $CITUS_DB (citus_regression) on each with the
+#                          extensions $CITUS_EXTENSIONS (citus idempotency);
+#                          the workers added to the coordinator.  Stopped
+#                          at exit (at_exit).
 #   cq NODE SQL            psql on NODE (coord, w1 or w2) in $CITUS_DB as
 #                          postgres, unaligned, tuples only, stopping at the
 #                          first error
@@ -34,6 +35,8 @@
 CITUS_PACKAGES="liblz4-dev libzstd-dev libcurl4-gnutls-dev autoconf"
 CITUS_CACHE=${CITUS_CACHE:-/var/tmp/idempotency-citus}
 CITUS_DB=${CITUS_DB:-citus_regression}
+CITUS_PRELOAD=${CITUS_PRELOAD:-citus, idempotency}
+CITUS_EXTENSIONS=${CITUS_EXTENSIONS:-citus idempotency}
 
 citus_version() {
   case $PG_MAJOR in
@@ -117,12 +120,13 @@ citus_start() {
     # the cluster small and quick
     IDEM_CLUSTER_CONF="max_prepared_transactions = 100
 citus.shard_count = 4" \
-      idem_start_cluster "$BIN" "$WORK/$node" "${CITUS_PORTS[$node]}" 127.0.0.1 'citus, idempotency' ||
+      idem_start_cluster "$BIN" "$WORK/$node" "${CITUS_PORTS[$node]}" 127.0.0.1 "$CITUS_PRELOAD" ||
       { cat "$WORK/$node/server.log"; fail "$node did not start"; }
     runuser -u postgres -- "$BIN/psql" -X -q -h 127.0.0.1 -p "${CITUS_PORTS[$node]}" -U postgres \
       -d postgres -c "CREATE DATABASE $CITUS_DB" >/dev/null || fail "$node: CREATE DATABASE"
-    cq "$node" "CREATE EXTENSION citus; CREATE EXTENSION idempotency" >/dev/null ||
-      fail "$node: CREATE EXTENSION citus, idempotency"
+    for ext in $CITUS_EXTENSIONS; do
+      cq "$node" "CREATE EXTENSION $ext" >/dev/null || fail "$node: CREATE EXTENSION $ext"
+    done
   done
   cq coord "SELECT citus_set_coordinator_host('127.0.0.1', ${CITUS_PORTS[coord]});
     SELECT citus_add_node('127.0.0.1', ${CITUS_PORTS[w1]});
