@@ -7,7 +7,9 @@
  *	  for the reads where starting an executor would cost more than the
  *	  work (the key read of every claim, the inbox probe).  Rows are never
  *	  written here.  Every module's relcache-keyed cache is forgotten
- *	  through the one relcache callback registered here.
+ *	  through the one relcache callback registered here.  A table that
+ *	  Citus manages is never opened for its rows (idem_table_open): on a
+ *	  Citus node its relation is an empty shell.
  *
  * A scan sees what a non-read-only SPI statement would see: the effects of
  * the earlier commands of this transaction and, under READ COMMITTED,
