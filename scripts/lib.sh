@@ -56,6 +56,21 @@ idem_ensure_packages() {
   DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
 }
 
+# idem_vendor FILE: the path of FILE among the vendored sources that tests
+# build offline (pg_tle, Citus), or nothing (status 1).  Looked for in
+# $IDEM_VENDOR, beside the repository (../shared/vendor), in
+# /build/shared/vendor (where test/matrix.sh copies them into a chroot) and
+# in /work/shared/vendor (for tests that run from a copy of the tree, which
+# is not beside it).
+idem_vendor() {
+  local d
+  for d in "${IDEM_VENDOR:-/nonexistent}" "$IDEM_TOP/../shared/vendor" \
+      /build/shared/vendor /work/shared/vendor; do
+    [ -f "$d/$1" ] && { echo "$d/$1"; return 0; }
+  done
+  return 1
+}
+
 # idem_host_only WHAT: for a test that one CI run needs only once: inside a
 # chroot of scripts/chroot.sh (another major's run) it prints the skip line
 # ("the host's run (PostgreSQL 15) WHAT") and exits 0; on the host, nothing.
@@ -86,7 +101,8 @@ idem_private_install() {
 
 # idem_start_cluster BINDIR DIR PORT [LISTEN [PRELOAD]]: initdb and start a
 # cluster in DIR/data, owned by postgres, with its socket in DIR and the
-# libraries PRELOAD (default pg_cron) in shared_preload_libraries.
+# libraries PRELOAD (default pg_cron) in shared_preload_libraries; the
+# lines of IDEM_CLUSTER_CONF (if set) are added to its configuration.
 idem_start_cluster() {
   local bin=$1 dir=$2 port=$3 listen=${4:-} preload=${5:-pg_cron}
   mkdir -p "$dir"
@@ -106,6 +122,7 @@ max_replication_slots = 8
 max_wal_senders = 8
 max_prepared_transactions = 10
 log_line_prefix = '%m [%p] %d '
+${IDEM_CLUSTER_CONF:-}
 CONF
   runuser -u postgres -- "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -s start
 }

@@ -158,8 +158,7 @@ begin_marking(Marker *marker, Datum consumer)
 
 	/* what an INSERT takes; a duplicate is a write too */
 	PreventCommandIfReadOnly("idempotency.process_once()");
-	marker->rel = table_open(idem_relation_oid("processed_events"),
-							 RowExclusiveLock);
+	marker->rel = idem_table_open("processed_events", RowExclusiveLock);
 	marker->pkey = index_open(idem_relation_oid("processed_events_pkey"),
 							  RowExclusiveLock);
 	if (!idem_learn_columns(&mark_columns, marker->rel))

@@ -875,7 +875,7 @@ insert_key_row(KeyLayout layout, const Datum *args, const char *nulls,
 
 	if (layout == KEYS_GENERATE_HASH)
 		return IDEM_WRITE_BY_STATEMENT;
-	rel = table_open(idem_relation_oid("idempotency_keys"), RowExclusiveLock);
+	rel = idem_table_open("idempotency_keys", RowExclusiveLock);
 	learn_key_table(rel);
 	(void) idem_learn_columns(&key_hash_column, rel);
 	if ((completed && layout <= KEYS_EXPIRE_ANSWERS &&

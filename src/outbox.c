@@ -718,8 +718,7 @@ begin_event_rows(EventWriter *writer)
 	int			natts;
 	int			col;
 
-	writer->rel = table_open(idem_relation_oid("outbox_events"),
-							 RowExclusiveLock);
+	writer->rel = idem_table_open("outbox_events", RowExclusiveLock);
 	natts = RelationGetDescr(writer->rel)->natts;
 	(void) idem_learn_columns(&event_columns, writer->rel);
 	writer->row = palloc(natts * sizeof(Datum));

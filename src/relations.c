@@ -7,7 +7,9 @@
  *	  for the reads where starting an executor would cost more than the
  *	  work (the key read of every claim, the inbox probe).  Rows are never
  *	  written here.  Every module's relcache-keyed cache is forgotten
- *	  through the one relcache callback registered here.
+ *	  through the one relcache callback registered here.  A table that
+ *	  Citus manages is never opened for its rows (idem_table_open): on a
+ *	  Citus node its relation is an empty shell.
  *
  * A scan sees what a non-read-only SPI statement would see: the effects of
  * the earlier commands of this transaction and, under READ COMMITTED,
@@ -22,9 +24,13 @@
 #include "access/genam.h"
 #include "access/table.h"
 #include "access/tableam.h"
+#include "access/htup_details.h"
 #include "access/xact.h"
 #include "catalog/namespace.h"
+#include "catalog/pg_namespace.h"
+#include "commands/extension.h"
 #include "utils/builtins.h"
+#include "utils/fmgroids.h"
 #include "utils/rel.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
@@ -121,6 +127,139 @@ idem_column_attnum(Oid relid, const char *colname)
 }
 
 /*
+ * Whether "relid" is a Citus table (distributed, reference or Citus local),
+ * read from Citus's catalog pg_dist_partition where the citus extension is
+ * in this database.  Found by name, so the library neither links with
+ * Citus nor needs it.
+ */
+static bool
+is_citus_table(Oid relid)
+{
+	Oid			catalog;
+	AttrNumber	relid_att;
+	Relation	rel;
+	SysScanDesc scan;
+	ScanKeyData key;
+	bool		found;
+
+	if (!OidIsValid(get_extension_oid("citus", true)))
+		return false;
+	catalog = get_relname_relid("pg_dist_partition", PG_CATALOG_NAMESPACE);
+	if (!OidIsValid(catalog))
+		return false;
+	relid_att = get_attnum(catalog, "logicalrelid");
+	/* a catalog of another shape: no answer, so no access either */
+	if (relid_att == InvalidAttrNumber)
+		return true;
+	rel = table_open(catalog, AccessShareLock);
+	ScanKeyInit(&key, relid_att, BTEqualStrategyNumber, F_OIDEQ,
+				ObjectIdGetDatum(relid));
+	scan = systable_beginscan(rel, InvalidOid, false, NULL, 1, &key);
+	found = HeapTupleIsValid(systable_getnext(scan));
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+	return found;
+}
+
+/*
+ * Refuse (0A000) to read or write relation "relname" of the extension,
+ * which Citus manages.  On a Citus node such a relation is a shell: its
+ * rows are in shards, on this node or others, which the library's direct
+ * reads and writes never see, so a claim would find no key and write a
+ * second one where nobody looks.
+ */
+static void
+refuse_citus_table(const char *relname)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+			 errmsg("relation \"idempotency.%s\" is a Citus table", relname),
+			 errdetail("The library reads and writes the relation on this node, where Citus keeps none of its rows."),
+			 errhint("Keep the extension's tables out of Citus; see doc/scaling.md, \"Citus\".")));
+}
+
+/*
+ * The answers of is_citus_table() so far.  Citus says that a relation
+ * became, or stopped being, one of its tables with a relcache invalidation
+ * of the relation (so does any change of it): that, or an invalidation of
+ * every relation, forgets them ("citus_generation" tells an answer being
+ * found that one came meanwhile).
+ */
+typedef struct CitusAnswer
+{
+	Oid			relid;
+	bool		citus;
+} CitusAnswer;
+
+static CitusAnswer citus_answers[RELATION_CACHE_SIZE];
+static int	ncitus_answers = 0;
+static uint64 citus_generation = 0;
+
+static void
+forget_citus_answers(Datum arg pg_attribute_unused(), Oid relid)
+{
+	int			i;
+
+	for (i = 0; i < ncitus_answers; i++)
+		if (!OidIsValid(relid) || citus_answers[i].relid == relid)
+		{
+			ncitus_answers = 0;
+			citus_generation++;
+			return;
+		}
+}
+
+/*
+ * idem_refuse_citus_table: the error above when Citus manages "relid",
+ * relation "relname" of the extension, which the caller is about to read
+ * or write directly.  The answer is cached until an invalidation of the
+ * relation.
+ */
+void
+idem_refuse_citus_table(Oid relid, const char *relname)
+{
+	static bool hook_set = false;
+	uint64		generation = citus_generation;
+	bool		citus;
+	int			i;
+
+	for (i = 0; i < ncitus_answers; i++)
+		if (citus_answers[i].relid == relid)
+		{
+			if (citus_answers[i].citus)
+				refuse_citus_table(relname);
+			return;
+		}
+	if (!hook_set)
+	{
+		idem_on_relcache_change(forget_citus_answers);
+		hook_set = true;
+	}
+	citus = is_citus_table(relid);
+	if (generation == citus_generation && ncitus_answers < RELATION_CACHE_SIZE)
+	{
+		citus_answers[ncitus_answers].relid = relid;
+		citus_answers[ncitus_answers].citus = citus;
+		ncitus_answers++;
+	}
+	if (citus)
+		refuse_citus_table(relname);
+}
+
+/*
+ * Open table "relname" of the extension to read or write its rows, as
+ * table_open() does; refused (0A000) when Citus manages it.
+ */
+Relation
+idem_table_open(const char *relname, LOCKMODE lockmode)
+{
+	Oid			relid = idem_relation_oid(relname);
+
+	idem_refuse_citus_table(relid, relname);
+	return table_open(relid, lockmode);
+}
+
+/*
  * The OID of relation "relname" of schema idempotency; an error when it is
  * missing.
  */
@@ -180,7 +319,7 @@ idem_index_scan_begin(IdemIndexScan *scan, const char *relname,
 					  const char *indexname, LOCKMODE lockmode,
 					  ScanKey keys, int nkeys)
 {
-	scan->rel = table_open(idem_relation_oid(relname), lockmode);
+	scan->rel = idem_table_open(relname, lockmode);
 	scan->index = index_open(idem_relation_oid(indexname), lockmode);
 
 	scan->snapshot = idem_push_statement_snapshot();

@@ -29,6 +29,8 @@ typedef struct IdemIndexScan
 } IdemIndexScan;
 
 extern Oid	idem_relation_oid(const char *relname);
+extern void idem_refuse_citus_table(Oid relid, const char *relname);
+extern Relation idem_table_open(const char *relname, LOCKMODE lockmode);
 /* the library's one relcache callback hands each invalidation on to these */
 extern void idem_on_relcache_change(RelcacheCallbackFunction hook);
 extern AttrNumber idem_column_attnum(Oid relid, const char *colname);

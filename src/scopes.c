@@ -144,6 +144,8 @@ read_rights(ScopeRights *rights, Oid userid)
 	role_name_att = get_attnum(scope_grants_relid, "role_name");
 	scope_att = idem_column_attnum(scope_grants_relid, "scope");
 	prefix_att = idem_column_attnum(scope_grants_relid, "is_prefix");
+	/* (the rights are cached, and so is this answer with them) */
+	idem_refuse_citus_table(scope_grants_relid, "scope_grants");
 	rel = table_open(scope_grants_relid, AccessShareLock);
 	/* a new snapshot (also in parallel mode, where GetLatestSnapshot() is refused) */
 	snapshot = RegisterSnapshot(GetCatalogSnapshot(scope_grants_relid));

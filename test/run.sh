@@ -28,10 +28,16 @@
 #                 modes of PORTABLE_MODES: doc/testing.md) and
 #                 test/portable/tap.sh when it exists, each counted by its
 #                 closing line
+#   citus         test/citus/*.sh: Citus built offline from the vendored
+#                 sources (test/citus/citus.bash, cached under /var/tmp),
+#                 a coordinator and two workers on 127.0.0.1; on the
+#                 majors of CITUS_MAJORS (default 15: doc/testing.md);
+#                 where Citus cannot be built, a "skip: ..." line and no
+#                 test counted
 # The last line is "N passed, M failed", counting test files.
 # TEST_GROUPS="regress isolation" limits the run to some groups;
 # INTEGRATION_TESTS="test/integration/docs.sh" (POOLER_TESTS) to some
-# integration (pooler) scripts,
+# integration (pooler, citus) scripts, CITUS_TESTS likewise,
 # TAP_TESTS="test/t/120_claim_wait.pl" to some TAP tests.
 # PG_MAJOR (default 15) picks the PostgreSQL major.  A major that is not
 # this system's own (17 or 18 on Debian 12) is run by test/matrix.sh in
@@ -47,11 +53,14 @@ idem_runs_natively "$PG_MAJOR" || exec bash "$IDEM_TOP/test/matrix.sh" "$PG_MAJO
 TEST_PACKAGES="redis-server libhiredis-dev python3-psycopg2 python3-flask
   postgresql-$PG_MAJOR-plproxy postgresql-$PG_MAJOR-pgaudit nodejs npm flex
   bison libkrb5-dev pgbouncer"
+# Citus's build dependencies, where the citus group runs (test/citus/citus.bash)
+[[ " ${CITUS_MAJORS:-15} " == *" $PG_MAJOR "* ]] &&
+  TEST_PACKAGES="$TEST_PACKAGES liblz4-dev libzstd-dev libcurl4-gnutls-dev autoconf"
 # the Patroni failover test runs on the host's major only (see the test),
 # and so does test/integration/monitoring.sh's with Prometheus
 [ -f /etc/idempotency-chroot ] || TEST_PACKAGES="$TEST_PACKAGES patroni etcd-server etcd-client
   prometheus prometheus-postgres-exporter gnuplot-nox"
-TEST_GROUPS=${TEST_GROUPS:-lint regress isolation pgtap tap integration pooler portable}
+TEST_GROUPS=${TEST_GROUPS:-lint regress isolation pgtap tap integration pooler portable citus}
 # the portable edition's install routes, both on every major (doc/testing.md)
 PORTABLE_MODES=${PORTABLE_MODES:-plain tle}
 
@@ -99,6 +108,7 @@ idem_start_cluster "$BIN" "$CLUSTER" "$PORT" '' 'pg_cron, idempotency' ||
 
 passed=0
 failed=0
+skipped=0	# groups that cannot run here, named by a "skip: ..." line
 count() {	# count LOGFILE OK_PATTERN FAIL_PATTERN EXIT_CODE
   local ok bad
   ok=$(grep -cE "$2" "$1")
@@ -212,16 +222,31 @@ for group in $TEST_GROUPS; do
     cat "$WORK/tap.log"
     count "$WORK/tap.log" '\.\. ok$' '\.\. (Failed|Dubious|skipped)|\.\. No subtests' $rc
     ;;
-  integration | pooler)
-    # each script is one test; INTEGRATION_TESTS / POOLER_TESTS pick some.
-    # The pooler group runs on the majors of POOLER_MAJORS (default 15,
-    # with Debian 12's PgBouncer 1.18, and 18, with a PgBouncer that keeps
-    # prepared statements), for CI's time (doc/testing.md)
-    if [ "$group" = integration ]; then scripts=${INTEGRATION_TESTS:-test/integration/*.sh}
-    else scripts=${POOLER_TESTS:-test/pooler/*.sh}; fi
-    if [ "$group" = pooler ] && [[ " ${POOLER_MAJORS:-15 18} " != *" $PG_MAJOR "* ]]; then
-      idem_log "pooler: not run on $PG_MAJOR (POOLER_MAJORS=${POOLER_MAJORS:-15 18})"
+  integration | pooler | citus)
+    # each script is one test; INTEGRATION_TESTS / POOLER_TESTS /
+    # CITUS_TESTS pick some.  The pooler group runs on the majors of
+    # POOLER_MAJORS (default 15, with Debian 12's PgBouncer 1.18, and 18,
+    # with a PgBouncer that keeps prepared statements), the citus group on
+    # those of CITUS_MAJORS (default 15), for CI's time (doc/testing.md)
+    case $group in
+    integration) scripts=${INTEGRATION_TESTS:-test/integration/*.sh} ;;
+    pooler) scripts=${POOLER_TESTS:-test/pooler/*.sh} majors=${POOLER_MAJORS:-15 18} ;;
+    citus) scripts=${CITUS_TESTS:-test/citus/*.sh} majors=${CITUS_MAJORS:-15} ;;
+    esac
+    if [ "$group" != integration ] && [[ " $majors " != *" $PG_MAJOR "* ]]; then
+      idem_log "$group: not run on $PG_MAJOR (${group^^}_MAJORS=$majors)"
       continue
+    fi
+    if [ "$group" = citus ]; then
+      # built once per Citus and server version (kept under /var/tmp), then
+      # copied into this run's server copy
+      . "$IDEM_TOP/test/citus/citus.bash"
+      if ! citus_install "$BIN" 2>"$WORK/citus-build.err"; then
+        cat "$WORK/citus-build.err"
+        echo "skip: citus: Citus cannot be built here: $(tail -1 "$WORK/citus-build.err")"
+        skipped=$((skipped + 1))
+        continue
+      fi
     fi
     : >"$WORK/$group.log"
     for t in $scripts; do
@@ -283,5 +308,6 @@ for group in $TEST_GROUPS; do
   esac
 done
 
+[ "$skipped" -eq 0 ] || idem_log "$skipped group(s) skipped (see their skip: lines)"
 echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ] && [ "$passed" -gt 0 ]
+[ "$failed" -eq 0 ] && { [ "$passed" -gt 0 ] || [ "$skipped" -gt 0 ]; }

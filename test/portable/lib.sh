@@ -22,16 +22,10 @@
 #                              set by portable_build_edition, and psql
 #                              from PATH with PGHOST/PGPORT as set.
 #
-# The vendored pg_tle is looked for in $IDEM_VENDOR, beside the repository
-# (../shared/vendor), in /build/shared/vendor (where test/matrix.sh puts it
-# in a chroot; tests that run from a copy of the tree are not beside it)
-# and in /work/shared/vendor.
+# The vendored pg_tle is found by idem_vendor (scripts/lib.sh).
 
-for PORTABLE_TLE_TARBALL in "${IDEM_VENDOR:-/nonexistent}" "$IDEM_TOP/../shared/vendor" \
-    /build/shared/vendor /work/shared/vendor; do
-  PORTABLE_TLE_TARBALL=$PORTABLE_TLE_TARBALL/pg_tle-2f4b7b3.tar.gz
-  [ -f "$PORTABLE_TLE_TARBALL" ] && break
-done
+PORTABLE_TLE_TARBALL=$(idem_vendor pg_tle-2f4b7b3.tar.gz) ||
+  PORTABLE_TLE_TARBALL=../shared/vendor/pg_tle-2f4b7b3.tar.gz
 PORTABLE_PACKAGES="flex bison libkrb5-dev"
 PORTABLE_VERSION=$(sed -n "s/^default_version = '\(.*\)'/\1/p" "$IDEM_TOP/idempotency.control")
 
