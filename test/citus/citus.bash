@@ -31,8 +31,8 @@
 #   cq_state NODE SQL      runs SQL on NODE and prints the SQLSTATE of its
 #                          error, or "ok" (VERBOSITY verbose)
 #
-# Citus needs these from apt (test/run.sh adds them to TEST_PACKAGES on the majors of CITUS_MAJORS).
-CITUS_PACKAGES="liblz4-dev libzstd-dev libcurl4-gnutls-dev autoconf"
+# Citus's build dependencies from apt are in test/run.sh's TEST_PACKAGES on
+# the majors of CITUS_MAJORS.
 CITUS_CACHE=${CITUS_CACHE:-/var/tmp/idempotency-citus}
 CITUS_DB=${CITUS_DB:-citus_regression}
 CITUS_PRELOAD=${CITUS_PRELOAD:-citus, idempotency}
