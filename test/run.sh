@@ -117,7 +117,7 @@ count() {	# count LOGFILE OK_PATTERN FAIL_PATTERN EXIT_CODE
   [ "${4:-0}" -ne 0 ] && [ "$bad" -eq 0 ] && bad=1
   passed=$((passed + ok))
   failed=$((failed + bad))
-  idem_log "$(basename "$1" .log): $ok passed, $bad failed ($((SECONDS - group_start)) s into group $group)"
+  idem_log "$(basename "$1" .log): $ok passed, $bad failed ($((SECONDS - group_start)) s since group $group began)"
 }
 
 cd "$WORK/repo"
