@@ -233,8 +233,8 @@ idem_arg_interval(FunctionCallInfo fcinfo, int argno, const char *argname,
 }
 
 /*
- * The wait argument of claim() and execute() since 1.6 (NULL: do not
- * wait), as an interval argument; NULL for a call of an older signature,
+ * The wait argument of claim() and execute() (NULL: do not wait), as an
+ * interval argument; NULL for a call of an older signature,
  * which has none.
  */
 Interval *

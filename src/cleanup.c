@@ -20,7 +20,7 @@
  * consumed, an outbox event not yet published.  The cut-off is one
  * reading of the clock per call, taken when it starts.
  *
- * Since 1.6 a batch also drops the answers whose response_expires_at has
+ * A batch also drops the answers whose response_expires_at has
  * come, of keys that have not expired (those go whole), with one more
  * walk of the same shape over the table of keys:
  *
@@ -90,7 +90,8 @@
 
 /*
  * The relations purge_expired_batch() reports on, in its output order,
- * then (1.6) the answers it drops: the rows it returns.
+ * then the answers it drops (not the symbol of 1.5, which leaves them):
+ * the rows it returns.
  */
 enum
 {

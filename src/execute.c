@@ -85,7 +85,7 @@ PG_FUNCTION_INFO_V1(idempotency_execute_1_6);
 PG_FUNCTION_INFO_V1(idempotency_execute_1_7);
 PG_FUNCTION_INFO_V1(idempotency_execute_1_8);
 
-/* The arguments 1.6 added, last: the signatures before lack them. */
+/* The last arguments, which the older signatures lack. */
 #define RESPONSE_TTL_ARG 6
 #define WAIT_ARG 7
 

@@ -337,7 +337,7 @@ _PG_init(void)
 							PGC_SUSET, 0, NULL, NULL, NULL);
 
 	/*
-	 * The bounds of claim_events (1.8): superusers' settings, so that one
+	 * The bounds of claim_events: superusers' settings, so that one
 	 * relay's session cannot lease every pending event for a century and
 	 * starve the others.
 	 */

@@ -68,7 +68,7 @@ static IdemQuery mark_processed = {
 	.nargs = 2, .argtypes = {TEXTOID, TEXTOID}
 };
 
-/* processed_events' columns, as 1.0 created them */
+/* processed_events' columns, in the table's order (one layout, always) */
 enum
 {
 	MARK_CONSUMER,

@@ -38,7 +38,7 @@
  * UPDATE locks it, the fence checked again on the version locked).  Fences
  * come from one sequence, so a later holder always has a larger fence than
  * any earlier one, even after the key was purged and created again.  No
- * row means the caller no longer holds the key.  From 1.7 they also check,
+ * row means the caller no longer holds the key.  They also check,
  * on the same row, that the calling role is the one that claimed it (or a
  * member of it), before the fence: see "Holders" below.
  *
@@ -221,20 +221,20 @@ typedef enum KeyLayout
 #define SET_HOLDER(layout) SET_HOLDER_##layout
 
 /*
- * Holders (1.7).  A holder call (complete, fail, checkpoint, release) of a
+ * Holders.  A holder call (complete, fail, checkpoint, release) of a
  * key whose live row records a holder_role is refused (42501) unless the
  * calling role is that role or a member of it (is_member_of_role():
  * superusers are members of every role), whatever fence it passes: the
  * fence names the holder, the role proves it.  The check is made on the
  * row the call reads and locks anyway, before its fence is compared, so a
  * refused call learns nothing about the fence and writes nothing.  A key
- * claimed before 1.7 (holder_role NULL) takes any role's holder calls, as
- * before.  $n is the calling role's OID.
+ * claimed by a symbol of 1.6 or older (holder_role NULL) takes any role's
+ * holder calls.  $n is the calling role's OID.
  *
- * From 1.8 the role is the one holder_role_name names, and the owner of
- * the extension's tables and superusers may act too, on every key: an OID
- * may name another role after a restore or on a logical subscriber, a
- * name does not (roles.c).  $n is the calling role's OID, $n+1 its name,
+ * With the symbols of 1.8 the role is the one holder_role_name names,
+ * and the owner of the extension's tables and superusers may act too, on
+ * every key: an OID may name another role after a restore or on a logical
+ * subscriber, a name does not (roles.c).  $n is the calling role's OID, $n+1 its name,
  * $n+2 whether it is the owner's or a superuser (idem_role_privileged()).
  */
 #define MAY_ACT_AS_HOLDER(n) "(holder_role IS NULL" \
@@ -1492,7 +1492,7 @@ may_act_as_holder(TupleTableSlot *slot, Oid caller, IdemHolders holders,
 
 /*
  * Refuse a holder call on another role's key: 42501, whatever the fence,
- * which the message does not repeat.  From 1.8 ("holders") the message
+ * which the message does not repeat.  With IDEM_HOLDERS_BY_NAME the message
  * names the holder's role, and whether it exists here, and who else may
  * release the key.
  */

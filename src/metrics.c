@@ -30,7 +30,7 @@
  * and at least 64; the counts of the databases beyond are lost.
  * metrics_reset() zeroes rows and removes none.
  *
- * Quota per role (1.8).  The rows are the cluster's, so one role that
+ * Quota per role.  The rows are the cluster's, so one role that
  * counts calls in ever new scopes (any scope when unrestricted, any
  * scope under a prefix of grant_scopes) could take them all until the
  * next restart, and every later scope's calls would go to the row of

@@ -62,7 +62,7 @@
  * whatever connection its mark arrives on, and the relay holding a
  * taken-over lease passes its token.
  *
- * Lease roles (1.7).  claim_events records the calling role in lease_role
+ * Lease roles.  claim_events records the calling role in lease_role
  * of each event it leases, and mark_published and mark_failed refuse
  * (42501), changing nothing, a call that names a pending event whose
  * lease_role is another role than the caller's and one it is not a member
@@ -70,14 +70,15 @@
  * cannot be borrowed.  The check is a clause of the marking UPDATE, so an
  * event is never marked by another role; only when the UPDATE changed
  * fewer events than the call named does a second read look for one it
- * refused.  Events leased before 1.7 (lease_role NULL) take any role's
- * marks, as before.  From 1.8 claim_events records the role's name too
+ * refused.  Events leased with no role recorded (lease_role NULL: by a
+ * symbol of 1.6 or older) take any role's marks.  The claim_events of 1.8
+ * records the role's name too
  * (lease_role_name), and the marks check that name instead of the OID,
  * which may name another role after a restore or on a logical subscriber;
  * the owner of the extension's tables and superusers may mark any event
  * (roles.c).
  *
- * Bounds (1.8).  claim_events refuses (22023), before it writes anything,
+ * Bounds.  claim_events refuses (22023), before it writes anything,
  * a batch above idempotency.outbox_max_batch or a lease above
  * idempotency.outbox_max_lease, superusers' settings; an operator takes
  * leases back with release_event_leases() (plain SQL, in the update

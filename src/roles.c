@@ -1,22 +1,22 @@
 /*-------------------------------------------------------------------------
  *
  * roles.c
- *	  Role bindings by name (1.8): whether the calling role may act on a
+ *	  Role bindings by name: whether the calling role may act on a
  *	  key held by, or an event leased by, the role a row names.
  *
- * From 1.7 a claim records its role as the key's holder (holder_role) and
+ * A claim records its role as the key's holder (holder_role) and
  * claim_events the relay's (lease_role), as regrole: an OID.  An OID names
  * another role, or none, on a server whose roles were created in another
  * order: after pg_dump and pg_restore of a row whose role was dropped (a
  * dropped role's regrole dumps as its bare number), and on a logical
- * subscriber with binary = true, which applies the publisher's OIDs.  From
- * 1.8 the rows also record the role's name (holder_role_name,
+ * subscriber with binary = true, which applies the publisher's OIDs.  So
+ * the rows also record the role's name (holder_role_name,
  * lease_role_name), which pg_dump, pg_dumpall --roles-only and every
  * subscription carry as they are, and only the name is trusted.
  *
  * A binding allows:
- * - every role, when neither the OID nor the name is recorded (a row from
- *   before 1.7);
+ * - every role, when neither the OID nor the name is recorded (a row written
+ *   by a symbol of 1.6 or older);
  * - the role of that name and its members (is_member_of_role(): the
  *   privileges of the holder, SET ROLE to it included);
  * - the owner of the extension's tables and its members, and superusers,

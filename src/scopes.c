@@ -1,7 +1,7 @@
 /*-------------------------------------------------------------------------
  *
  * scopes.c
- *	  Scopes as a boundary (1.7): a role given scopes by
+ *	  Scopes as a boundary: a role given scopes by
  *	  idempotency.grant_scopes() may use those scopes only.
  *
  * Table idempotency.scope_grants holds (role, scope, is_prefix) rows,
@@ -11,12 +11,12 @@
  * itself and the roles it inherits from), has rows; it may then use the
  * scopes of all those rows, each equal to a row's scope or, for a row with
  * is_prefix, starting with it.  A role without such rows, and every
- * superuser, is unrestricted, as every role was before 1.7.  The SQL of
+ * superuser, is unrestricted.  The SQL of
  * the views (stats, stalled_keys) and the portable edition's helper state
  * the same rule.
  *
- * From 1.8 a row names its role by role_name, which alone is read (when
- * the table has it): the OID in role may name another role after a
+ * A row names its role by role_name, which alone is read when the table
+ * has it (from 1.8's layout): the OID in role may name another role after a
  * restore or on a logical subscriber (roles.c).  A row whose name matches
  * no role (its role was renamed or dropped) restricts the role its OID
  * names, if any: a restriction that lands on the wrong role only refuses

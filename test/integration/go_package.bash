@@ -20,8 +20,9 @@
 # go_quickstart_modules: the README's module-mode install as written, in a
 #   home of its own, and the quick start built there:
 #   $tmp/quickstart-modules (its source in $tmp/main.go).
-# go_quickstart NAME BINARY ENV...: serves BINARY with ENV on 127.0.0.1
-#   and checks its answers as the behaviour table says; stops it after.
+# go_quickstart NAME BINARY ENV...: serves BINARY with ENV on 127.0.0.1,
+#   runs test/conformance/http.json (doc/clients.md's behaviour table)
+#   against it and stops it.
 
 idem_ensure_packages golang-go golang-github-lib-pq-dev golang-github-go-chi-chi-dev \
   golang-github-jackc-pgx-v4-dev
@@ -66,35 +67,15 @@ go_quickstart_modules() {
 }
 
 go_quickstart() {
-  local name=$1 bin=$2 port key first expires ahead
+  local name=$1 bin=$2 port
   shift 2
   port=$(idem_free_port)
   env "$@" ADDR=127.0.0.1:$port "$bin" >"$tmp/quickstart.log" 2>&1 &
   server=$!
-  base=http://127.0.0.1:$port
-  for _ in $(seq 100); do curl -s -o /dev/null "$base/" && break; sleep 0.1; done
-  key=go-quickstart-${bin##*/}-$$-$(date +%s%N)
-  [ "$(go_post "$key" '{"amount": 5}')" = 201 ] || { cat "$tmp/headers" "$tmp/body" "$tmp/quickstart.log"; return 1; }
-  first=$(cat "$tmp/body")
-  expires=$(sed -n 's/^Idempotency-Key-Expires: \(.*\)\r$/\1/Ip' "$tmp/headers")
-  ahead=$(( $(date -d "$expires" +%s) - $(date +%s) ))
-  [ "$ahead" -gt 86000 ] && [ "$ahead" -le 86402 ] || { echo "Idempotency-Key-Expires: $expires"; return 1; }
-  [ "$(go_post "$key" '{"amount":5}')" = 201 ] && [ "$(cat "$tmp/body")" = "$first" ] &&
-    grep -qi '^Idempotent-Replayed: true' "$tmp/headers" || { echo "no replay"; cat "$tmp/headers" "$tmp/body"; return 1; }
-  [ "$(go_post "$key" '{"amount": 6}')" = 422 ] && grep -qi '^Content-Type: application/problem+json' "$tmp/headers" ||
-    { echo "no 422"; return 1; }
-  [ "$(go_post "" '{"amount": 6}')" = 400 ] || { echo "no 400"; return 1; }
-  # another caller's request under the same key is its own, not a replay
-  [ "$(go_post "$key" '{"amount": 5}' bob)" = 201 ] && ! grep -qi '^Idempotent-Replayed' "$tmp/headers" ||
-    { echo "bob got alice's answer"; cat "$tmp/headers"; return 1; }
-  [ "$(go_post "$key-nobody" '{"amount": 5}' '')" = 401 ] || { echo "no 401 without a caller"; return 1; }
-  echo "quick start ($name): 201, replay, 422, 400, another caller's own 201, 401 as the behaviour table says"
+  for _ in $(seq 100); do curl -s -o /dev/null "http://127.0.0.1:$port/" && break; sleep 0.1; done
+  python3 "$IDEM_TOP/test/conformance/http_check.py" "http://127.0.0.1:$port" || { cat "$tmp/quickstart.log"; return 1; }
+  echo "quick start ($name): as the behaviour table says"
   kill "$server"
   wait "$server" 2>/dev/null || true
   server=
-}
-
-go_post() {  # go_post KEY BODY [USER]: prints the status code; the headers and body in $tmp
-  curl -s -D "$tmp/headers" -o "$tmp/body" -w '%{http_code}' -X POST "$base/payments" \
-    -H 'Content-Type: application/json' ${1:+-H "Idempotency-Key: $1"} -H "X-User: ${3-alice}" -d "$2"
 }

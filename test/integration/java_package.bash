@@ -23,8 +23,9 @@
 # java_quickstart JDBC_URL: the README's pom and Tomcat quick start in a
 #   new project of $home, built and run by its run block as written (in a
 #   process group of its own, $server) with JDBC_URL, on 127.0.0.1 and an
-#   ephemeral port; checks its answers as doc/clients.md's behaviour table
-#   says and the payments of PGDATABASE, then stops it.
+#   ephemeral port; runs test/conformance/http.json against it (the
+#   behaviour table of doc/clients.md), checks that its 8 duplicates made
+#   one payment in PGDATABASE, then stops it.
 
 idem_ensure_packages openjdk-17-jdk-headless maven maven-repo-helper libpostgresql-jdbc-java \
   libjakarta-servlet-api-java libtomcat10-embed-java junit5 libjackson2-databind-java \
@@ -93,74 +94,7 @@ java_quickstart() {
   unzip -p "$home/payments/target/payments-1.jar" META-INF/MANIFEST.MF | tr -d '\r\n ' | grep -q 'pg-idempotency-0.1.0.jar' ||
     { echo "java: the app's classpath lacks pg-idempotency" >&2; return 1; }
   idem_log "java: the quick start's app over HTTP on 127.0.0.1:$port"
-  python3 - "$port" <<'PY' || { cat "$tmp/app.log"; return 1; }
-import json, sys, threading, urllib.error, urllib.request, uuid
-from datetime import datetime, timedelta, timezone
-
-url = "http://127.0.0.1:%s/payments" % sys.argv[1]
-
-
-def post(body, key=None, user="alice"):
-    headers = {"Content-Type": "application/json"}
-    if key is not None:
-        headers["Idempotency-Key"] = key
-    if user:
-        headers["X-User"] = user
-    req = urllib.request.Request(url, json.dumps(body).encode(), headers, method="POST")
-    try:
-        with urllib.request.urlopen(req, timeout=30) as r:
-            return r.status, r.headers, r.read()
-    except urllib.error.HTTPError as e:
-        return e.code, e.headers, e.read()
-
-
-def problem(reply, status):
-    assert reply[0] == status, reply
-    assert reply[1]["Content-Type"] == "application/problem+json", reply[1]
-    doc = json.loads(reply[2])
-    assert doc["type"] == "about:blank" and doc["status"] == status and doc["title"] and doc["detail"], doc
-
-
-key = "quick-" + uuid.uuid4().hex
-problem(post({"amount": 5}), 400)                       # no key
-problem(post({"amount": 5}, "k" * 401), 400)            # over 400 characters
-problem(post({"amount": 5}, key, user=None), 401)       # no caller
-first = post({"amount": 5}, key)
-again = post({"amount": 5}, key)
-assert first[0] == 201 and first[1].get("Idempotent-Replayed") is None, first
-assert json.loads(first[2])["paid"] == 5, first
-assert again[0] == 201 and again[1]["Idempotent-Replayed"] == "true" and again[2] == first[2], again
-assert again[1]["Location"] == first[1]["Location"], again[1]
-expires = first[1]["Idempotency-Key-Expires"]
-ahead = datetime.strptime(expires, "%a, %d %b %Y %H:%M:%S GMT").replace(tzinfo=timezone.utc) - datetime.now(timezone.utc)
-assert abs(ahead - timedelta(days=1)) < timedelta(seconds=10), expires
-assert again[1]["Idempotency-Key-Expires"] == expires, again[1]
-problem(post({"amount": 6}, key), 422)
-
-# concurrent duplicates: one payment, the others 409 (Retry-After) or its replay
-dup = "dup-" + uuid.uuid4().hex
-barrier = threading.Barrier(8)
-replies = []
-def send():
-    barrier.wait()
-    replies.append(post({"amount": 7, "slow": True}, dup))
-threads = [threading.Thread(target=send) for _ in range(8)]
-for t in threads:
-    t.start()
-for t in threads:
-    t.join()
-ran = [r for r in replies if r[0] == 201 and r[1].get("Idempotent-Replayed") is None]
-busy = [r for r in replies if r[0] == 409]
-replayed = [r for r in replies if r[0] == 201 and r[1].get("Idempotent-Replayed") == "true"]
-assert len(ran) == 1 and len(busy) + len(replayed) == 7, [(r[0], r[2]) for r in replies]
-for r in busy:
-    problem(r, 409)
-    assert int(r[1]["Retry-After"]) >= 1, r[1]
-for r in replayed:
-    assert r[2] == ran[0][2], r
-print("quick start over HTTP: 400, 400, 401, 201, byte-identical replay, 422; 8 concurrent duplicates: "
-      "1 run, %d 409, %d replays" % (len(busy), len(replayed)))
-PY
+  python3 "$IDEM_TOP/test/conformance/http_check.py" "http://127.0.0.1:$port" || { cat "$tmp/app.log"; return 1; }
   local payments
   payments=$(psql -X -At -c "SELECT count(*) FROM payments WHERE amount = 7")
   [ "$payments" = 1 ] || { echo "java: $payments payments of the duplicates, not 1" >&2; return 1; }

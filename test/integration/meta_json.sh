@@ -9,8 +9,8 @@
 # phases and relationships with valid version ranges, resources as URIs,
 # meta-spec 1.0.x, no unknown top-level key (x_ keys aside).  Then the
 # release: the version is default_version of idempotency.control (1.0 is
-# 1.0.0), DISTVERSION in the Makefile, a section of CHANGELOG.md; PostgreSQL
-# 15 is the runtime minimum; LICENSE is the PostgreSQL License.
+# 1.0.0), DISTVERSION in the Makefile, a section of CHANGELOG.md (one line
+# per change); PostgreSQL 15 is the runtime minimum; LICENSE is the PostgreSQL License.
 . "$(dirname "$0")/lib.bash"
 cd "$TOP"
 python3 - <<'PY'
@@ -214,6 +214,12 @@ if bad:
     err(f"CHANGELOG.md has sections that are no version: {bad}")
 elif [vkey(v) for v in sections] != sorted((vkey(v) for v in sections), reverse=True):
     err(f"CHANGELOG.md's sections are not newest first: {sections}")
+# one line per change: below the first version, every line is a heading,
+# a bullet or blank (the explanations belong in doc/)
+body = changelog[changelog.find("\n## "):]
+loose = [l for l in body.splitlines() if l and not l.startswith(("#", "- "))]
+if loose:
+    err(f"CHANGELOG.md has {len(loose)} lines that are no heading nor one-line change, first: {loose[0]!r}")
 pg = (((pre or {}).get("runtime") or {}).get("requires") or {}).get("PostgreSQL")
 if pg not in ("15.0.0", ">= 15.0.0"):
     err(f"prereqs.runtime.requires.PostgreSQL is {pg!r}, not 15.0.0 (at least 15)")

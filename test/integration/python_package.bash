@@ -15,10 +15,9 @@
 #   checked by wait_burst/check.py; in the current directory.
 # python_package_quick_start DIR BIN: the README's FastAPI quick start, as
 #   written, in the empty DIR, run with the README's command line by the
-#   python3 of BIN (where pg_idempotency imports) on 127.0.0.1; over real
-#   HTTP a payment answers 201, its retry replays the same bytes, no caller
-#   answers 401, and 16 concurrent requests with distinct keys all answer
-#   201.  The server's PID is in $server while it runs.
+#   python3 of BIN (where pg_idempotency imports) on 127.0.0.1, and
+#   test/conformance/http.json run against it over real HTTP.  The
+#   server's PID is in $server while it runs.
 
 python_package_setup() {
   idem_ensure_packages python3-psycopg python3-psycopg-pool python3-starlette python3-fastapi \
@@ -63,38 +62,7 @@ python_package_quick_start() {
   PATH=$bin:$PATH $run --host 127.0.0.1 --port "$port" --log-level warning >"$dir/quick.log" 2>&1 &
   server=$!
   python_package_serving "$port" "$server" || { cat "$dir/quick.log"; return 1; }
-  "$bin/python3" - "$port" <<'PY' || { cat "$dir/quick.log"; return 1; }
-import json, sys, time, urllib.error, urllib.request, uuid
-from concurrent.futures import ThreadPoolExecutor
-
-url = "http://127.0.0.1:%s/payments" % sys.argv[1]
-
-
-def post(body, key=None, user="alice"):
-    """(status, headers, body) of a POST; no key or user header where None."""
-    headers = {"Content-Type": "application/json", "Idempotency-Key": key, "X-User": user}
-    try:
-        with urllib.request.urlopen(urllib.request.Request(
-                url, json.dumps(body).encode(), {k: v for k, v in headers.items() if v}, method="POST"),
-                timeout=60) as r:
-            return r.status, r.headers, r.read()
-    except urllib.error.HTTPError as e:
-        return e.code, e.headers, e.read()
-
-
-key = "quick-" + uuid.uuid4().hex
-first, again = post({"amount": 5}, key), post({"amount": 5}, key)
-assert first[0] == 201 and json.loads(first[2])["paid"] == 5, first
-assert again[0] == 201 and again[1]["Idempotent-Replayed"] == "true" and again[2] == first[2], again
-nobody = post({"amount": 5}, key + "-x", user=None)
-assert nobody[0] == 401 and nobody[1]["Content-Type"] == "application/problem+json", nobody
-started = time.monotonic()
-with ThreadPoolExecutor(16) as ex:
-    burst = list(ex.map(lambda i: post({"amount": i}, "%s-%d" % (key, i)), range(16)))
-assert [r[0] for r in burst] == [201] * 16, [(r[0], r[2]) for r in burst]
-print("README quick start: 201, byte-identical replay, 401 without a caller, 16 concurrent 201 in %.1fs"
-      % (time.monotonic() - started))
-PY
+  python3 "$IDEM_TOP/test/conformance/http_check.py" "http://127.0.0.1:$port" || { cat "$dir/quick.log"; return 1; }
   kill "$server"
   wait "$server" 2>/dev/null || true
   server=

@@ -61,7 +61,10 @@ export class IdempotencyInterceptor {
     for (const [k, v] of Object.entries(answer.headers)) res.setHeader(k, v);
     if (ran && answer.status === status) return this.rxjs.of(answer.body);
     res.statusCode = answer.status;
-    res.end(answer.text);
+    // Express's send, as for the controller's own answers: a replay then
+    // carries the Content-Type (charset included) the first answer had
+    if (typeof res.send === 'function') res.send(answer.text);
+    else res.end(answer.text);
     throw new this.nest.HttpException('answered by IdempotencyInterceptor', answer.status);
   }
 }

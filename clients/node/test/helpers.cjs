@@ -1,6 +1,6 @@
 // test/helpers.cjs: the pool of the tests (PG* variables), small helpers,
 // and httpBehaviour(): the HTTP table of README.md as one set of routes and
-// tests, run against each framework binding (express, fastify and nestjs
+// tests (test/conformance/http.json's cases among them, conformance.cjs), run against each framework binding (express, fastify and nestjs
 // .test.cjs give it a way to mount the routes and read a header).
 // test/pooler/node.sh runs the suites through a transaction pooler: the PG*
 // variables name PgBouncer, and IDEM_DIRECT_URL the database itself (where
@@ -11,6 +11,7 @@
 const { test, before, after } = require('node:test');
 const assert = require('node:assert/strict');
 const { Pool } = require('pg');
+const { conformance } = require('./conformance.cjs');
 
 const pool = new Pool({ max: 10 });
 /** 4 clients, waits for one at most 8 s: the /burst route's pool (issue 45). */
@@ -74,6 +75,13 @@ function routes(fw, state) {
   const tenant = { pool, scope: (req) => fw.header(req, 'x-tenant') ?? '' };
   const ok = (body, headers) => ({ status: 201, headers, body });
   return [
+    // the app of test/conformance/http.json: the caller in X-User, 201 {"paid": amount}
+    {
+      path: '/payments', opts: { pool, scope: (req) => fw.header(req, 'x-user') ?? null }, handler: async (req) => {
+        if (req.body.slow) await sleep(300);
+        return ok({ paid: req.body.amount }, { Location: '/payments/1' });
+      },
+    },
     { path: '/pay', opts: tenant, handler: async (req) => ok({ run: count('pay'), amount: req.body.amount }, { Location: `/pay/${state.runs.pay}` }) },
     { path: '/other', opts: tenant, handler: async () => ok({ other: count('other') }) },
     { path: '/slow', opts: tenant, handler: async () => { await state.gate; return ok({ slow: count('slow') }); } },
@@ -136,6 +144,8 @@ function httpBehaviour(name, fw) {
     await pool.end();
     await small.end();
   });
+
+  conformance(name, () => base);
 
   test(`${name}: missing key where required: 400 problem+json, nothing runs`, async () => {
     const r = await call('/pay', { amount: 1 });

@@ -41,7 +41,10 @@ class FilterTest {
     /** A pool of 2 connections, shared by the /burst filter and its handler. */
     static final BoundedDataSource POOL = new BoundedDataSource(Db.dataSource(), 2);
 
-    /** The app: POST answers 201 with the amount and how often it ran for the key. */
+    /**
+     * The app: POST answers 201 with the amount (also as "paid") and how
+     * often it ran for the key; {"slow": true} or X-Sleep makes it wait.
+     */
     static class App extends HttpServlet {
         private static final long serialVersionUID = 1L;
 
@@ -56,7 +59,7 @@ class FilterTest {
             String key = req.getHeader("Idempotency-Key");
             int run = RUNS.computeIfAbsent(key == null ? "" : key, k -> new AtomicInteger()).incrementAndGet();
             JsonNode body = Json.MAPPER.readTree(req.getInputStream());
-            String sleep = req.getHeader("X-Sleep");
+            String sleep = body.path("slow").asBoolean() ? "300" : req.getHeader("X-Sleep");
             if (sleep != null) {
                 try {
                     Thread.sleep(Long.parseLong(sleep));
@@ -111,7 +114,8 @@ class FilterTest {
             res.setContentType("application/json");
             res.setHeader("Location", "/payments/" + run);
             res.addHeader("Set-Cookie", "session=secret");
-            res.getWriter().write("{\"amount\": " + body.path("amount") + ",  \"run\": " + run + "}");
+            res.getWriter().write("{\"amount\": " + body.path("amount") + ", \"paid\": " + body.path("amount")
+                + ",  \"run\": " + run + "}");
         }
     }
 
