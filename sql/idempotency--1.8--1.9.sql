@@ -76,6 +76,16 @@ RETURNS bigint
 AS 'MODULE_PATHNAME', 'idempotency_enqueue_event'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
+CREATE OR REPLACE FUNCTION idempotency.enqueue_events(
+    aggregate_types text[],
+    aggregate_ids   text[],
+    event_types     text[],
+    payloads        jsonb[],
+    headers         jsonb[] DEFAULT NULL)
+RETURNS SETOF bigint
+AS 'MODULE_PATHNAME', 'idempotency_enqueue_events'
+LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 100;
+
 CREATE OR REPLACE FUNCTION idempotency.process_once(consumer text, event_id text)
 RETURNS boolean
 AS 'MODULE_PATHNAME', 'idempotency_process_once'
