@@ -1174,12 +1174,10 @@ LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    -- the usual arguments pass one test; others go to the helpers, which
-    -- raise the C's errors in its order
-    IF (pg_catalog.char_length($1) OPERATOR(pg_catalog.>=) 1
-        AND pg_catalog.char_length($1) OPERATOR(pg_catalog.<=) 255
-        AND pg_catalog.char_length($2) OPERATOR(pg_catalog.>=) 1
-        AND pg_catalog.char_length($2) OPERATOR(pg_catalog.<=) 255
+    -- the usual arguments pass one test (as enqueue_event's); others go
+    -- to the helpers, which raise the C's errors in its order
+    IF (GREATEST(pg_catalog.char_length($1), pg_catalog.char_length($2)) OPERATOR(pg_catalog.<=) 255
+        AND '' COLLATE "C" OPERATOR(pg_catalog.<>) ALL (ARRAY[$1, $2])
         AND pg_catalog.current_setting('transaction_read_only') OPERATOR(pg_catalog.=) 'off') IS NOT TRUE THEN
         PERFORM idempotency.portable_arg_name($1, 'consumer', 1, 255);
         PERFORM idempotency.portable_arg_name($2, 'event_id', 1, 255);
