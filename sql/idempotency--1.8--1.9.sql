@@ -49,6 +49,31 @@ RETURNS idempotency.claim_result
 AS 'MODULE_PATHNAME', 'idempotency_execute_1_8'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
+CREATE OR REPLACE FUNCTION idempotency.complete(
+    key           text,
+    fence         bigint,
+    response_body jsonb,
+    response_code integer  DEFAULT 200,
+    scope         text     DEFAULT '',
+    ttl           interval DEFAULT NULL,
+    response_ttl  interval DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'idempotency_complete_1_8'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE OR REPLACE FUNCTION idempotency.fail(
+    key           text,
+    fence         bigint,
+    error         jsonb    DEFAULT NULL,
+    response_code integer  DEFAULT 500,
+    retryable     boolean  DEFAULT true,
+    scope         text     DEFAULT '',
+    ttl           interval DEFAULT NULL,
+    response_ttl  interval DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'idempotency_fail_1_8'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
 CREATE OR REPLACE FUNCTION idempotency.check_key_hash()
 RETURNS trigger
 AS 'MODULE_PATHNAME', 'idempotency_check_key_hash'

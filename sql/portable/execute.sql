@@ -456,10 +456,12 @@ BEGIN
                                              pg_catalog.pg_column_size(body), max_bytes);
     END IF;
 
+    -- (assignments of complete()'s void, not PERFORM: no statement each)
     IF response_ttl IS NULL THEN        -- the only form before 1.6
-        PERFORM idempotency.complete(key, claim.fence, body, 200, scope);
+        message := idempotency.complete(key, claim.fence, body, 200, scope)::pg_catalog.text;
     ELSE
-        PERFORM idempotency.complete(key, claim.fence, body, 200, scope, response_ttl => response_ttl);
+        message := idempotency.complete(key, claim.fence, body, 200, scope,
+                                        response_ttl => response_ttl)::pg_catalog.text;
     END IF;
     claim.status := 'completed';
     claim.response_code := 200;

@@ -1081,18 +1081,15 @@ BEGIN
     -- The arguments.  The usual call (a key and a scope that pass their
     -- tests, ttl and lease at their defaults with their settings unset or
     -- at the C library's defaults, no wait) is one expression of this
-    -- body's; any other is checked
-    -- argument by argument in the C's order, each by its helper, which
-    -- raises the C's error.
-    IF ttl IS NULL AND lease IS NULL AND wait IS NULL
-       AND idempotency.portable_key_fits(key) AND idempotency.portable_scope_fits(scope)
-       AND COALESCE(pg_catalog.current_setting('idempotency.default_ttl', true), '24 hours')
-           OPERATOR(pg_catalog.=) '24 hours'
-       AND COALESCE(pg_catalog.current_setting('idempotency.lease_timeout', true), '30 seconds')
-           OPERATOR(pg_catalog.=) '30 seconds' THEN
-        ttl := '24 hours';
-        lease := '30 seconds';
-    ELSE
+    -- body's, and keeps ttl and lease NULL for their defaults (below); any
+    -- other is checked argument by argument in the C's order, each by its
+    -- helper, which raises the C's error.
+    IF (ttl IS NULL AND lease IS NULL AND wait IS NULL
+        AND idempotency.portable_key_fits(key) AND idempotency.portable_scope_fits(scope)
+        AND COALESCE(pg_catalog.current_setting('idempotency.default_ttl', true), '24 hours')
+            OPERATOR(pg_catalog.=) '24 hours'
+        AND COALESCE(pg_catalog.current_setting('idempotency.lease_timeout', true), '30 seconds')
+            OPERATOR(pg_catalog.=) '30 seconds') IS NOT TRUE THEN
         IF idempotency.portable_key_fits(key) IS NOT TRUE THEN
             PERFORM idempotency.portable_arg_key(key);
         END IF;
@@ -1109,9 +1106,8 @@ BEGIN
         END IF;
     END IF;
     hash := idempotency.portable_key_hash(scope, key);
-    IF request IS NOT NULL THEN
-        request_fingerprint := idempotency.portable_request_hash(request);
-    END IF;
+    -- (NULL for no request: the hash's functions are strict)
+    request_fingerprint := idempotency.portable_request_hash(request);
     LOOP
         -- The read answers replay, gone, mismatch and in_progress here;
         -- only a claim that may write goes on to portable_claim_write().
@@ -1128,11 +1124,12 @@ BEGIN
                answer.response_body, answer.recovery_point, answer.attempts, answer.retry_after
           FROM idempotency.idempotency_keys k
          WHERE k.key_hash OPERATOR(pg_catalog.=) hash;
-        IF NOT FOUND THEN
-            answer := idempotency.portable_claim_write(key, scope, hash, request_fingerprint, false, now,
-                                                       ttl, lease, 'idempotency.claim()');
-        ELSIF replays THEN
+        IF replays THEN
             RETURN answer;
+        ELSIF NOT FOUND THEN
+            answer := idempotency.portable_claim_write(key, scope, hash, request_fingerprint, false, now,
+                                                       COALESCE(ttl, '24 hours'), COALESCE(lease, '30 seconds'),
+                                                       'idempotency.claim()');
         ELSE
             found_row := idempotency.portable_read_key(scope, key, hash);
             IF found_row.key_hash IS NULL THEN
@@ -1142,7 +1139,8 @@ BEGIN
             END IF;
             IF answer.outcome IS NULL THEN
                 answer := idempotency.portable_claim_write(key, scope, hash, request_fingerprint,
-                                                           found_row.key_hash IS NOT NULL, now, ttl, lease,
+                                                           found_row.key_hash IS NOT NULL, now,
+                                                           COALESCE(ttl, '24 hours'), COALESCE(lease, '30 seconds'),
                                                            'idempotency.claim()');
             END IF;
         END IF;
@@ -1208,13 +1206,16 @@ RETURNS void
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    done text;
 BEGIN
     IF response_body IS NULL THEN
         RAISE EXCEPTION 'response_body must not be null'
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    PERFORM idempotency.portable_finish_held_key(key, fence, response_body, response_code, scope,
-                                                 true, false, ttl, response_ttl);
+    -- (an assignment of its void, not PERFORM: no statement of its own)
+    done := idempotency.portable_finish_held_key(key, fence, response_body, response_code, scope,
+                                                 true, false, ttl, response_ttl)::pg_catalog.text;
 END
 $$;
 
@@ -1232,13 +1233,16 @@ RETURNS void
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    done text;
 BEGIN
     IF retryable IS NULL THEN
         RAISE EXCEPTION 'retryable must not be null'
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    PERFORM idempotency.portable_finish_held_key(key, fence, error, response_code, scope,
-                                                 false, retryable, ttl, response_ttl);
+    -- (as in complete())
+    done := idempotency.portable_finish_held_key(key, fence, error, response_code, scope,
+                                                 false, retryable, ttl, response_ttl)::pg_catalog.text;
 END
 $$;
 
