@@ -67,9 +67,9 @@ $$;
 -- already is only counted again in the backend's local lock table.  The
 -- setting idempotency_portable.outbox_buckets only counts the buckets held
 -- so far, for the 64, as src/outbox.c's xact_bucket_locks does, and names
--- the transaction it counts for by its start: a value set before the
--- transaction began (for the session, or copied from another transaction)
--- counts nothing.  One set within the transaction can only move the point
+-- the transaction it counts for (by its start; by its id from 1.9): a
+-- value set before the transaction began (for the session, or copied from
+-- another transaction) counts nothing.  One set within the transaction can only move the point
 -- where it takes "all buckets" instead of more buckets: never a lock left
 -- out, nor one the caller could not take itself with
 -- pg_advisory_xact_lock_shared().  (pg_locks would count the held buckets
