@@ -53,20 +53,6 @@ DECLARE
     current_state text;
     in_from boolean;
     in_to boolean;
-    -- the built-in types that keys and states usually have, none of them
-    -- a domain: their default B-tree operator class's equality is
-    -- pg_catalog.=, which the catalog query below finds for each of them
-    -- (test/sql/transition_types.sql), known without it (1.9: the query
-    -- costs more than the rest of the call)
-    usual CONSTANT oid[] := ARRAY[
-        'pg_catalog.int2'::pg_catalog.regtype, 'pg_catalog.int4'::pg_catalog.regtype,
-        'pg_catalog.int8'::pg_catalog.regtype, 'pg_catalog.numeric'::pg_catalog.regtype,
-        'pg_catalog.text'::pg_catalog.regtype, 'pg_catalog.varchar'::pg_catalog.regtype,
-        'pg_catalog.bpchar'::pg_catalog.regtype, 'pg_catalog.name'::pg_catalog.regtype,
-        'pg_catalog."char"'::pg_catalog.regtype, 'pg_catalog.uuid'::pg_catalog.regtype,
-        'pg_catalog.bool'::pg_catalog.regtype, 'pg_catalog.oid'::pg_catalog.regtype,
-        'pg_catalog.bytea'::pg_catalog.regtype, 'pg_catalog.date'::pg_catalog.regtype,
-        'pg_catalog.timestamp'::pg_catalog.regtype, 'pg_catalog.timestamptz'::pg_catalog.regtype]::pg_catalog.oid[];
 BEGIN
     -- The types of both columns, in one statement whose scans return one
     -- column each (1.9: three statements before, and a join would scan
@@ -147,50 +133,56 @@ BEGIN
     -- the equality operators: of the default B-tree operator class of the
     -- type (or its base type), as lookup_type_cache() finds it: the class
     -- of the type itself, else of a type it is binary coercible to, else
-    -- of the polymorphic type it belongs to
-    IF ARRAY[key_type, state_type] OPERATOR(pg_catalog.<@) usual THEN
-        key_eq := 'OPERATOR(pg_catalog.=)';
-        state_eq := key_eq;
-    ELSE
+    -- of the polymorphic type it belongs to.  The built-in types that keys
+    -- and states usually have, none of them a domain, are known without
+    -- reading the catalog (1.9: the query costs more than the rest of the
+    -- call): their class's operator is pg_catalog.=, which the query finds
+    -- for each of them (test/sql/transition_types.sql), and which key_eq
+    -- and state_eq left NULL stand for.
+    IF NOT ARRAY[key_type, state_type] OPERATOR(pg_catalog.<@) ARRAY[
+           'pg_catalog.int2'::pg_catalog.regtype, 'pg_catalog.int4'::pg_catalog.regtype,
+           'pg_catalog.int8'::pg_catalog.regtype, 'pg_catalog.numeric'::pg_catalog.regtype,
+           'pg_catalog.text'::pg_catalog.regtype, 'pg_catalog.varchar'::pg_catalog.regtype,
+           'pg_catalog.bpchar'::pg_catalog.regtype, 'pg_catalog.name'::pg_catalog.regtype,
+           'pg_catalog."char"'::pg_catalog.regtype, 'pg_catalog.uuid'::pg_catalog.regtype,
+           'pg_catalog.bool'::pg_catalog.regtype, 'pg_catalog.oid'::pg_catalog.regtype,
+           'pg_catalog.bytea'::pg_catalog.regtype, 'pg_catalog.date'::pg_catalog.regtype,
+           'pg_catalog.timestamp'::pg_catalog.regtype, 'pg_catalog.timestamptz'::pg_catalog.regtype]::pg_catalog.oid[] THEN
         FOR i IN 1 .. 2 LOOP
             typid := CASE i WHEN 1 THEN key_type ELSE state_type END;
-            IF typid OPERATOR(pg_catalog.=) ANY (usual) THEN
-                result := 'OPERATOR(pg_catalog.=)';
-            ELSE
-                base := typid;
-                WHILE (SELECT t.typtype FROM pg_catalog.pg_type t WHERE t.oid OPERATOR(pg_catalog.=) base)
-                      OPERATOR(pg_catalog.=) 'd' LOOP
-                    base := (SELECT t.typbasetype FROM pg_catalog.pg_type t WHERE t.oid OPERATOR(pg_catalog.=) base);
-                END LOOP;
-                result := NULL;
-                SELECT pg_catalog.format('OPERATOR(%I.%s)', n.nspname, o.oprname) INTO result
-                  FROM pg_catalog.pg_type ty
-                  JOIN pg_catalog.pg_opclass c ON c.opcdefault
-                  JOIN pg_catalog.pg_am a ON a.oid OPERATOR(pg_catalog.=) c.opcmethod
-                                          AND a.amname OPERATOR(pg_catalog.=) 'btree'
-                  JOIN pg_catalog.pg_amop ao ON ao.amopfamily OPERATOR(pg_catalog.=) c.opcfamily
-                                             AND ao.amoplefttype OPERATOR(pg_catalog.=) c.opcintype
-                                             AND ao.amoprighttype OPERATOR(pg_catalog.=) c.opcintype
-                                             AND ao.amopstrategy OPERATOR(pg_catalog.=) 3
-                  JOIN pg_catalog.pg_operator o ON o.oid OPERATOR(pg_catalog.=) ao.amopopr
-                  JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) o.oprnamespace
-                 WHERE ty.oid OPERATOR(pg_catalog.=) base
-                   AND (c.opcintype OPERATOR(pg_catalog.=) base
-                        OR EXISTS (SELECT FROM pg_catalog.pg_cast k
-                                    WHERE k.castsource OPERATOR(pg_catalog.=) base
-                                      AND k.casttarget OPERATOR(pg_catalog.=) c.opcintype
-                                      AND k.castmethod OPERATOR(pg_catalog.=) 'b')
-                        OR (ty.typtype OPERATOR(pg_catalog.=) 'e'
-                            AND c.opcintype OPERATOR(pg_catalog.=) 'pg_catalog.anyenum'::pg_catalog.regtype)
-                        OR (ty.typcategory OPERATOR(pg_catalog.=) 'A' AND ty.typelem OPERATOR(pg_catalog.<>) 0
-                            AND c.opcintype OPERATOR(pg_catalog.=) 'pg_catalog.anyarray'::pg_catalog.regtype)
-                        OR (ty.typtype OPERATOR(pg_catalog.=) 'r'
-                            AND c.opcintype OPERATOR(pg_catalog.=) 'pg_catalog.anyrange'::pg_catalog.regtype)
-                        OR (ty.typtype OPERATOR(pg_catalog.=) 'c'
-                            AND c.opcintype OPERATOR(pg_catalog.=) 'pg_catalog.record'::pg_catalog.regtype))
-                 ORDER BY c.opcintype OPERATOR(pg_catalog.<>) base
-                 LIMIT 1;
-            END IF;
+            base := typid;
+            WHILE (SELECT t.typtype FROM pg_catalog.pg_type t WHERE t.oid OPERATOR(pg_catalog.=) base)
+                  OPERATOR(pg_catalog.=) 'd' LOOP
+                base := (SELECT t.typbasetype FROM pg_catalog.pg_type t WHERE t.oid OPERATOR(pg_catalog.=) base);
+            END LOOP;
+            result := NULL;
+            SELECT pg_catalog.format('OPERATOR(%I.%s)', n.nspname, o.oprname) INTO result
+              FROM pg_catalog.pg_type ty
+              JOIN pg_catalog.pg_opclass c ON c.opcdefault
+              JOIN pg_catalog.pg_am a ON a.oid OPERATOR(pg_catalog.=) c.opcmethod
+                                      AND a.amname OPERATOR(pg_catalog.=) 'btree'
+              JOIN pg_catalog.pg_amop ao ON ao.amopfamily OPERATOR(pg_catalog.=) c.opcfamily
+                                         AND ao.amoplefttype OPERATOR(pg_catalog.=) c.opcintype
+                                         AND ao.amoprighttype OPERATOR(pg_catalog.=) c.opcintype
+                                         AND ao.amopstrategy OPERATOR(pg_catalog.=) 3
+              JOIN pg_catalog.pg_operator o ON o.oid OPERATOR(pg_catalog.=) ao.amopopr
+              JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) o.oprnamespace
+             WHERE ty.oid OPERATOR(pg_catalog.=) base
+               AND (c.opcintype OPERATOR(pg_catalog.=) base
+                    OR EXISTS (SELECT FROM pg_catalog.pg_cast k
+                                WHERE k.castsource OPERATOR(pg_catalog.=) base
+                                  AND k.casttarget OPERATOR(pg_catalog.=) c.opcintype
+                                  AND k.castmethod OPERATOR(pg_catalog.=) 'b')
+                    OR (ty.typtype OPERATOR(pg_catalog.=) 'e'
+                        AND c.opcintype OPERATOR(pg_catalog.=) 'pg_catalog.anyenum'::pg_catalog.regtype)
+                    OR (ty.typcategory OPERATOR(pg_catalog.=) 'A' AND ty.typelem OPERATOR(pg_catalog.<>) 0
+                        AND c.opcintype OPERATOR(pg_catalog.=) 'pg_catalog.anyarray'::pg_catalog.regtype)
+                    OR (ty.typtype OPERATOR(pg_catalog.=) 'r'
+                        AND c.opcintype OPERATOR(pg_catalog.=) 'pg_catalog.anyrange'::pg_catalog.regtype)
+                    OR (ty.typtype OPERATOR(pg_catalog.=) 'c'
+                        AND c.opcintype OPERATOR(pg_catalog.=) 'pg_catalog.record'::pg_catalog.regtype))
+             ORDER BY c.opcintype OPERATOR(pg_catalog.<>) base
+             LIMIT 1;
             IF result IS NULL THEN
                 RAISE EXCEPTION 'could not identify an equality operator for type %',
                                 pg_catalog.format_type(typid, NULL)
@@ -208,7 +200,8 @@ BEGIN
                                     $1, $4, pg_catalog.format_type(state_type, -1), sets,
                                     ' FROM pg_catalog.jsonb_to_record($4) AS s(' OPERATOR(pg_catalog.||)
                                     NULLIF(record_def, '') OPERATOR(pg_catalog.||) ')',
-                                    $2, key_eq, pg_catalog.format_type(key_type, -1), state_eq);
+                                    $2, COALESCE(key_eq, 'OPERATOR(pg_catalog.=)'),
+                                    pg_catalog.format_type(key_type, -1), COALESCE(state_eq, 'OPERATOR(pg_catalog.=)'));
 
     LOOP
         -- from_state = to_state moves nothing: only read the row
@@ -231,8 +224,10 @@ BEGIN
             pg_catalog.format('SELECT t.%1$I::pg_catalog.text AS state, t.%1$I %2$s $2::%3$s AS in_from,'
                               ' t.%1$I %2$s $3::%3$s AS in_to'
                               ' FROM %4$s AS t WHERE t.%5$I %6$s $1::%7$s LIMIT 2',
-                              $4, state_eq, pg_catalog.format_type(state_type, -1), $1,
-                              $2, key_eq, pg_catalog.format_type(key_type, -1)));
+                              $4, COALESCE(state_eq, 'OPERATOR(pg_catalog.=)'),
+                              pg_catalog.format_type(state_type, -1), $1,
+                              $2, COALESCE(key_eq, 'OPERATOR(pg_catalog.=)'),
+                              pg_catalog.format_type(key_type, -1)));
         rows := 0;
         FOR r IN EXECUTE read_sql USING $3, $5, $6 LOOP
             rows := rows OPERATOR(pg_catalog.+) 1;
