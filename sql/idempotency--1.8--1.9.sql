@@ -17,12 +17,18 @@
 -- compares the caller's own name first, one reader of pg_db_role_setting
 -- serves every stored setting, execute() reads a plain statement without
 -- its character loop and transition() knows the usual types' equality
--- without a catalog query.  No promise changes; doc/performance.md has
--- the figures.  The helpers that change are replaced by this version's
--- script (sql/portable/, blocks "again in 1.9"); the functions below,
--- whose portable bodies changed and whose C symbols did not, are stated
--- again so that an installation of the portable edition updated to 1.9
--- gets their bodies.  In the C edition each statement binds the symbol it
+-- without a catalog query and reads its columns' types in one statement.
+-- Helpers are called in expressions, not by PERFORM (a statement each),
+-- and the usual call evaluates few expressions, each being set up again
+-- at every transaction: enqueue_event() takes its transaction's first
+-- bucket and decides its notification without a statement of its own
+-- (portable_outbox_notify() replaces portable_outbox_wake()), and
+-- execute() sets up its character lexer only for a text that needs it.
+-- No promise changes; doc/performance.md has the figures.  The helpers
+-- that change are replaced by this version's script (sql/portable/,
+-- blocks "again in 1.9"); the functions below, whose portable bodies
+-- changed and whose C symbols did not, are stated again so that an
+-- installation of the portable edition updated to 1.9 gets their bodies.  In the C edition each statement binds the symbol it
 -- bound before, and nothing changes.
 --
 CREATE OR REPLACE FUNCTION idempotency.claim(
