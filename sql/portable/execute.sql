@@ -86,7 +86,7 @@ DECLARE
     verb text;
     returns_rows boolean;
     row_value record;
-    body jsonb := 'null';
+    body jsonb := 'null'::pg_catalog.jsonb;     -- (typed: no cast at each call)
     max_bytes integer;
     claim idempotency.claim_result;
     message text;

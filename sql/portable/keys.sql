@@ -622,7 +622,7 @@ LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 AS $$
 DECLARE
     now timestamptz;
-    final CONSTANT boolean := completed OR NOT p_retryable;
+    final boolean;              -- (set where it is read: one expression fewer)
     caller regrole;
 BEGIN
     -- The usual call (a key, body, code and scope that pass their tests,
@@ -637,6 +637,7 @@ BEGIN
         AND COALESCE(pg_catalog.current_setting('idempotency.default_response_ttl', true), '')
             OPERATOR(pg_catalog.=) ''
         AND pg_catalog.current_setting('transaction_read_only') OPERATOR(pg_catalog.=) 'off') IS NOT TRUE THEN
+        final := completed OR NOT p_retryable;
         IF idempotency.portable_key_fits(p_key) IS NOT TRUE THEN
             PERFORM idempotency.portable_arg_key(p_key);
         END IF;
@@ -1072,7 +1073,7 @@ DECLARE
     replays boolean;
     found_row idempotency.idempotency_keys;
     deadline timestamptz;
-    nap double precision := 0.01;
+    nap double precision;       -- 10 ms at first (no default: one expression fewer)
     max_waiters text;
     tickets integer;
     ticket_base integer;
@@ -1185,6 +1186,7 @@ BEGIN
         IF ticket OPERATOR(pg_catalog.>=) tickets THEN
             RETURN answer;      -- enough claims nap for this key already
         END IF;
+        nap := COALESCE(nap, 0.01);
         PERFORM pg_catalog.pg_sleep(LEAST(nap,
             pg_catalog.date_part('epoch', deadline OPERATOR(pg_catalog.-) pg_catalog.clock_timestamp()),
             pg_catalog.date_part('epoch', answer.retry_after) OPERATOR(pg_catalog.+) 0.001));

@@ -941,8 +941,8 @@ BEGIN
        AND COALESCE(pg_catalog.current_setting('idempotency.outbox_notify', true), 'on')
            OPERATOR(pg_catalog.=) 'on' THEN
         -- both unset, or the C library's defaults as it shows them (1.9:
-        -- no reader's expression)
-        within := 10000;
+        -- no reader's expression; a bigint constant, not cast at each call)
+        within := 10000::pg_catalog.int8;
     ELSE
         IF NOT idempotency.portable_setting_bool('idempotency.outbox_notify', true) THEN
             RETURN false;
