@@ -17,12 +17,18 @@
 -- compares the caller's own name first, one reader of pg_db_role_setting
 -- serves every stored setting, execute() reads a plain statement without
 -- its character loop and transition() knows the usual types' equality
--- without a catalog query.  No promise changes; doc/performance.md has
--- the figures.  The helpers that change are replaced by this version's
--- script (sql/portable/, blocks "again in 1.9"); the functions below,
--- whose portable bodies changed and whose C symbols did not, are stated
--- again so that an installation of the portable edition updated to 1.9
--- gets their bodies.  In the C edition each statement binds the symbol it
+-- without a catalog query and reads its columns' types in one statement.
+-- Helpers are called in expressions, not by PERFORM (a statement each),
+-- and the usual call evaluates few expressions, each being set up again
+-- at every transaction: enqueue_event() takes its transaction's first
+-- bucket and decides its notification without a statement of its own
+-- (portable_outbox_notify() replaces portable_outbox_wake()), and
+-- execute() sets up its character lexer only for a text that needs it.
+-- No promise changes; doc/performance.md has the figures.  The helpers
+-- that change are replaced by this version's script (sql/portable/,
+-- blocks "again in 1.9"); the functions below, whose portable bodies
+-- changed and whose C symbols did not, are stated again so that an
+-- installation of the portable edition updated to 1.9 gets their bodies.  In the C edition each statement binds the symbol it
 -- bound before, and nothing changes.
 --
 CREATE OR REPLACE FUNCTION idempotency.claim(
@@ -47,6 +53,31 @@ CREATE OR REPLACE FUNCTION idempotency.execute(
     wait         interval DEFAULT NULL)
 RETURNS idempotency.claim_result
 AS 'MODULE_PATHNAME', 'idempotency_execute_1_8'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE OR REPLACE FUNCTION idempotency.complete(
+    key           text,
+    fence         bigint,
+    response_body jsonb,
+    response_code integer  DEFAULT 200,
+    scope         text     DEFAULT '',
+    ttl           interval DEFAULT NULL,
+    response_ttl  interval DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'idempotency_complete_1_8'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE OR REPLACE FUNCTION idempotency.fail(
+    key           text,
+    fence         bigint,
+    error         jsonb    DEFAULT NULL,
+    response_code integer  DEFAULT 500,
+    retryable     boolean  DEFAULT true,
+    scope         text     DEFAULT '',
+    ttl           interval DEFAULT NULL,
+    response_ttl  interval DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'idempotency_fail_1_8'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 CREATE OR REPLACE FUNCTION idempotency.check_key_hash()
@@ -75,6 +106,16 @@ CREATE OR REPLACE FUNCTION idempotency.enqueue_event(
 RETURNS bigint
 AS 'MODULE_PATHNAME', 'idempotency_enqueue_event'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE OR REPLACE FUNCTION idempotency.enqueue_events(
+    aggregate_types text[],
+    aggregate_ids   text[],
+    event_types     text[],
+    payloads        jsonb[],
+    headers         jsonb[] DEFAULT NULL)
+RETURNS SETOF bigint
+AS 'MODULE_PATHNAME', 'idempotency_enqueue_events'
+LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 100;
 
 CREATE OR REPLACE FUNCTION idempotency.process_once(consumer text, event_id text)
 RETURNS boolean

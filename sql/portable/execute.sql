@@ -58,7 +58,7 @@ AS $$
 DECLARE
     chars text[];
     nchars integer;
-    i integer := 1;
+    i integer;
     j integer;
     c text;
     word text;
@@ -72,13 +72,13 @@ DECLARE
     -- the scanner's white space (PostgreSQL 16 adds \v; 15 refuses it)
     spaces text;
     statements integer := 0;
-    in_statement boolean := false;
-    first_words text[] := '{}';
-    depth integer := 0;
+    in_statement boolean;
+    first_words text[];
+    depth integer;
     nparams integer := COALESCE(pg_catalog.cardinality(params), 0);
     bad_param integer;
-    rewritten text := '';
-    copied integer := 1;
+    rewritten text;
+    copied integer;
     pieces text[];
     by_characters boolean := true;
     preparable boolean;
@@ -86,21 +86,24 @@ DECLARE
     verb text;
     returns_rows boolean;
     row_value record;
-    body jsonb := 'null';
+    body jsonb := 'null'::pg_catalog.jsonb;     -- (typed: no cast at each call)
     max_bytes integer;
     claim idempotency.claim_result;
     message text;
 BEGIN
-    IF statement IS NULL THEN
-        RAISE EXCEPTION 'statement must not be null'
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF pg_catalog.array_ndims(params) OPERATOR(pg_catalog.>) 1 THEN
-        RAISE EXCEPTION 'params must be a one-dimensional text array'
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    -- $n is the n-th element whatever the array's bounds, as the C reads it
-    IF pg_catalog.array_lower(params, 1) OPERATOR(pg_catalog.<>) 1 THEN
+    -- (the usual arguments pass one test: each expression costs its
+    -- set-up at every transaction)
+    IF statement IS NULL OR pg_catalog.array_ndims(params) OPERATOR(pg_catalog.>) 1
+       OR pg_catalog.array_lower(params, 1) OPERATOR(pg_catalog.<>) 1 THEN
+        IF statement IS NULL THEN
+            RAISE EXCEPTION 'statement must not be null'
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        IF pg_catalog.array_ndims(params) OPERATOR(pg_catalog.>) 1 THEN
+            RAISE EXCEPTION 'params must be a one-dimensional text array'
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        -- $n is the n-th element whatever the array's bounds, as the C reads it
         params := ARRAY(SELECT pg_catalog.unnest(params));
     END IF;
 
@@ -158,209 +161,217 @@ BEGIN
             rewritten := pg_catalog.concat(rewritten, '($1[', word::pg_catalog.int4, '])',
                                            pg_catalog.substr(pieces[k], pg_catalog.length(word) OPERATOR(pg_catalog.+) 1));
         END LOOP;
-        nchars := 0;
-    ELSIF statement OPERATOR(pg_catalog.<>) '' THEN
-        chars := pg_catalog.regexp_split_to_array(statement, '');
-        nchars := pg_catalog.cardinality(chars);
     ELSE
-        nchars := 0;
-    END IF;
-    IF by_characters THEN
+        i := 1;
+        in_statement := false;
+        first_words := '{}';
+        depth := 0;
+        rewritten := '';
+        copied := 1;
+        IF statement OPERATOR(pg_catalog.<>) '' THEN
+            chars := pg_catalog.regexp_split_to_array(statement, '');
+            nchars := pg_catalog.cardinality(chars);
+        ELSE
+            nchars := 0;
+        END IF;
         plain_quoting := CASE WHEN pg_catalog.current_setting('standard_conforming_strings')
                                    OPERATOR(pg_catalog.=) 'off' THEN 'e' ELSE 'q' END;
         spaces := pg_catalog.concat(' ', pg_catalog.chr(9), pg_catalog.chr(10), pg_catalog.chr(11),
                                     pg_catalog.chr(12), pg_catalog.chr(13));
-    END IF;
-    WHILE i OPERATOR(pg_catalog.<=) nchars LOOP
-        c := chars[i];
-        IF pg_catalog.strpos(spaces, c) OPERATOR(pg_catalog.>) 0 THEN
-            i := i OPERATOR(pg_catalog.+) 1;
-        ELSIF c OPERATOR(pg_catalog.=) '-' AND chars[i OPERATOR(pg_catalog.+) 1] OPERATOR(pg_catalog.=) '-' THEN
-            -- to the end of the line, which \r ends too
-            WHILE i OPERATOR(pg_catalog.<=) nchars AND chars[i] OPERATOR(pg_catalog.<>) E'\n'
-                  AND chars[i] OPERATOR(pg_catalog.<>) E'\r' LOOP
+        WHILE i OPERATOR(pg_catalog.<=) nchars LOOP
+            c := chars[i];
+            IF pg_catalog.strpos(spaces, c) OPERATOR(pg_catalog.>) 0 THEN
                 i := i OPERATOR(pg_catalog.+) 1;
-            END LOOP;
-        ELSIF c OPERATOR(pg_catalog.=) '/' AND chars[i OPERATOR(pg_catalog.+) 1] OPERATOR(pg_catalog.=) '*' THEN
-            j := 0;             -- comments nest
-            LOOP
-                IF i OPERATOR(pg_catalog.>) nchars THEN
-                    EXIT;
-                ELSIF chars[i] OPERATOR(pg_catalog.=) '/' AND chars[i OPERATOR(pg_catalog.+) 1] OPERATOR(pg_catalog.=) '*' THEN
-                    j := j OPERATOR(pg_catalog.+) 1;
-                    i := i OPERATOR(pg_catalog.+) 2;
-                ELSIF chars[i] OPERATOR(pg_catalog.=) '*' AND chars[i OPERATOR(pg_catalog.+) 1] OPERATOR(pg_catalog.=) '/' THEN
-                    j := j OPERATOR(pg_catalog.-) 1;
-                    i := i OPERATOR(pg_catalog.+) 2;
-                    EXIT WHEN j OPERATOR(pg_catalog.=) 0;
-                ELSE
+            ELSIF c OPERATOR(pg_catalog.=) '-' AND chars[i OPERATOR(pg_catalog.+) 1] OPERATOR(pg_catalog.=) '-' THEN
+                -- to the end of the line, which \r ends too
+                WHILE i OPERATOR(pg_catalog.<=) nchars AND chars[i] OPERATOR(pg_catalog.<>) E'\n'
+                      AND chars[i] OPERATOR(pg_catalog.<>) E'\r' LOOP
                     i := i OPERATOR(pg_catalog.+) 1;
-                END IF;
-            END LOOP;
-        ELSIF c OPERATOR(pg_catalog.=) ';' THEN
-            IF in_statement THEN
-                statements := statements OPERATOR(pg_catalog.+) 1;
-                in_statement := false;
-            END IF;
-            depth := 0;
-            i := i OPERATOR(pg_catalog.+) 1;
-        ELSE
-            in_statement := true;
-            -- a string: '...', or E'...', B'...', X'...' (the loop is at
-            -- the start of a token, or after digits, where PostgreSQL 15
-            -- and later refuse a letter and older ones start a new token)
-            quoting := NULL;
-            IF c OPERATOR(pg_catalog.=) '''' THEN
-                quoting := plain_quoting;
-            ELSIF chars[i OPERATOR(pg_catalog.+) 1] OPERATOR(pg_catalog.=) ''''
-                  AND pg_catalog.lower(c) OPERATOR(pg_catalog.=) ANY ('{e,b,x}'::pg_catalog.text[]) THEN
-                quoting := CASE WHEN pg_catalog.lower(c) OPERATOR(pg_catalog.=) 'e' THEN 'e' ELSE 'b' END;
-                i := i OPERATOR(pg_catalog.+) 1;
-            END IF;
-            IF quoting IS NOT NULL THEN
-                i := i OPERATOR(pg_catalog.+) 1;
+                END LOOP;
+            ELSIF c OPERATOR(pg_catalog.=) '/' AND chars[i OPERATOR(pg_catalog.+) 1] OPERATOR(pg_catalog.=) '*' THEN
+                j := 0;             -- comments nest
                 LOOP
-                    EXIT WHEN i OPERATOR(pg_catalog.>) nchars;
-                    IF chars[i] OPERATOR(pg_catalog.=) E'\\' AND quoting OPERATOR(pg_catalog.=) 'e' THEN
+                    IF i OPERATOR(pg_catalog.>) nchars THEN
+                        EXIT;
+                    ELSIF chars[i] OPERATOR(pg_catalog.=) '/' AND chars[i OPERATOR(pg_catalog.+) 1] OPERATOR(pg_catalog.=) '*' THEN
+                        j := j OPERATOR(pg_catalog.+) 1;
                         i := i OPERATOR(pg_catalog.+) 2;
-                    ELSIF chars[i] OPERATOR(pg_catalog.=) '''' THEN
-                        i := i OPERATOR(pg_catalog.+) 1;
-                        IF chars[i] OPERATOR(pg_catalog.=) '''' AND quoting OPERATOR(pg_catalog.<>) 'b' THEN
-                            i := i OPERATOR(pg_catalog.+) 1;
-                        ELSE
-                            -- the end, unless white space and comments
-                            -- holding a newline, then a quote, follow:
-                            -- the string goes on there, read the same way
-                            j := i;
-                            newline := false;
-                            LOOP
-                                EXIT WHEN j OPERATOR(pg_catalog.>) nchars;
-                                IF chars[j] OPERATOR(pg_catalog.=) E'\n' OR chars[j] OPERATOR(pg_catalog.=) E'\r' THEN
-                                    newline := true;
-                                    j := j OPERATOR(pg_catalog.+) 1;
-                                ELSIF pg_catalog.strpos(spaces, chars[j]) OPERATOR(pg_catalog.>) 0 THEN
-                                    j := j OPERATOR(pg_catalog.+) 1;
-                                ELSIF chars[j] OPERATOR(pg_catalog.=) '-' AND chars[j OPERATOR(pg_catalog.+) 1] OPERATOR(pg_catalog.=) '-' THEN
-                                    WHILE j OPERATOR(pg_catalog.<=) nchars AND chars[j] OPERATOR(pg_catalog.<>) E'\n'
-                                          AND chars[j] OPERATOR(pg_catalog.<>) E'\r' LOOP
-                                        j := j OPERATOR(pg_catalog.+) 1;
-                                    END LOOP;
-                                ELSE
-                                    EXIT;
-                                END IF;
-                            END LOOP;
-                            EXIT WHEN NOT newline OR chars[j] IS NULL OR chars[j] OPERATOR(pg_catalog.<>) '''';
-                            i := j OPERATOR(pg_catalog.+) 1;
-                        END IF;
+                    ELSIF chars[i] OPERATOR(pg_catalog.=) '*' AND chars[i OPERATOR(pg_catalog.+) 1] OPERATOR(pg_catalog.=) '/' THEN
+                        j := j OPERATOR(pg_catalog.-) 1;
+                        i := i OPERATOR(pg_catalog.+) 2;
+                        EXIT WHEN j OPERATOR(pg_catalog.=) 0;
                     ELSE
                         i := i OPERATOR(pg_catalog.+) 1;
                     END IF;
                 END LOOP;
-            ELSIF c OPERATOR(pg_catalog.=) '"' THEN
+            ELSIF c OPERATOR(pg_catalog.=) ';' THEN
+                IF in_statement THEN
+                    statements := statements OPERATOR(pg_catalog.+) 1;
+                    in_statement := false;
+                END IF;
+                depth := 0;
                 i := i OPERATOR(pg_catalog.+) 1;
-                LOOP
-                    EXIT WHEN i OPERATOR(pg_catalog.>) nchars;
-                    IF chars[i] OPERATOR(pg_catalog.=) '"' THEN
-                        i := i OPERATOR(pg_catalog.+) 1;
-                        EXIT WHEN i OPERATOR(pg_catalog.>) nchars OR chars[i] OPERATOR(pg_catalog.<>) '"';
-                    END IF;
-                    i := i OPERATOR(pg_catalog.+) 1;
-                END LOOP;
-                IF statements OPERATOR(pg_catalog.=) 0 AND depth OPERATOR(pg_catalog.=) 0 THEN
-                    first_words := first_words OPERATOR(pg_catalog.||) '"'::pg_catalog.text;
-                END IF;
-            ELSIF c OPERATOR(pg_catalog.=) '$' AND chars[i OPERATOR(pg_catalog.+) 1] OPERATOR(pg_catalog.~) '^[0-9]$' THEN
-                j := i OPERATOR(pg_catalog.+) 1;
-                WHILE j OPERATOR(pg_catalog.<=) nchars AND chars[j] OPERATOR(pg_catalog.~) '^[0-9]$' LOOP
-                    j := j OPERATOR(pg_catalog.+) 1;
-                END LOOP;
-                IF bad_param IS NULL THEN
-                    word := pg_catalog.array_to_string(chars[i OPERATOR(pg_catalog.+) 1 : j OPERATOR(pg_catalog.-) 1], '');
-                    IF pg_catalog.length(word) OPERATOR(pg_catalog.>) 9
-                       OR word::pg_catalog.int4 OPERATOR(pg_catalog.<) 1
-                       OR word::pg_catalog.int4 OPERATOR(pg_catalog.>) nparams THEN
-                        bad_param := CASE WHEN pg_catalog.length(word) OPERATOR(pg_catalog.>) 9
-                                          THEN 2147483647 ELSE word::pg_catalog.int4 END;
-                    ELSE
-                        rewritten := pg_catalog.concat(rewritten,
-                                                       pg_catalog.substr(statement, copied, i OPERATOR(pg_catalog.-) copied),
-                                                       '($1[', word::pg_catalog.int4, '])');
-                        copied := j;
-                    END IF;
-                END IF;
-                i := j;
-            ELSIF c OPERATOR(pg_catalog.=) '$' THEN
-                -- a dollar quote: $tag$ ... $tag$
-                j := i OPERATOR(pg_catalog.+) 1;
-                WHILE j OPERATOR(pg_catalog.<=) nchars AND (chars[j] OPERATOR(pg_catalog.~) '^[A-Za-z0-9_]$'
-                                                  OR pg_catalog.ascii(chars[j]) OPERATOR(pg_catalog.>) 127) LOOP
-                    j := j OPERATOR(pg_catalog.+) 1;
-                END LOOP;
-                IF j OPERATOR(pg_catalog.<=) nchars AND chars[j] OPERATOR(pg_catalog.=) '$' THEN
-                    tag := pg_catalog.array_to_string(chars[i : j], '');
-                    j := pg_catalog.strpos(pg_catalog.substr(statement, j OPERATOR(pg_catalog.+) 1), tag);
-                    i := CASE WHEN j OPERATOR(pg_catalog.=) 0 THEN nchars OPERATOR(pg_catalog.+) 1
-                              ELSE i OPERATOR(pg_catalog.+) pg_catalog.length(tag) OPERATOR(pg_catalog.+) j
-                                   OPERATOR(pg_catalog.-) 1 OPERATOR(pg_catalog.+) pg_catalog.length(tag) END;
-                ELSE
-                    i := i OPERATOR(pg_catalog.+) 1;
-                END IF;
-            ELSIF c OPERATOR(pg_catalog.~) '^[A-Za-z_]$' OR pg_catalog.ascii(c) OPERATOR(pg_catalog.>) 127 THEN
-                j := i;
-                WHILE j OPERATOR(pg_catalog.<=) nchars AND (chars[j] OPERATOR(pg_catalog.~) '^[A-Za-z0-9_$]$'
-                                                  OR pg_catalog.ascii(chars[j]) OPERATOR(pg_catalog.>) 127) LOOP
-                    j := j OPERATOR(pg_catalog.+) 1;
-                END LOOP;
-                IF statements OPERATOR(pg_catalog.=) 0 AND depth OPERATOR(pg_catalog.=) 0 THEN
-                    first_words := first_words OPERATOR(pg_catalog.||)
-                        pg_catalog.lower(pg_catalog.array_to_string(chars[i : j OPERATOR(pg_catalog.-) 1], ''));
-                END IF;
-                i := j;
             ELSE
-                IF c OPERATOR(pg_catalog.=) '(' THEN
-                    depth := depth OPERATOR(pg_catalog.+) 1;
-                ELSIF c OPERATOR(pg_catalog.=) ')' THEN
-                    depth := depth OPERATOR(pg_catalog.-) 1;
+                in_statement := true;
+                -- a string: '...', or E'...', B'...', X'...' (the loop is at
+                -- the start of a token, or after digits, where PostgreSQL 15
+                -- and later refuse a letter and older ones start a new token)
+                quoting := NULL;
+                IF c OPERATOR(pg_catalog.=) '''' THEN
+                    quoting := plain_quoting;
+                ELSIF chars[i OPERATOR(pg_catalog.+) 1] OPERATOR(pg_catalog.=) ''''
+                      AND pg_catalog.lower(c) OPERATOR(pg_catalog.=) ANY ('{e,b,x}'::pg_catalog.text[]) THEN
+                    quoting := CASE WHEN pg_catalog.lower(c) OPERATOR(pg_catalog.=) 'e' THEN 'e' ELSE 'b' END;
+                    i := i OPERATOR(pg_catalog.+) 1;
                 END IF;
-                IF statements OPERATOR(pg_catalog.=) 0 AND pg_catalog.cardinality(first_words) OPERATOR(pg_catalog.=) 0 THEN
-                    first_words := first_words OPERATOR(pg_catalog.||) c;
+                IF quoting IS NOT NULL THEN
+                    i := i OPERATOR(pg_catalog.+) 1;
+                    LOOP
+                        EXIT WHEN i OPERATOR(pg_catalog.>) nchars;
+                        IF chars[i] OPERATOR(pg_catalog.=) E'\\' AND quoting OPERATOR(pg_catalog.=) 'e' THEN
+                            i := i OPERATOR(pg_catalog.+) 2;
+                        ELSIF chars[i] OPERATOR(pg_catalog.=) '''' THEN
+                            i := i OPERATOR(pg_catalog.+) 1;
+                            IF chars[i] OPERATOR(pg_catalog.=) '''' AND quoting OPERATOR(pg_catalog.<>) 'b' THEN
+                                i := i OPERATOR(pg_catalog.+) 1;
+                            ELSE
+                                -- the end, unless white space and comments
+                                -- holding a newline, then a quote, follow:
+                                -- the string goes on there, read the same way
+                                j := i;
+                                newline := false;
+                                LOOP
+                                    EXIT WHEN j OPERATOR(pg_catalog.>) nchars;
+                                    IF chars[j] OPERATOR(pg_catalog.=) E'\n' OR chars[j] OPERATOR(pg_catalog.=) E'\r' THEN
+                                        newline := true;
+                                        j := j OPERATOR(pg_catalog.+) 1;
+                                    ELSIF pg_catalog.strpos(spaces, chars[j]) OPERATOR(pg_catalog.>) 0 THEN
+                                        j := j OPERATOR(pg_catalog.+) 1;
+                                    ELSIF chars[j] OPERATOR(pg_catalog.=) '-' AND chars[j OPERATOR(pg_catalog.+) 1] OPERATOR(pg_catalog.=) '-' THEN
+                                        WHILE j OPERATOR(pg_catalog.<=) nchars AND chars[j] OPERATOR(pg_catalog.<>) E'\n'
+                                              AND chars[j] OPERATOR(pg_catalog.<>) E'\r' LOOP
+                                            j := j OPERATOR(pg_catalog.+) 1;
+                                        END LOOP;
+                                    ELSE
+                                        EXIT;
+                                    END IF;
+                                END LOOP;
+                                EXIT WHEN NOT newline OR chars[j] IS NULL OR chars[j] OPERATOR(pg_catalog.<>) '''';
+                                i := j OPERATOR(pg_catalog.+) 1;
+                            END IF;
+                        ELSE
+                            i := i OPERATOR(pg_catalog.+) 1;
+                        END IF;
+                    END LOOP;
+                ELSIF c OPERATOR(pg_catalog.=) '"' THEN
+                    i := i OPERATOR(pg_catalog.+) 1;
+                    LOOP
+                        EXIT WHEN i OPERATOR(pg_catalog.>) nchars;
+                        IF chars[i] OPERATOR(pg_catalog.=) '"' THEN
+                            i := i OPERATOR(pg_catalog.+) 1;
+                            EXIT WHEN i OPERATOR(pg_catalog.>) nchars OR chars[i] OPERATOR(pg_catalog.<>) '"';
+                        END IF;
+                        i := i OPERATOR(pg_catalog.+) 1;
+                    END LOOP;
+                    IF statements OPERATOR(pg_catalog.=) 0 AND depth OPERATOR(pg_catalog.=) 0 THEN
+                        first_words := first_words OPERATOR(pg_catalog.||) '"'::pg_catalog.text;
+                    END IF;
+                ELSIF c OPERATOR(pg_catalog.=) '$' AND chars[i OPERATOR(pg_catalog.+) 1] OPERATOR(pg_catalog.~) '^[0-9]$' THEN
+                    j := i OPERATOR(pg_catalog.+) 1;
+                    WHILE j OPERATOR(pg_catalog.<=) nchars AND chars[j] OPERATOR(pg_catalog.~) '^[0-9]$' LOOP
+                        j := j OPERATOR(pg_catalog.+) 1;
+                    END LOOP;
+                    IF bad_param IS NULL THEN
+                        word := pg_catalog.array_to_string(chars[i OPERATOR(pg_catalog.+) 1 : j OPERATOR(pg_catalog.-) 1], '');
+                        IF pg_catalog.length(word) OPERATOR(pg_catalog.>) 9
+                           OR word::pg_catalog.int4 OPERATOR(pg_catalog.<) 1
+                           OR word::pg_catalog.int4 OPERATOR(pg_catalog.>) nparams THEN
+                            bad_param := CASE WHEN pg_catalog.length(word) OPERATOR(pg_catalog.>) 9
+                                              THEN 2147483647 ELSE word::pg_catalog.int4 END;
+                        ELSE
+                            rewritten := pg_catalog.concat(rewritten,
+                                                           pg_catalog.substr(statement, copied, i OPERATOR(pg_catalog.-) copied),
+                                                           '($1[', word::pg_catalog.int4, '])');
+                            copied := j;
+                        END IF;
+                    END IF;
+                    i := j;
+                ELSIF c OPERATOR(pg_catalog.=) '$' THEN
+                    -- a dollar quote: $tag$ ... $tag$
+                    j := i OPERATOR(pg_catalog.+) 1;
+                    WHILE j OPERATOR(pg_catalog.<=) nchars AND (chars[j] OPERATOR(pg_catalog.~) '^[A-Za-z0-9_]$'
+                                                      OR pg_catalog.ascii(chars[j]) OPERATOR(pg_catalog.>) 127) LOOP
+                        j := j OPERATOR(pg_catalog.+) 1;
+                    END LOOP;
+                    IF j OPERATOR(pg_catalog.<=) nchars AND chars[j] OPERATOR(pg_catalog.=) '$' THEN
+                        tag := pg_catalog.array_to_string(chars[i : j], '');
+                        j := pg_catalog.strpos(pg_catalog.substr(statement, j OPERATOR(pg_catalog.+) 1), tag);
+                        i := CASE WHEN j OPERATOR(pg_catalog.=) 0 THEN nchars OPERATOR(pg_catalog.+) 1
+                                  ELSE i OPERATOR(pg_catalog.+) pg_catalog.length(tag) OPERATOR(pg_catalog.+) j
+                                       OPERATOR(pg_catalog.-) 1 OPERATOR(pg_catalog.+) pg_catalog.length(tag) END;
+                    ELSE
+                        i := i OPERATOR(pg_catalog.+) 1;
+                    END IF;
+                ELSIF c OPERATOR(pg_catalog.~) '^[A-Za-z_]$' OR pg_catalog.ascii(c) OPERATOR(pg_catalog.>) 127 THEN
+                    j := i;
+                    WHILE j OPERATOR(pg_catalog.<=) nchars AND (chars[j] OPERATOR(pg_catalog.~) '^[A-Za-z0-9_$]$'
+                                                      OR pg_catalog.ascii(chars[j]) OPERATOR(pg_catalog.>) 127) LOOP
+                        j := j OPERATOR(pg_catalog.+) 1;
+                    END LOOP;
+                    IF statements OPERATOR(pg_catalog.=) 0 AND depth OPERATOR(pg_catalog.=) 0 THEN
+                        first_words := first_words OPERATOR(pg_catalog.||)
+                            pg_catalog.lower(pg_catalog.array_to_string(chars[i : j OPERATOR(pg_catalog.-) 1], ''));
+                    END IF;
+                    i := j;
+                ELSE
+                    IF c OPERATOR(pg_catalog.=) '(' THEN
+                        depth := depth OPERATOR(pg_catalog.+) 1;
+                    ELSIF c OPERATOR(pg_catalog.=) ')' THEN
+                        depth := depth OPERATOR(pg_catalog.-) 1;
+                    END IF;
+                    IF statements OPERATOR(pg_catalog.=) 0 AND pg_catalog.cardinality(first_words) OPERATOR(pg_catalog.=) 0 THEN
+                        first_words := first_words OPERATOR(pg_catalog.||) c;
+                    END IF;
+                    i := i OPERATOR(pg_catalog.+) 1;
                 END IF;
-                i := i OPERATOR(pg_catalog.+) 1;
             END IF;
+        END LOOP;
+        IF in_statement THEN
+            statements := statements OPERATOR(pg_catalog.+) 1;
         END IF;
-    END LOOP;
-    IF in_statement THEN
-        statements := statements OPERATOR(pg_catalog.+) 1;
-    END IF;
-    IF by_characters THEN
         rewritten := rewritten OPERATOR(pg_catalog.||) pg_catalog.substr(statement, copied);
     END IF;
 
-    IF statements OPERATOR(pg_catalog.=) 0 THEN
-        RAISE EXCEPTION 'statement must not be empty'
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF statements OPERATOR(pg_catalog.>) 1 THEN
-        RAISE EXCEPTION 'execute() runs exactly one SQL statement'
-            USING ERRCODE = 'syntax_error',
-                  DETAIL = pg_catalog.format('The statement text holds %s statements.', statements),
-                  HINT = 'Put the work in one statement, for example with a WITH clause, or use claim() and complete() around several statements.';
-    END IF;
-    IF first_words[1] OPERATOR(pg_catalog.=) ANY ('{begin,start,commit,end,rollback,abort,savepoint,release}'::pg_catalog.text[])
-       OR (first_words[1] OPERATOR(pg_catalog.=) 'prepare' AND first_words[2] OPERATOR(pg_catalog.=) 'transaction') THEN
-        RAISE EXCEPTION 'execute() cannot run transaction control statements'
-            USING ERRCODE = 'invalid_transaction_termination',
-                  DETAIL = 'The statement runs in the caller''s transaction, which commits or rolls back the key with it.',
-                  HINT = 'Commit or roll back in the caller, after execute() returns.';
-    END IF;
-    IF first_words[1] OPERATOR(pg_catalog.=) 'copy'
-       AND (first_words OPERATOR(pg_catalog.@>) '{stdin}' OR first_words OPERATOR(pg_catalog.@>) '{stdout}') THEN
-        RAISE EXCEPTION 'execute() cannot run COPY to or from the client'
-            USING ERRCODE = 'feature_not_supported';
-    END IF;
-    IF bad_param IS NOT NULL THEN
-        RAISE EXCEPTION 'there is no parameter $%', bad_param
-            USING ERRCODE = 'undefined_parameter';
+    -- (one test for the usual statement, as above)
+    IF statements OPERATOR(pg_catalog.<>) 1 OR bad_param IS NOT NULL
+       OR first_words[1] OPERATOR(pg_catalog.=)
+          ANY ('{begin,start,commit,end,rollback,abort,savepoint,release,prepare,copy}'::pg_catalog.text[]) THEN
+        IF statements OPERATOR(pg_catalog.=) 0 THEN
+            RAISE EXCEPTION 'statement must not be empty'
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        IF statements OPERATOR(pg_catalog.>) 1 THEN
+            RAISE EXCEPTION 'execute() runs exactly one SQL statement'
+                USING ERRCODE = 'syntax_error',
+                      DETAIL = pg_catalog.format('The statement text holds %s statements.', statements),
+                      HINT = 'Put the work in one statement, for example with a WITH clause, or use claim() and complete() around several statements.';
+        END IF;
+        IF first_words[1] OPERATOR(pg_catalog.=) ANY ('{begin,start,commit,end,rollback,abort,savepoint,release}'::pg_catalog.text[])
+           OR (first_words[1] OPERATOR(pg_catalog.=) 'prepare' AND first_words[2] OPERATOR(pg_catalog.=) 'transaction') THEN
+            RAISE EXCEPTION 'execute() cannot run transaction control statements'
+                USING ERRCODE = 'invalid_transaction_termination',
+                      DETAIL = 'The statement runs in the caller''s transaction, which commits or rolls back the key with it.',
+                      HINT = 'Commit or roll back in the caller, after execute() returns.';
+        END IF;
+        IF first_words[1] OPERATOR(pg_catalog.=) 'copy'
+           AND (first_words OPERATOR(pg_catalog.@>) '{stdin}' OR first_words OPERATOR(pg_catalog.@>) '{stdout}') THEN
+            RAISE EXCEPTION 'execute() cannot run COPY to or from the client'
+                USING ERRCODE = 'feature_not_supported';
+        END IF;
+        IF bad_param IS NOT NULL THEN
+            RAISE EXCEPTION 'there is no parameter $%', bad_param
+                USING ERRCODE = 'undefined_parameter';
+        END IF;
     END IF;
 
     -- rows: a query, or a change with RETURNING (after WITH, the first of
@@ -389,7 +400,9 @@ BEGIN
     -- the claim; in a read-only transaction its error names execute()
     -- (only there: the block is a subtransaction).  A call of the
     -- signature before 1.6 has no wait, nor has claim() there.
-    IF pg_catalog.current_setting('transaction_read_only') OPERATOR(pg_catalog.=) 'on' THEN
+    IF wait IS NULL AND pg_catalog.current_setting('transaction_read_only') OPERATOR(pg_catalog.=) 'off' THEN
+        claim := idempotency.claim(key, request, scope, ttl);
+    ELSIF pg_catalog.current_setting('transaction_read_only') OPERATOR(pg_catalog.=) 'on' THEN
         BEGIN
             IF wait IS NULL THEN
                 claim := idempotency.claim(key, request, scope, ttl);
@@ -401,18 +414,18 @@ BEGIN
             RAISE EXCEPTION '%', pg_catalog.replace(message, 'idempotency.claim()', 'idempotency.execute()')
                 USING ERRCODE = 'read_only_sql_transaction';
         END;
-    ELSIF wait IS NULL THEN
-        claim := idempotency.claim(key, request, scope, ttl);
     ELSE
         claim := idempotency.claim(key, request, scope, ttl, wait => wait);
     END IF;
     -- response_ttl as complete() checks it (the caller may not call the
     -- owner's portable_arg_interval), whatever the claim's outcome
-    IF response_ttl OPERATOR(pg_catalog.<=) '0'::pg_catalog.interval THEN
-        RAISE EXCEPTION 'response_ttl must be positive'
-            USING ERRCODE = 'invalid_parameter_value',
-                  DETAIL = pg_catalog.format('The response_ttl given is %s.', response_ttl);
-    ELSIF response_ttl OPERATOR(pg_catalog.>) '1200 mons'::pg_catalog.interval THEN
+    IF response_ttl OPERATOR(pg_catalog.<=) '0'::pg_catalog.interval
+       OR response_ttl OPERATOR(pg_catalog.>) '1200 mons'::pg_catalog.interval THEN
+        IF response_ttl OPERATOR(pg_catalog.<=) '0'::pg_catalog.interval THEN
+            RAISE EXCEPTION 'response_ttl must be positive'
+                USING ERRCODE = 'invalid_parameter_value',
+                      DETAIL = pg_catalog.format('The response_ttl given is %s.', response_ttl);
+        END IF;
         RAISE EXCEPTION 'response_ttl must be at most 100 years'
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
@@ -441,29 +454,33 @@ BEGIN
     ELSE
         EXECUTE rewritten USING params;
     END IF;
-    message := pg_catalog.current_setting('idempotency.max_response_bytes', true);
-    -- a plain decimal within the C's bounds, else NULL: complete(), which
-    -- the caller may call and the owner's readers not, reads the rest
-    -- (idempotency.portable_setting_int) and refuses a bad value
-    max_bytes := CASE WHEN message IS NULL OR message OPERATOR(pg_catalog.=) '' THEN 1048576
-                      WHEN message OPERATOR(pg_catalog.~) '^[1-9][0-9]{0,8}$'
-                      THEN CASE WHEN message::pg_catalog.int4 OPERATOR(pg_catalog.<=) 268435456
-                                THEN message::pg_catalog.int4 END END;
-    IF pg_catalog.pg_column_size(body) OPERATOR(pg_catalog.>) max_bytes THEN
-        RAISE EXCEPTION 'result of the statement is too large to store'
-            USING ERRCODE = 'program_limit_exceeded',
-                  DETAIL = pg_catalog.format('It takes %s bytes; idempotency.max_response_bytes allows %s.',
-                                             pg_catalog.pg_column_size(body), max_bytes);
+    -- the size, in one test while the setting is unset or empty
+    IF COALESCE(pg_catalog.current_setting('idempotency.max_response_bytes', true), '') OPERATOR(pg_catalog.<>) ''
+       OR pg_catalog.pg_column_size(body) OPERATOR(pg_catalog.>) 1048576 THEN
+        message := pg_catalog.current_setting('idempotency.max_response_bytes', true);
+        -- a plain decimal within the C's bounds, else NULL: complete(), which
+        -- the caller may call and the owner's readers not, reads the rest
+        -- (idempotency.portable_setting_int) and refuses a bad value
+        max_bytes := CASE WHEN message IS NULL OR message OPERATOR(pg_catalog.=) '' THEN 1048576
+                          WHEN message OPERATOR(pg_catalog.~) '^[1-9][0-9]{0,8}$'
+                          THEN CASE WHEN message::pg_catalog.int4 OPERATOR(pg_catalog.<=) 268435456
+                                    THEN message::pg_catalog.int4 END END;
+        IF pg_catalog.pg_column_size(body) OPERATOR(pg_catalog.>) max_bytes THEN
+            RAISE EXCEPTION 'result of the statement is too large to store'
+                USING ERRCODE = 'program_limit_exceeded',
+                      DETAIL = pg_catalog.format('It takes %s bytes; idempotency.max_response_bytes allows %s.',
+                                                 pg_catalog.pg_column_size(body), max_bytes);
+        END IF;
     END IF;
 
+    -- (assignments of complete()'s void, not PERFORM: no statement each)
     IF response_ttl IS NULL THEN        -- the only form before 1.6
-        PERFORM idempotency.complete(key, claim.fence, body, 200, scope);
+        message := idempotency.complete(key, claim.fence, body, 200, scope)::pg_catalog.text;
     ELSE
-        PERFORM idempotency.complete(key, claim.fence, body, 200, scope, response_ttl => response_ttl);
+        message := idempotency.complete(key, claim.fence, body, 200, scope,
+                                        response_ttl => response_ttl)::pg_catalog.text;
     END IF;
-    claim.status := 'completed';
-    claim.response_code := 200;
-    claim.response_body := body;
-    RETURN claim;
+    RETURN ROW(claim.outcome, claim.fence, 'completed', 200, body, claim.recovery_point, claim.attempts,
+               claim.retry_after)::idempotency.claim_result;
 END
 $$;

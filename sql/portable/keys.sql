@@ -622,7 +622,7 @@ LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 AS $$
 DECLARE
     now timestamptz;
-    final CONSTANT boolean := completed OR NOT p_retryable;
+    final boolean;              -- (set where it is read: one expression fewer)
     caller regrole;
 BEGIN
     -- The usual call (a key, body, code and scope that pass their tests,
@@ -637,6 +637,7 @@ BEGIN
         AND COALESCE(pg_catalog.current_setting('idempotency.default_response_ttl', true), '')
             OPERATOR(pg_catalog.=) ''
         AND pg_catalog.current_setting('transaction_read_only') OPERATOR(pg_catalog.=) 'off') IS NOT TRUE THEN
+        final := completed OR NOT p_retryable;
         IF idempotency.portable_key_fits(p_key) IS NOT TRUE THEN
             PERFORM idempotency.portable_arg_key(p_key);
         END IF;
@@ -1072,7 +1073,7 @@ DECLARE
     replays boolean;
     found_row idempotency.idempotency_keys;
     deadline timestamptz;
-    nap double precision := 0.01;
+    nap double precision;       -- 10 ms at first (no default: one expression fewer)
     max_waiters text;
     tickets integer;
     ticket_base integer;
@@ -1081,18 +1082,15 @@ BEGIN
     -- The arguments.  The usual call (a key and a scope that pass their
     -- tests, ttl and lease at their defaults with their settings unset or
     -- at the C library's defaults, no wait) is one expression of this
-    -- body's; any other is checked
-    -- argument by argument in the C's order, each by its helper, which
-    -- raises the C's error.
-    IF ttl IS NULL AND lease IS NULL AND wait IS NULL
-       AND idempotency.portable_key_fits(key) AND idempotency.portable_scope_fits(scope)
-       AND COALESCE(pg_catalog.current_setting('idempotency.default_ttl', true), '24 hours')
-           OPERATOR(pg_catalog.=) '24 hours'
-       AND COALESCE(pg_catalog.current_setting('idempotency.lease_timeout', true), '30 seconds')
-           OPERATOR(pg_catalog.=) '30 seconds' THEN
-        ttl := '24 hours';
-        lease := '30 seconds';
-    ELSE
+    -- body's, and keeps ttl and lease NULL for their defaults (below); any
+    -- other is checked argument by argument in the C's order, each by its
+    -- helper, which raises the C's error.
+    IF (ttl IS NULL AND lease IS NULL AND wait IS NULL
+        AND idempotency.portable_key_fits(key) AND idempotency.portable_scope_fits(scope)
+        AND COALESCE(pg_catalog.current_setting('idempotency.default_ttl', true), '24 hours')
+            OPERATOR(pg_catalog.=) '24 hours'
+        AND COALESCE(pg_catalog.current_setting('idempotency.lease_timeout', true), '30 seconds')
+            OPERATOR(pg_catalog.=) '30 seconds') IS NOT TRUE THEN
         IF idempotency.portable_key_fits(key) IS NOT TRUE THEN
             PERFORM idempotency.portable_arg_key(key);
         END IF;
@@ -1109,9 +1107,8 @@ BEGIN
         END IF;
     END IF;
     hash := idempotency.portable_key_hash(scope, key);
-    IF request IS NOT NULL THEN
-        request_fingerprint := idempotency.portable_request_hash(request);
-    END IF;
+    -- (NULL for no request: the hash's functions are strict)
+    request_fingerprint := idempotency.portable_request_hash(request);
     LOOP
         -- The read answers replay, gone, mismatch and in_progress here;
         -- only a claim that may write goes on to portable_claim_write().
@@ -1128,11 +1125,12 @@ BEGIN
                answer.response_body, answer.recovery_point, answer.attempts, answer.retry_after
           FROM idempotency.idempotency_keys k
          WHERE k.key_hash OPERATOR(pg_catalog.=) hash;
-        IF NOT FOUND THEN
-            answer := idempotency.portable_claim_write(key, scope, hash, request_fingerprint, false, now,
-                                                       ttl, lease, 'idempotency.claim()');
-        ELSIF replays THEN
+        IF replays THEN
             RETURN answer;
+        ELSIF NOT FOUND THEN
+            answer := idempotency.portable_claim_write(key, scope, hash, request_fingerprint, false, now,
+                                                       COALESCE(ttl, '24 hours'), COALESCE(lease, '30 seconds'),
+                                                       'idempotency.claim()');
         ELSE
             found_row := idempotency.portable_read_key(scope, key, hash);
             IF found_row.key_hash IS NULL THEN
@@ -1142,7 +1140,8 @@ BEGIN
             END IF;
             IF answer.outcome IS NULL THEN
                 answer := idempotency.portable_claim_write(key, scope, hash, request_fingerprint,
-                                                           found_row.key_hash IS NOT NULL, now, ttl, lease,
+                                                           found_row.key_hash IS NOT NULL, now,
+                                                           COALESCE(ttl, '24 hours'), COALESCE(lease, '30 seconds'),
                                                            'idempotency.claim()');
             END IF;
         END IF;
@@ -1187,6 +1186,7 @@ BEGIN
         IF ticket OPERATOR(pg_catalog.>=) tickets THEN
             RETURN answer;      -- enough claims nap for this key already
         END IF;
+        nap := COALESCE(nap, 0.01);
         PERFORM pg_catalog.pg_sleep(LEAST(nap,
             pg_catalog.date_part('epoch', deadline OPERATOR(pg_catalog.-) pg_catalog.clock_timestamp()),
             pg_catalog.date_part('epoch', answer.retry_after) OPERATOR(pg_catalog.+) 0.001));
@@ -1208,13 +1208,16 @@ RETURNS void
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    done text;
 BEGIN
     IF response_body IS NULL THEN
         RAISE EXCEPTION 'response_body must not be null'
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    PERFORM idempotency.portable_finish_held_key(key, fence, response_body, response_code, scope,
-                                                 true, false, ttl, response_ttl);
+    -- (an assignment of its void, not PERFORM: no statement of its own)
+    done := idempotency.portable_finish_held_key(key, fence, response_body, response_code, scope,
+                                                 true, false, ttl, response_ttl)::pg_catalog.text;
 END
 $$;
 
@@ -1232,13 +1235,16 @@ RETURNS void
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    done text;
 BEGIN
     IF retryable IS NULL THEN
         RAISE EXCEPTION 'retryable must not be null'
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    PERFORM idempotency.portable_finish_held_key(key, fence, error, response_code, scope,
-                                                 false, retryable, ttl, response_ttl);
+    -- (as in complete())
+    done := idempotency.portable_finish_held_key(key, fence, error, response_code, scope,
+                                                 false, retryable, ttl, response_ttl)::pg_catalog.text;
 END
 $$;
 

@@ -67,9 +67,9 @@ $$;
 -- already is only counted again in the backend's local lock table.  The
 -- setting idempotency_portable.outbox_buckets only counts the buckets held
 -- so far, for the 64, as src/outbox.c's xact_bucket_locks does, and names
--- the transaction it counts for by its start: a value set before the
--- transaction began (for the session, or copied from another transaction)
--- counts nothing.  One set within the transaction can only move the point
+-- the transaction it counts for (by its start; by its id from 1.9): a
+-- value set before the transaction began (for the session, or copied from
+-- another transaction) counts nothing.  One set within the transaction can only move the point
 -- where it takes "all buckets" instead of more buckets: never a lock left
 -- out, nor one the caller could not take itself with
 -- pg_advisory_xact_lock_shared().  (pg_locks would count the held buckets
@@ -78,34 +78,29 @@ $$;
 -- costs almost as much.)
 --
 -- 1.9: the transaction's first bucket, enqueue_event()'s at each
--- transaction, takes no statement: a lock that no relay holds is taken
--- by pg_try_advisory_xact_lock_shared(), and the count starts with it;
--- a lock held against it is waited for as before.
+-- transaction, takes no statement: portable_outbox_lock_first() takes a
+-- lock that no relay holds without waiting, and starts the count with it;
+-- a lock held against it is waited for here, as before.  The count names
+-- its transaction by its id (pg_current_xact_id(): the write that follows
+-- would assign it anyway), unique where a start time is not.
 CREATE FUNCTION idempotency.portable_outbox_lock_for_write(buckets integer[])
 RETURNS void
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 AS $$
 DECLARE
     lock_class CONSTANT integer := 1330992194;
-    xact CONSTANT text := EXTRACT(epoch FROM pg_catalog.transaction_timestamp())::pg_catalog.text
-                          OPERATOR(pg_catalog.||) ':';
+    xact CONSTANT text := pg_catalog.pg_current_xact_id()::pg_catalog.text OPERATOR(pg_catalog.||) ':';
     held text := pg_catalog.current_setting('idempotency_portable.outbox_buckets', true);
     nheld integer;
     wanted integer[] := COALESCE(buckets, ARRAY[]::integer[]);
     bucket integer;
 BEGIN
+    IF pg_catalog.cardinality(wanted) OPERATOR(pg_catalog.=) 1
+       AND idempotency.portable_outbox_lock_first(wanted[1]) THEN
+        RETURN;
+    END IF;
     -- this transaction's ",b1,b2,...," or "all"
     IF held IS NULL OR NOT pg_catalog.starts_with(held, xact) THEN
-        IF pg_catalog.cardinality(wanted) OPERATOR(pg_catalog.=) 1 THEN
-            bucket := wanted[1];
-            IF NOT pg_catalog.pg_try_advisory_xact_lock_shared(lock_class, bucket) THEN
-                PERFORM pg_catalog.pg_advisory_xact_lock_shared(lock_class, bucket);
-            END IF;
-            held := pg_catalog.set_config('idempotency_portable.outbox_buckets',
-                                          xact OPERATOR(pg_catalog.||) ',' OPERATOR(pg_catalog.||) bucket
-                                          OPERATOR(pg_catalog.||) ',', true);
-            RETURN;
-        END IF;
         held := ',';
     ELSE
         held := pg_catalog.substr(held, pg_catalog.length(xact) OPERATOR(pg_catalog.+) 1);
@@ -138,6 +133,29 @@ BEGIN
     PERFORM pg_catalog.pg_advisory_xact_lock_shared(lock_class, stripe)
        FROM pg_catalog.generate_series(1024, 1039) AS stripe;
 END
+$$;
+
+-- The transaction's first bucket (1.9), for enqueue_event() without a
+-- call of portable_outbox_lock_for_write(): when the count names no
+-- bucket of this transaction and no relay holds "bucket", hold it in
+-- share mode and count it, and say true; else false, and nothing is
+-- done.  Plain SQL, inlined into the caller's expression (its CASE keeps
+-- the order: the lock only once the count is found empty, the count only
+-- once the lock is held).
+CREATE FUNCTION idempotency.portable_outbox_lock_first(bucket integer)
+RETURNS boolean
+LANGUAGE sql VOLATILE PARALLEL UNSAFE
+AS $$
+SELECT CASE
+       WHEN pg_catalog.starts_with(COALESCE(pg_catalog.current_setting('idempotency_portable.outbox_buckets', true), ''),
+                                   pg_catalog.pg_current_xact_id()::pg_catalog.text OPERATOR(pg_catalog.||) ':')
+       THEN false
+       WHEN pg_catalog.pg_try_advisory_xact_lock_shared(1330992194, bucket)
+       THEN pg_catalog.set_config('idempotency_portable.outbox_buckets',
+                                  pg_catalog.pg_current_xact_id()::pg_catalog.text OPERATOR(pg_catalog.||) ':,'
+                                  OPERATOR(pg_catalog.||) bucket::pg_catalog.text OPERATOR(pg_catalog.||) ',',
+                                  true) IS NOT NULL
+       ELSE false END
 $$;
 
 -- The event arguments of enqueue_event and emit_event (event_args).
@@ -623,25 +641,29 @@ SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     new_id bigint;
+    bucket integer;
+    notified boolean;
 BEGIN
-    -- the usual arguments pass one test; others go to the helpers, which
-    -- raise the C's errors in its order
-    IF (pg_catalog.char_length($1) OPERATOR(pg_catalog.>=) 1
-        AND pg_catalog.char_length($1) OPERATOR(pg_catalog.<=) 255
-        AND pg_catalog.char_length($2) OPERATOR(pg_catalog.>=) 1
-        AND pg_catalog.char_length($2) OPERATOR(pg_catalog.<=) 255
-        AND pg_catalog.char_length($3) OPERATOR(pg_catalog.>=) 1
-        AND pg_catalog.char_length($3) OPERATOR(pg_catalog.<=) 255
+    -- the usual arguments pass one test (GREATEST and ALL: fewer calls to
+    -- set up at each transaction than two comparisons per argument);
+    -- others go to the helpers, which raise the C's errors in its order
+    IF (GREATEST(pg_catalog.char_length($1), pg_catalog.char_length($2), pg_catalog.char_length($3))
+            OPERATOR(pg_catalog.<=) 255
+        AND '' COLLATE "C" OPERATOR(pg_catalog.<>) ALL (ARRAY[$1, $2, $3])
         AND $4 IS NOT NULL
         AND pg_catalog.current_setting('transaction_read_only') OPERATOR(pg_catalog.=) 'off') IS NOT TRUE THEN
         PERFORM idempotency.portable_outbox_event_args($1, $2, $3, $4);
         PERFORM idempotency.portable_prevent_if_read_only('idempotency.enqueue_event()');
     END IF;
-    -- before the id is drawn: see the locking rules of src/outbox.c
-    PERFORM idempotency.portable_outbox_lock_for_write(ARRAY[idempotency.portable_outbox_bucket($1, $2)]);
+    -- before the id is drawn: see the locking rules of src/outbox.c (the
+    -- transaction's first bucket in this expression, others by the helper)
+    bucket := idempotency.portable_outbox_bucket($1, $2);
+    IF NOT idempotency.portable_outbox_lock_first(bucket) THEN
+        PERFORM idempotency.portable_outbox_lock_for_write(ARRAY[bucket]);
+    END IF;
     INSERT INTO idempotency.outbox_events (aggregate_type, aggregate_id, event_type, payload, headers)
     VALUES ($1, $2, $3, $4, $5) RETURNING id INTO new_id;
-    PERFORM idempotency.portable_outbox_wake($1);
+    notified := idempotency.portable_outbox_notify($1);
     RETURN new_id;
 END
 $$;
@@ -680,7 +702,7 @@ BEGIN
      ORDER BY u.n
     RETURNING id;
     IF n OPERATOR(pg_catalog.>) 0 THEN
-        PERFORM idempotency.portable_outbox_wake($1[pg_catalog.array_lower($1, 1)]);
+        PERFORM idempotency.portable_outbox_notify($1[pg_catalog.array_lower($1, 1)]);
     END IF;
 END
 $$;
@@ -855,11 +877,11 @@ BEGIN
 END
 $$;
 
--- portable helper: since 1.0, again in 1.8
+-- portable helper: since 1.0, again in 1.8, 1.9
 
 -- This session's last notification (1.8): the transaction that sent it
 -- and when, in microseconds since 1970, as this session's currval() of
--- these two sequences, which portable_outbox_wake() sets with setval().
+-- these two sequences, which portable_outbox_notify() sets with setval().
 -- Only the extension's owner may read or set them, so no caller can
 -- forge them, as it could the session setting that held the time before
 -- 1.8 (idempotency_portable.outbox_last_notify).  setval() is not undone
@@ -871,12 +893,13 @@ CREATE SEQUENCE IF NOT EXISTS idempotency.portable_outbox_notified_at AS bigint;
 REVOKE ALL ON SEQUENCE idempotency.portable_outbox_notified_xact FROM PUBLIC;
 REVOKE ALL ON SEQUENCE idempotency.portable_outbox_notified_at FROM PUBLIC;
 
--- Now, in microseconds since 1970.
+-- Now, in microseconds since 1970 (1.9: in float8, a tenth of the cost
+-- of numeric, and exact to the microsecond for some 280 years).
 CREATE FUNCTION idempotency.portable_outbox_usecs()
 RETURNS bigint
 LANGUAGE sql VOLATILE PARALLEL SAFE
 AS $$
-SELECT (EXTRACT(epoch FROM pg_catalog.clock_timestamp()) OPERATOR(pg_catalog.*) 1000000)::pg_catalog.int8
+SELECT (pg_catalog.date_part('epoch', pg_catalog.clock_timestamp()) OPERATOR(pg_catalog.*) 1000000)::pg_catalog.int8
 $$;
 
 REVOKE ALL ON FUNCTION idempotency.portable_outbox_usecs() FROM PUBLIC;
@@ -894,8 +917,13 @@ REVOKE ALL ON FUNCTION idempotency.portable_outbox_usecs() FROM PUBLIC;
 -- notification per channel and payload however often a transaction asks.
 -- A quiet commit's lock taken again is only counted again in the
 -- backend's local lock table.
-CREATE FUNCTION idempotency.portable_outbox_wake(aggregate_type text)
-RETURNS void
+--
+-- 1.9: true when the transaction notifies, false when it commits quietly
+-- or notifications are off, so that the writers call it in an
+-- expression, without a statement of its own (portable_outbox_wake(),
+-- which returned nothing, before).
+CREATE FUNCTION idempotency.portable_outbox_notify(aggregate_type text)
+RETURNS boolean
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 AS $$
 DECLARE
@@ -905,17 +933,19 @@ DECLARE
     session_value text;
     db_value text;
     within bigint;
+    now_us bigint;
+    sent text;
 BEGIN
     session_value := pg_catalog.current_setting('idempotency.outbox_notify_interval', true);
     IF COALESCE(session_value, '10ms') OPERATOR(pg_catalog.=) '10ms'
        AND COALESCE(pg_catalog.current_setting('idempotency.outbox_notify', true), 'on')
            OPERATOR(pg_catalog.=) 'on' THEN
         -- both unset, or the C library's defaults as it shows them (1.9:
-        -- no reader's expression)
-        within := 10000;
+        -- no reader's expression; a bigint constant, not cast at each call)
+        within := 10000::pg_catalog.int8;
     ELSE
         IF NOT idempotency.portable_setting_bool('idempotency.outbox_notify', true) THEN
-            RETURN;
+            RETURN false;
         END IF;
         -- the session's value is checked at every enqueue, before anything
         -- depends on it, as the C checks it at its SET
@@ -931,43 +961,45 @@ BEGIN
         -- none yet in this session
         last_xact := NULL;
     END;
+    -- (1.7) the interval is the session's only when it is shorter than the
+    -- database's: ALTER DATABASE ... SET, else ALTER ROLE ALL ... SET, else
+    -- 10 ms.  A longer one would keep a commit quiet beyond the relays'
+    -- second look (doc/reference.md, "Waking relays"), and the C edition
+    -- lets only superusers set it (PGC_SUSET), which a placeholder cannot.
+    -- The database's is read only for a commit that the session's would
+    -- keep quiet, and parsed only when the session's differs; a session
+    -- without one (none set for the database when it began) has the
+    -- default, as in the C edition, which takes the database's when a
+    -- session begins.
+    now_us := idempotency.portable_outbox_usecs();
     IF last_xact OPERATOR(pg_catalog.<>) this_xact
-       AND pg_catalog.pg_xact_status(last_xact) OPERATOR(pg_catalog.=) 'committed' THEN
-        -- (1.7) the interval is the session's only when it is shorter than the
-        -- database's: ALTER DATABASE ... SET, else ALTER ROLE ALL ... SET, else
-        -- 10 ms.  A longer one would keep a commit quiet beyond the relays'
-        -- second look (doc/reference.md, "Waking relays"), and the C edition
-        -- lets only superusers set it (PGC_SUSET), which a placeholder cannot.
-        -- The database's is read only for a commit that the session's would
-        -- keep quiet, and parsed only when the session's differs; a session
-        -- without one (none set for the database when it began) has the
-        -- default, as in the C edition, which takes the database's when a
-        -- session begins.
-        IF (idempotency.portable_outbox_usecs() OPERATOR(pg_catalog.-) last_at) OPERATOR(pg_catalog.<) within THEN
-            IF session_value IS NOT NULL THEN
-                db_value := idempotency.portable_stored_setting('idempotency.outbox_notify_interval', NULL);
-                IF db_value IS DISTINCT FROM session_value THEN
-                    within := LEAST(within, idempotency.portable_ms_value('idempotency.outbox_notify_interval',
-                                                                          db_value, 10, 0, 60000)::pg_catalog.int8
-                                            OPERATOR(pg_catalog.*) 1000);
-                END IF;
+       AND pg_catalog.pg_xact_status(last_xact) OPERATOR(pg_catalog.=) 'committed'
+       AND (now_us OPERATOR(pg_catalog.-) last_at) OPERATOR(pg_catalog.<) within THEN
+        IF session_value IS NOT NULL THEN
+            db_value := idempotency.portable_stored_setting('idempotency.outbox_notify_interval', NULL);
+            IF db_value IS DISTINCT FROM session_value THEN
+                within := LEAST(within, idempotency.portable_ms_value('idempotency.outbox_notify_interval',
+                                                                      db_value, 10, 0, 60000)::pg_catalog.int8
+                                        OPERATOR(pg_catalog.*) 1000);
             END IF;
-            -- counted first, then decided: never quiet and uncounted
-            IF (idempotency.portable_outbox_usecs() OPERATOR(pg_catalog.-) last_at) OPERATOR(pg_catalog.<) within THEN
-                -- (no statement: nobody holds these locks but in share mode)
-                IF NOT pg_catalog.pg_try_advisory_xact_lock_shared(1330992194,
-                           1040 OPERATOR(pg_catalog.+) (pg_catalog.pg_backend_pid() OPERATOR(pg_catalog.%) 16)) THEN
-                    PERFORM pg_catalog.pg_advisory_xact_lock_shared(1330992194,
-                        1040 OPERATOR(pg_catalog.+) (pg_catalog.pg_backend_pid() OPERATOR(pg_catalog.%) 16));
-                END IF;
-                IF (idempotency.portable_outbox_usecs() OPERATOR(pg_catalog.-) last_at)
-                   OPERATOR(pg_catalog.<) within THEN
-                    RETURN;
-                END IF;
+            now_us := idempotency.portable_outbox_usecs();
+        END IF;
+        -- counted first, then decided: never quiet and uncounted
+        IF (now_us OPERATOR(pg_catalog.-) last_at) OPERATOR(pg_catalog.<) within THEN
+            -- (no statement: nobody holds these locks but in share mode)
+            IF NOT pg_catalog.pg_try_advisory_xact_lock_shared(1330992194,
+                       1040 OPERATOR(pg_catalog.+) (pg_catalog.pg_backend_pid() OPERATOR(pg_catalog.%) 16)) THEN
+                PERFORM pg_catalog.pg_advisory_xact_lock_shared(1330992194,
+                    1040 OPERATOR(pg_catalog.+) (pg_catalog.pg_backend_pid() OPERATOR(pg_catalog.%) 16));
+            END IF;
+            IF (idempotency.portable_outbox_usecs() OPERATOR(pg_catalog.-) last_at)
+               OPERATOR(pg_catalog.<) within THEN
+                RETURN false;
             END IF;
         END IF;
     END IF;
-    PERFORM pg_catalog.pg_notify('idempotency_outbox', aggregate_type);
+    -- (an assignment: no statement)
+    sent := pg_catalog.pg_notify('idempotency_outbox', aggregate_type)::pg_catalog.text;
     IF last_xact IS DISTINCT FROM this_xact THEN
         -- the transaction first: a time is never paired with a transaction
         -- that did not notify at it (assignments: no statement each)
@@ -976,10 +1008,23 @@ BEGIN
         last_at := pg_catalog.setval('idempotency.portable_outbox_notified_at'::pg_catalog.regclass,
                                      idempotency.portable_outbox_usecs());
     END IF;
+    RETURN true;
 END
 $$;
 
-REVOKE ALL ON FUNCTION idempotency.portable_outbox_wake(text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION idempotency.portable_outbox_notify(text) FROM PUBLIC;
+
+-- portable helper: since 1.9
+
+-- portable_outbox_notify() replaces portable_outbox_wake(): an
+-- installation updated from an older edition has it.
+DO $portable$
+BEGIN
+    IF pg_catalog.to_regprocedure('idempotency.portable_outbox_wake(text)') IS NOT NULL THEN
+        DROP FUNCTION idempotency.portable_outbox_wake(text);
+    END IF;
+END
+$portable$;
 
 -- portable helper: since 1.3, again in 1.7
 
@@ -1129,12 +1174,10 @@ LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    -- the usual arguments pass one test; others go to the helpers, which
-    -- raise the C's errors in its order
-    IF (pg_catalog.char_length($1) OPERATOR(pg_catalog.>=) 1
-        AND pg_catalog.char_length($1) OPERATOR(pg_catalog.<=) 255
-        AND pg_catalog.char_length($2) OPERATOR(pg_catalog.>=) 1
-        AND pg_catalog.char_length($2) OPERATOR(pg_catalog.<=) 255
+    -- the usual arguments pass one test (as enqueue_event's); others go
+    -- to the helpers, which raise the C's errors in its order
+    IF (GREATEST(pg_catalog.char_length($1), pg_catalog.char_length($2)) OPERATOR(pg_catalog.<=) 255
+        AND '' COLLATE "C" OPERATOR(pg_catalog.<>) ALL (ARRAY[$1, $2])
         AND pg_catalog.current_setting('transaction_read_only') OPERATOR(pg_catalog.=) 'off') IS NOT TRUE THEN
         PERFORM idempotency.portable_arg_name($1, 'consumer', 1, 255);
         PERFORM idempotency.portable_arg_name($2, 'event_id', 1, 255);

@@ -159,7 +159,7 @@ $$;
 
 -- A value "value" of setting "setting" in milliseconds (GUC_UNIT_MS in
 -- the C), or the default when it is unset or '': for a value that is no
--- session setting, such as the database's that portable_outbox_wake()
+-- session setting, such as the database's that portable_outbox_notify()
 -- reads from pg_db_role_setting.
 CREATE FUNCTION idempotency.portable_ms_value(setting text, value text, default_value integer,
                                              min_value integer, max_value integer)

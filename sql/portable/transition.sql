@@ -30,15 +30,13 @@ RETURNS idempotency.transition_result
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 AS $$
 DECLARE
-    key_attnum smallint;
     state_attnum smallint;
     set_name text;
     set_attnum smallint;
-    sets text := '';
-    record_def text := '';
+    sets text;
+    record_def text;
     key_type oid;
     state_type oid;
-    key_cond text;
     key_eq text;
     relname name;
     column_name name;
@@ -46,58 +44,56 @@ DECLARE
     typid oid;
     base oid;
     result text;
-    state_cast text;
     state_eq text;
     update_sql text;
     read_sql text;
-    no_move boolean;
     rows bigint;
-    attempt integer := 0;
+    attempt integer;
     r record;
     current_state text;
     in_from boolean;
     in_to boolean;
 BEGIN
-    -- (inline, not through the helpers: the caller may not execute them)
-    IF $1 IS NULL THEN
-        RAISE EXCEPTION 'tbl must not be null' USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    SELECT c.relname INTO relname FROM pg_catalog.pg_class c WHERE c.oid OPERATOR(pg_catalog.=) $1;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'relation with OID % does not exist', $1::pg_catalog.oid
-            USING ERRCODE = 'undefined_table';
-    END IF;
-    FOR i IN 1 .. 2 LOOP
-        column_name := CASE i WHEN 1 THEN $2 ELSE $4 END;
-        IF column_name IS NULL THEN
-            RAISE EXCEPTION '% must not be null', CASE i WHEN 1 THEN 'key_column' ELSE 'state_column' END
-                USING ERRCODE = 'invalid_parameter_value';
+    -- The types of both columns, in one statement whose scans return one
+    -- column each (1.9: three statements before, and a join would scan
+    -- the catalog's whole rows); any argument amiss is told below, in the
+    -- C's order.  (Inline, not through the helpers: the caller may not
+    -- execute them.)
+    SELECT (SELECT a.atttypid FROM pg_catalog.pg_attribute a
+             WHERE a.attrelid OPERATOR(pg_catalog.=) $1 AND a.attname OPERATOR(pg_catalog.=) $2
+               AND a.attnum OPERATOR(pg_catalog.>) 0 AND NOT a.attisdropped),
+           (SELECT a.atttypid FROM pg_catalog.pg_attribute a
+             WHERE a.attrelid OPERATOR(pg_catalog.=) $1 AND a.attname OPERATOR(pg_catalog.=) $4
+               AND a.attnum OPERATOR(pg_catalog.>) 0 AND NOT a.attisdropped)
+      INTO key_type, state_type;
+    IF key_type IS NULL OR state_type IS NULL OR $3 IS NULL OR $5 IS NULL OR $6 IS NULL THEN
+        IF $1 IS NULL THEN
+            RAISE EXCEPTION 'tbl must not be null' USING ERRCODE = 'invalid_parameter_value';
         END IF;
-        SELECT a.attnum, a.atttypid INTO set_attnum, column_type FROM pg_catalog.pg_attribute a
-         WHERE a.attrelid OPERATOR(pg_catalog.=) $1 AND a.attname OPERATOR(pg_catalog.=) column_name
-           AND a.attnum OPERATOR(pg_catalog.>) 0 AND NOT a.attisdropped;
-        IF NOT FOUND THEN
-            RAISE EXCEPTION 'column "%" of relation "%" does not exist', column_name, relname
-                USING ERRCODE = 'undefined_column';
+        relname := (SELECT c.relname FROM pg_catalog.pg_class c WHERE c.oid OPERATOR(pg_catalog.=) $1);
+        IF relname IS NULL THEN
+            RAISE EXCEPTION 'relation with OID % does not exist', $1::pg_catalog.oid
+                USING ERRCODE = 'undefined_table';
         END IF;
-        IF i OPERATOR(pg_catalog.=) 1 THEN
-            key_attnum := set_attnum;
-            key_type := column_type;
-        ELSE
-            state_attnum := set_attnum;
-            state_type := column_type;
+        FOR i IN 1 .. 2 LOOP
+            column_name := CASE i WHEN 1 THEN $2 ELSE $4 END;
+            IF column_name IS NULL THEN
+                RAISE EXCEPTION '% must not be null', CASE i WHEN 1 THEN 'key_column' ELSE 'state_column' END
+                    USING ERRCODE = 'invalid_parameter_value';
+            END IF;
+            IF (CASE i WHEN 1 THEN key_type ELSE state_type END) IS NULL THEN
+                RAISE EXCEPTION 'column "%" of relation "%" does not exist', column_name, relname
+                    USING ERRCODE = 'undefined_column';
+            END IF;
+        END LOOP;
+        IF $3 IS NULL THEN
+            RAISE EXCEPTION 'key must not be null' USING ERRCODE = 'invalid_parameter_value';
         END IF;
-    END LOOP;
-    IF $3 IS NULL THEN
-        RAISE EXCEPTION 'key must not be null' USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF $5 IS NULL THEN
-        RAISE EXCEPTION 'from_state must not be null' USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF $6 IS NULL THEN
+        IF $5 IS NULL THEN
+            RAISE EXCEPTION 'from_state must not be null' USING ERRCODE = 'invalid_parameter_value';
+        END IF;
         RAISE EXCEPTION 'to_state must not be null' USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    no_move := $5 COLLATE "C" OPERATOR(pg_catalog.=) $6;
 
     IF $7 IS NOT NULL THEN
         IF pg_catalog.jsonb_typeof($7) OPERATOR(pg_catalog.<>) 'object' THEN
@@ -105,6 +101,9 @@ BEGIN
                 USING ERRCODE = 'invalid_parameter_value',
                       DETAIL = 'Its keys are column names and its values their new values, as in {"paid_at": "2024-01-01T00:00:00Z"}.';
         END IF;
+        relname := (SELECT c.relname FROM pg_catalog.pg_class c WHERE c.oid OPERATOR(pg_catalog.=) $1);
+        state_attnum := (SELECT a.attnum FROM pg_catalog.pg_attribute a
+                          WHERE a.attrelid OPERATOR(pg_catalog.=) $1 AND a.attname OPERATOR(pg_catalog.=) $4);
         FOR set_name IN SELECT k FROM pg_catalog.jsonb_object_keys($7) AS k LOOP
             SELECT a.attnum INTO set_attnum FROM pg_catalog.pg_attribute a
              WHERE a.attrelid OPERATOR(pg_catalog.=) $1 AND a.attname OPERATOR(pg_catalog.=) set_name
@@ -136,22 +135,21 @@ BEGIN
     -- of the type itself, else of a type it is binary coercible to, else
     -- of the polymorphic type it belongs to.  The built-in types that keys
     -- and states usually have, none of them a domain, are known without
-    -- reading the catalog (1.9: the query below costs more than the rest
-    -- of the call): their class's operator is pg_catalog.=, which the
-    -- query finds for each of them (test/sql/transition_types.sql).
-    FOR i IN 1 .. 2 LOOP
-        typid := CASE i WHEN 1 THEN key_type ELSE state_type END;
-        IF typid OPERATOR(pg_catalog.=) ANY (ARRAY[
-               'pg_catalog.int2'::pg_catalog.regtype, 'pg_catalog.int4'::pg_catalog.regtype,
-               'pg_catalog.int8'::pg_catalog.regtype, 'pg_catalog.numeric'::pg_catalog.regtype,
-               'pg_catalog.text'::pg_catalog.regtype, 'pg_catalog.varchar'::pg_catalog.regtype,
-               'pg_catalog.bpchar'::pg_catalog.regtype, 'pg_catalog.name'::pg_catalog.regtype,
-               'pg_catalog."char"'::pg_catalog.regtype, 'pg_catalog.uuid'::pg_catalog.regtype,
-               'pg_catalog.bool'::pg_catalog.regtype, 'pg_catalog.oid'::pg_catalog.regtype,
-               'pg_catalog.bytea'::pg_catalog.regtype, 'pg_catalog.date'::pg_catalog.regtype,
-               'pg_catalog.timestamp'::pg_catalog.regtype, 'pg_catalog.timestamptz'::pg_catalog.regtype]::pg_catalog.oid[]) THEN
-            result := 'OPERATOR(pg_catalog.=)';
-        ELSE
+    -- reading the catalog (1.9: the query costs more than the rest of the
+    -- call): their class's operator is pg_catalog.=, which the query finds
+    -- for each of them (test/sql/transition_types.sql), and which key_eq
+    -- and state_eq left NULL stand for.
+    IF NOT ARRAY[key_type, state_type] OPERATOR(pg_catalog.<@) ARRAY[
+           'pg_catalog.int2'::pg_catalog.regtype, 'pg_catalog.int4'::pg_catalog.regtype,
+           'pg_catalog.int8'::pg_catalog.regtype, 'pg_catalog.numeric'::pg_catalog.regtype,
+           'pg_catalog.text'::pg_catalog.regtype, 'pg_catalog.varchar'::pg_catalog.regtype,
+           'pg_catalog.bpchar'::pg_catalog.regtype, 'pg_catalog.name'::pg_catalog.regtype,
+           'pg_catalog."char"'::pg_catalog.regtype, 'pg_catalog.uuid'::pg_catalog.regtype,
+           'pg_catalog.bool'::pg_catalog.regtype, 'pg_catalog.oid'::pg_catalog.regtype,
+           'pg_catalog.bytea'::pg_catalog.regtype, 'pg_catalog.date'::pg_catalog.regtype,
+           'pg_catalog.timestamp'::pg_catalog.regtype, 'pg_catalog.timestamptz'::pg_catalog.regtype]::pg_catalog.oid[] THEN
+        FOR i IN 1 .. 2 LOOP
+            typid := CASE i WHEN 1 THEN key_type ELSE state_type END;
             base := typid;
             WHILE (SELECT t.typtype FROM pg_catalog.pg_type t WHERE t.oid OPERATOR(pg_catalog.=) base)
                   OPERATOR(pg_catalog.=) 'd' LOOP
@@ -185,48 +183,51 @@ BEGIN
                         AND c.opcintype OPERATOR(pg_catalog.=) 'pg_catalog.record'::pg_catalog.regtype))
              ORDER BY c.opcintype OPERATOR(pg_catalog.<>) base
              LIMIT 1;
-        END IF;
-        IF result IS NULL THEN
-            RAISE EXCEPTION 'could not identify an equality operator for type %',
-                            pg_catalog.format_type(typid, NULL)
-                USING ERRCODE = 'undefined_function';
-        END IF;
-        IF i OPERATOR(pg_catalog.=) 1 THEN
-            key_eq := result;
-        ELSE
-            state_eq := result;
-        END IF;
-    END LOOP;
-    state_cast := pg_catalog.format_type(state_type, -1);
-    key_cond := pg_catalog.format('t.%I %s $1::%s', $2, key_eq, pg_catalog.format_type(key_type, -1));
-    update_sql := pg_catalog.format('UPDATE %s AS t SET %I = $3::%s%s', $1, $4, state_cast, COALESCE(sets, ''));
-    IF record_def IS NOT NULL AND record_def OPERATOR(pg_catalog.<>) '' THEN
-        update_sql := update_sql OPERATOR(pg_catalog.||)
-                      pg_catalog.format(' FROM pg_catalog.jsonb_to_record($4) AS s(%s)', record_def);
+            IF result IS NULL THEN
+                RAISE EXCEPTION 'could not identify an equality operator for type %',
+                                pg_catalog.format_type(typid, NULL)
+                    USING ERRCODE = 'undefined_function';
+            END IF;
+            IF i OPERATOR(pg_catalog.=) 1 THEN
+                key_eq := result;
+            ELSE
+                state_eq := result;
+            END IF;
+        END LOOP;
     END IF;
-    update_sql := update_sql OPERATOR(pg_catalog.||)
-                  pg_catalog.format(' WHERE %s AND t.%I %s $2::%s', key_cond, $4, state_eq, state_cast);
-    read_sql := pg_catalog.format('SELECT t.%1$I::pg_catalog.text AS state, t.%1$I %2$s $2::%3$s AS in_from,'
-                                  ' t.%1$I %2$s $3::%3$s AS in_to'
-                                  ' FROM %4$s AS t WHERE %5$s LIMIT 2',
-                                  $4, state_eq, state_cast, $1, key_cond);
+    -- one expression (each costs its set-up at every transaction)
+    update_sql := pg_catalog.format('UPDATE %1$s AS t SET %2$I = $3::%3$s%4$s%5$s WHERE t.%6$I %7$s $1::%8$s AND t.%2$I %9$s $2::%3$s',
+                                    $1, $4, pg_catalog.format_type(state_type, -1), sets,
+                                    ' FROM pg_catalog.jsonb_to_record($4) AS s(' OPERATOR(pg_catalog.||)
+                                    NULLIF(record_def, '') OPERATOR(pg_catalog.||) ')',
+                                    $2, COALESCE(key_eq, 'OPERATOR(pg_catalog.=)'),
+                                    pg_catalog.format_type(key_type, -1), COALESCE(state_eq, 'OPERATOR(pg_catalog.=)'));
 
     LOOP
         -- from_state = to_state moves nothing: only read the row
-        IF NOT no_move THEN
+        IF $5 COLLATE "C" OPERATOR(pg_catalog.<>) $6 THEN
             EXECUTE update_sql USING $3, $5, $6, $7;
             GET DIAGNOSTICS rows = ROW_COUNT;
-            IF rows OPERATOR(pg_catalog.>) 1 THEN
-                RAISE EXCEPTION 'key of transition() matches more than one row of "%"',
-                                relname
-                    USING ERRCODE = 'cardinality_violation',
-                          HINT = pg_catalog.format('Give a key column that is unique, such as the primary key ("%s" is not).', $2);
-            END IF;
             IF rows OPERATOR(pg_catalog.=) 1 THEN
                 RETURN ROW('applied', $6)::idempotency.transition_result;
             END IF;
+            IF rows OPERATOR(pg_catalog.>) 1 THEN
+                RAISE EXCEPTION 'key of transition() matches more than one row of "%"',
+                                (SELECT c.relname FROM pg_catalog.pg_class c WHERE c.oid OPERATOR(pg_catalog.=) $1)
+                    USING ERRCODE = 'cardinality_violation',
+                          HINT = pg_catalog.format('Give a key column that is unique, such as the primary key ("%s" is not).', $2);
+            END IF;
         END IF;
 
+        -- (built once, when first needed)
+        read_sql := COALESCE(read_sql,
+            pg_catalog.format('SELECT t.%1$I::pg_catalog.text AS state, t.%1$I %2$s $2::%3$s AS in_from,'
+                              ' t.%1$I %2$s $3::%3$s AS in_to'
+                              ' FROM %4$s AS t WHERE t.%5$I %6$s $1::%7$s LIMIT 2',
+                              $4, COALESCE(state_eq, 'OPERATOR(pg_catalog.=)'),
+                              pg_catalog.format_type(state_type, -1), $1,
+                              $2, COALESCE(key_eq, 'OPERATOR(pg_catalog.=)'),
+                              pg_catalog.format_type(key_type, -1)));
         rows := 0;
         FOR r IN EXECUTE read_sql USING $3, $5, $6 LOOP
             rows := rows OPERATOR(pg_catalog.+) 1;
@@ -238,7 +239,7 @@ BEGIN
         END LOOP;
         IF rows OPERATOR(pg_catalog.>) 1 THEN
             RAISE EXCEPTION 'key of transition() matches more than one row of "%"',
-                            relname
+                            (SELECT c.relname FROM pg_catalog.pg_class c WHERE c.oid OPERATOR(pg_catalog.=) $1)
                 USING ERRCODE = 'cardinality_violation',
                       HINT = pg_catalog.format('Give a key column that is unique, such as the primary key ("%s" is not).', $2);
         END IF;
@@ -252,11 +253,11 @@ BEGIN
         IF NOT in_from THEN
             RETURN ROW('rejected', current_state)::idempotency.transition_result;
         END IF;
-        IF attempt OPERATOR(pg_catalog.>=) 100 THEN
+        attempt := COALESCE(attempt, 0) OPERATOR(pg_catalog.+) 1;
+        IF attempt OPERATOR(pg_catalog.>) 100 THEN
             RAISE EXCEPTION 'could not apply transition() due to concurrent updates'
                 USING ERRCODE = 'serialization_failure';
         END IF;
-        attempt := attempt OPERATOR(pg_catalog.+) 1;
     END LOOP;
 END
 $$;
