@@ -30,6 +30,10 @@
 #                          first error
 #   cq_state NODE SQL      runs SQL on NODE and prints the SQLSTATE of its
 #                          error, or "ok" (VERBOSITY verbose)
+#   citus_assert_shells_empty
+#                          fails the test when the relation of a Citus table
+#                          of the extension holds a page on any node: its
+#                          rows belong in shards, never in the shell
 #
 # Citus's build dependencies from apt are in test/run.sh's TEST_PACKAGES on
 # the majors of CITUS_MAJORS.
@@ -106,6 +110,16 @@ cq_state() {
   sed -n 's/^.*ERROR: *\([0-9A-Z]\{5\}\):.*$/\1/p' <<<"$out" | head -1
   grep -q 'FATAL' <<<"$out" && echo FATAL
   return 0
+}
+
+citus_assert_shells_empty() {
+  local node sizes
+  for node in coord w1 w2; do
+    sizes=$(cq "$node" "SELECT string_agg(logicalrelid::text || '=' || pg_relation_size(logicalrelid), ' ')
+                          FROM pg_dist_partition WHERE logicalrelid::text LIKE 'idempotency.%'
+                          AND pg_relation_size(logicalrelid) > 0")
+    [ -z "$sizes" ] || fail "shells with rows on $node: $sizes"
+  done
 }
 
 citus_start() {

@@ -111,12 +111,7 @@ echo "ok: tokens work through Citus"
 # node (no page ever written since the local data was truncated), and no
 # refused call left a key, an event or a payment that a query through
 # Citus sees
-for node in coord w1 w2; do
-  sizes=$(cq "$node" "SELECT string_agg(logicalrelid::text || '=' || pg_relation_size(logicalrelid), ' ')
-                        FROM pg_dist_partition WHERE logicalrelid::text LIKE 'idempotency.%'
-                        AND pg_relation_size(logicalrelid) > 0")
-  [ -z "$sizes" ] || fail "shells with rows on $node: $sizes"
-done
+citus_assert_shells_empty
 [ "$(cq coord "SELECT count(*) FROM idempotency.idempotency_keys WHERE idempotency_key IN ('k-new', 'after')")" = 0 ] ||
   fail "a refused claim left a key"
 [ "$(cq coord "SELECT count(*) FROM idempotency.idempotency_keys WHERE idempotency_key IN ('k1', 'k2', 'k3', 'before')")" = 4 ] ||

@@ -89,12 +89,7 @@ for node in coord w1 w2; do
 done
 echo "ok: scope restrictions hold on every node (scope_grants a reference table)"
 
-for node in coord w1 w2; do
-  sizes=$(cq "$node" "SELECT string_agg(logicalrelid::text || '=' || pg_relation_size(logicalrelid), ' ')
-                        FROM pg_dist_partition WHERE logicalrelid::text LIKE 'idempotency.%'
-                        AND pg_relation_size(logicalrelid) > 0")
-  [ -z "$sizes" ] || fail "shells with rows on $node: $sizes"
-done
+citus_assert_shells_empty
 [ "$(cq coord "SELECT count(*) FROM idempotency.idempotency_keys WHERE idempotency_key IN ('k-new', 'x-new')")" = 0 ] ||
   fail "a refused call left a key"
 [ "$(cq coord "SELECT status FROM idempotency.idempotency_keys WHERE idempotency_key = 'before'")" = processing ] ||
