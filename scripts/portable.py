@@ -1122,7 +1122,7 @@ def check_hot_list():
         if len(words) < 2 or words[1].rstrip(':') not in HOT_KINDS:
             errors.append('%s: not "<symbol> bench|needs|pending <reason>"' % where)
             continue
-        listed[words[0]] = where
+        listed[words[0]] = (where, words[1].rstrip(':'))
         if words[1] == 'bench':
             named = [w.rstrip(':') for w in words[2:] if '/' in w]
             if not named:
@@ -1135,7 +1135,7 @@ def check_hot_list():
     errors += ['%s (%s) binds C symbol %s, which src/HOT does not list'
                % (h.where, h.name, s) for s, h in sorted(bound.items()) if s not in listed]
     errors += ['%s: the newest version binds no C symbol %s' % (w, s)
-               for s, w in sorted(listed.items()) if s not in bound]
+               for s, (w, _) in sorted(listed.items()) if s not in bound]
     return errors, listed
 
 
@@ -1144,11 +1144,10 @@ def cmd_check(args):
     errors, listed = check_hot_list()
     if errors:
         raise BuildError('src/HOT:\n  ' + '\n  '.join(errors))
-    pending = [line.split()[0] for line in read(HOT_LIST).splitlines()
-               if len(line.split()) > 1 and line.split()[1].rstrip(':') == 'pending']
+    pending = sum(1 for _, kind in listed.values() if kind == 'pending')
     print('every C function has a portable body that declares the same function')
     print('src/HOT lists the %d C symbols of the newest version (%d pending one body)'
-          % (len(listed), len(pending)))
+          % (len(listed), pending))
 
 
 def cmd_scratch(args):
